@@ -1,0 +1,28 @@
+# The two commands a newcomer needs:  make run  (the web app)  and  make test  (every test).
+# Both create .venv and install what is missing first, so a fresh clone needs nothing else.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test plan bench clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+run: $(VENV)/.installed
+	$(PY) -m webui $(ARGS)
+
+test: $(VENV)/.installed
+	./scripts/ensure-chromium
+	$(PY) -m pytest $(ARGS)
+
+plan: $(VENV)/.installed
+	$(PY) -m components.plan --config Pulumi.dev.yaml
+
+bench: $(VENV)/.installed
+	$(PY) bench/plan_bench.py
+
+clean:
+	rm -rf $(VENV) test-artifacts .pytest_cache

@@ -1,0 +1,413 @@
+"""DeploymentSpec: the validated, typed form of a raypd stack configuration (Contract 1).
+
+Stack config (Pulumi config, a stack YAML file, or the web API's JSON) enters raypd only through
+``DeploymentSpec.from_config``. After that, every renderer and component trusts the spec: nothing
+downstream re-validates or reads config. Error fields use the user-facing key
+(``raypd:prefill.tensorParallelSize``) so people can find what to fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal, Mapping, Optional
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from components import catalogue, defaults
+from components.errors import FieldError, SpecError
+
+NAMESPACE = "raypd"
+REGION_KEY = "aws:region"
+# vLLM's --dtype choices.
+VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+MODES = ("disaggregated", "colocated")
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+_EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]*$")
+_K8S_VERSION = re.compile(r"^1\.(\d+)$")
+_SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+_IMAGE = re.compile(r"^[^\s]+$")
+MAX_STACK_NAME = 40
+MIN_KUBERNETES_MINOR = 29
+
+
+def _dns_label(value: str, max_len: int = 63) -> str:
+    if len(value) > max_len:
+        raise ValueError(f"'{value}' is {len(value)} characters; at most {max_len} allowed")
+    if not _DNS1123_LABEL.match(value):
+        raise ValueError(
+            f"'{value}' is not a DNS-1123 label (lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit)"
+        )
+    return value
+
+
+def validate_stack_name(name: str) -> str:
+    """Stack names become part of cluster and resource names, so they follow DNS-1123 labels."""
+    if not isinstance(name, str) or not name:
+        raise SpecError.single("name", "a stack name is required")
+    try:
+        return _dns_label(name, MAX_STACK_NAME)
+    except ValueError as exc:
+        raise SpecError.single("name", str(exc)) from None
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
+        validate_default=True,
+    )
+
+
+class SystemNodes(_Model):
+    instance_type: str = defaults.SYSTEM_INSTANCE_TYPE
+    count: int = Field(defaults.SYSTEM_NODE_COUNT, ge=1, le=10)
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known_shape(cls, value: str) -> str:
+        if not _INSTANCE_TYPE.match(value):
+            raise ValueError(f"'{value}' is not an EC2 instance type name (e.g. m7i.xlarge)")
+        return value
+
+
+class ModelSpec(_Model):
+    id: str = defaults.MODEL_ID
+    source: str = defaults.MODEL_SOURCE
+    max_model_len: int = Field(defaults.MAX_MODEL_LEN, gt=0, le=10_000_000)
+    dtype: str = defaults.DTYPE
+    gpu_memory_utilization: float = Field(defaults.GPU_MEMORY_UTILIZATION, gt=0, le=0.98)
+    enforce_eager: bool = defaults.ENFORCE_EAGER
+
+    @field_validator("id")
+    @classmethod
+    def _id_present(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the served model name is required")
+        if len(value) > 128 or re.search(r"\s", value):
+            raise ValueError(f"'{value}' must be at most 128 characters with no spaces")
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _source_shape(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the model source is required (a Hugging Face repo id or an s3:// URI)")
+        if not (_HF_REPO.match(value) or _S3_URI.match(value)):
+            raise ValueError(
+                f"'{value}' is neither a Hugging Face repo id (org/name) nor an s3://bucket/path URI"
+            )
+        return value
+
+    @field_validator("dtype")
+    @classmethod
+    def _vllm_dtype(cls, value: str) -> str:
+        if value not in VLLM_DTYPES:
+            raise ValueError(f"'{value}' is not a vLLM dtype; use one of {', '.join(VLLM_DTYPES)}")
+        return value
+
+
+class PhaseSpec(_Model):
+    """One serving phase (prefill, decode, or the colocated baseline) and the nodes it runs on."""
+
+    instance_type: str = defaults.GPU_INSTANCE_TYPE
+    replicas: int = Field(defaults.PHASE_REPLICAS, ge=1, le=64)
+    tensor_parallel_size: int = Field(1, ge=1, le=64)
+    pipeline_parallel_size: int = Field(1, ge=1, le=64)
+
+    @field_validator("instance_type")
+    @classmethod
+    def _gpu_type(cls, value: str) -> str:
+        known = catalogue.lookup(value)
+        if known is None or known.gpus == 0:
+            names = ", ".join(t.name for t in catalogue.gpu_instance_types())
+            raise ValueError(f"'{value}' is not a GPU instance type raypd knows; known: {names}")
+        return value
+
+    @property
+    def hardware(self) -> catalogue.InstanceType:
+        found = catalogue.lookup(self.instance_type)
+        assert found is not None  # guaranteed by the validator
+        return found
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def replicas_per_node(self) -> int:
+        return max(1, self.hardware.gpus // self.gpus_per_replica)
+
+    @property
+    def nodes(self) -> int:
+        """Whole nodes, each replica on one node so TP/PP traffic stays on NVLink/PCIe."""
+        return -(-self.replicas // self.replicas_per_node)
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+
+def _colocated_default() -> PhaseSpec:
+    return PhaseSpec(replicas=defaults.COLOCATED_REPLICAS)
+
+
+class KvTransferSpec(_Model):
+    connector: Literal["NixlConnector"] = defaults.KV_CONNECTOR
+    backend: Literal["LIBFABRIC", "UCX"] = defaults.KV_BACKEND
+
+
+class DeploymentSpec(_Model):
+    stack: str = Field("dev", exclude=True)
+    region: str = defaults.REGION
+    cluster_name: Optional[str] = None
+    kubernetes_version: str = defaults.KUBERNETES_VERSION
+    availability_zone: Optional[str] = None
+    system_nodes: SystemNodes = SystemNodes()
+    mode: Literal["disaggregated", "colocated"] = defaults.MODE
+    model: ModelSpec = ModelSpec()
+    prefill: PhaseSpec = PhaseSpec()
+    decode: PhaseSpec = PhaseSpec()
+    colocated: PhaseSpec = Field(default_factory=_colocated_default)
+    kv_transfer: KvTransferSpec = KvTransferSpec()
+    image: str = ""
+    ray_version: str = defaults.RAY_VERSION
+    kuberay_version: str = defaults.KUBERAY_VERSION
+    namespace: str = defaults.NAMESPACE
+    service_name: str = defaults.SERVICE_NAME
+    hf_token: Optional[SecretStr] = None
+
+    @field_validator("region")
+    @classmethod
+    def _region_shape(cls, value: str) -> str:
+        if not _REGION.match(value):
+            raise ValueError(f"'{value}' is not an AWS region name (e.g. us-east-2)")
+        return value
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and (len(value) > 100 or not _EKS_CLUSTER_NAME.match(value)):
+            raise ValueError(
+                f"'{value}' is not a valid EKS cluster name (1-100 letters, digits, '-' or '_', "
+                "starting with a letter or digit)"
+            )
+        return value
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _k8s_version(cls, value: str) -> str:
+        match = _K8S_VERSION.match(value)
+        if not match:
+            raise ValueError(f"'{value}' is not a Kubernetes minor version such as \"1.35\"")
+        if int(match.group(1)) < MIN_KUBERNETES_MINOR:
+            raise ValueError(f"EKS no longer offers {value}; use 1.{MIN_KUBERNETES_MINOR} or newer")
+        return value
+
+    @field_validator("ray_version", "kuberay_version")
+    @classmethod
+    def _semver(cls, value: str) -> str:
+        if not _SEMVER.match(value):
+            raise ValueError(f"'{value}' is not a version such as 2.58.0")
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _image_ref(cls, value: str) -> str:
+        if value and not _IMAGE.match(value):
+            raise ValueError(f"'{value}' is not a container image reference")
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        return _dns_label(value)
+
+    @field_validator("service_name")
+    @classmethod
+    def _service_name(cls, value: str) -> str:
+        return _dns_label(value, defaults.MAX_RAYSERVICE_NAME)
+
+    @model_validator(mode="after")
+    def _cross_field_checks(self) -> "DeploymentSpec":
+        # SpecError is not a ValueError, so pydantic lets it through with its own field names.
+        problems: list[FieldError] = []
+        if self.availability_zone is not None and not re.fullmatch(
+            re.escape(self.region) + r"[a-z]", self.availability_zone
+        ):
+            problems.append(FieldError(
+                "raypd:availabilityZone",
+                f"'{self.availability_zone}' is not an availability zone of region {self.region} "
+                f"(expected {self.region}a, {self.region}b, ...)",
+            ))
+        for phase_name, phase in self.phases.items():
+            hardware = phase.hardware
+            if phase.gpus_per_replica > hardware.gpus:
+                field = (
+                    "tensorParallelSize" if phase.tensor_parallel_size > hardware.gpus
+                    else "pipelineParallelSize"
+                )
+                problems.append(FieldError(
+                    f"raypd:{phase_name}.{field}",
+                    f"tensorParallelSize x pipelineParallelSize = {phase.gpus_per_replica} needs "
+                    f"{phase.gpus_per_replica} GPUs per replica but {phase.instance_type} has "
+                    f"{hardware.gpus}",
+                ))
+            if (
+                self.mode == "disaggregated"
+                and self.kv_transfer.backend == "LIBFABRIC"
+                and not hardware.efa_supported
+            ):
+                problems.append(FieldError(
+                    f"raypd:{phase_name}.instanceType",
+                    f"kvTransfer.backend LIBFABRIC needs EFA, and {phase.instance_type} has no EFA "
+                    "interface; pick an EFA-capable type (e.g. g6.8xlarge) or backend UCX",
+                ))
+        if problems:
+            raise SpecError(problems)
+        return self
+
+    # ---- derived facts (no state of their own) ----
+
+    @property
+    def effective_cluster_name(self) -> str:
+        return self.cluster_name or f"raypd-{self.stack}"
+
+    @property
+    def image_uri(self) -> str:
+        return self.image or defaults.dlc_image(self.region)
+
+    @property
+    def phases(self) -> dict[str, PhaseSpec]:
+        """The phases this mode actually runs, in a stable order."""
+        if self.mode == "colocated":
+            return {"colocated": self.colocated}
+        return {"prefill": self.prefill, "decode": self.decode}
+
+    @property
+    def warnings(self) -> list[str]:
+        """Allowed but risky choices, shown in the plan and the web UI."""
+        notes: list[str] = []
+        if self.mode == "disaggregated":
+            if self.prefill.tensor_parallel_size != self.decode.tensor_parallel_size:
+                notes.append(
+                    "raypd:prefill.tensorParallelSize "
+                    f"({self.prefill.tensor_parallel_size}) differs from raypd:decode."
+                    f"tensorParallelSize ({self.decode.tensor_parallel_size}): NIXL KV transfer "
+                    "between different TP layouts is fragile in the field; verify transfers after deploy"
+                )
+            if self.kv_transfer.backend == "UCX":
+                notes.append(
+                    "raypd:kvTransfer.backend is UCX: on EFA, UCX moves the KV cache at TCP speed "
+                    "(100-600x slower than LIBFABRIC) without reporting an error"
+                )
+        for phase_name, phase in self.phases.items():
+            if phase.hardware.usd_per_hour is None:
+                notes.append(
+                    f"raypd:{phase_name}.instanceType {phase.instance_type} has no public "
+                    "on-demand price on record; the cost estimate leaves it out"
+                )
+        return notes
+
+    def public_config(self) -> dict[str, Any]:
+        """The spec as Contract 1 config keys, with the HF token reduced to whether it is set."""
+        body = self.model_dump(by_alias=True, exclude={"hf_token", "region", "stack"})
+        config: dict[str, Any] = {REGION_KEY: self.region}
+        for key, value in body.items():
+            if value is not None:
+                config[f"{NAMESPACE}:{key}"] = value
+        if self.hf_token is not None:
+            config[f"{NAMESPACE}:hfToken"] = "[secret]"
+        return config
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], stack: str = "dev") -> "DeploymentSpec":
+        """Validate Contract 1 keys (``aws:region``, ``raypd:<key>``) into a spec.
+
+        Values may be native (YAML, JSON API) or strings (Pulumi passes structured config as JSON
+        text). Keys of other namespaces (``aws:profile``, ``kubernetes:...``) belong to providers
+        and are left alone.
+        """
+        if not isinstance(config, Mapping):
+            raise SpecError.single("config", "must be an object of config keys")
+        fields: dict[str, Any] = {"stack": stack}
+        unknown: list[FieldError] = []
+        for key, value in config.items():
+            if not isinstance(key, str):
+                unknown.append(FieldError(str(key), "config keys must be strings"))
+                continue
+            if key == REGION_KEY:
+                fields["region"] = value
+                continue
+            namespace, _, name = key.partition(":")
+            if namespace != NAMESPACE:
+                continue
+            alias_to_field = _ALIASES
+            if name not in alias_to_field:
+                unknown.append(FieldError(
+                    key, f"unknown key; known keys: {', '.join(sorted(alias_to_field))}"
+                ))
+                continue
+            fields[alias_to_field[name]] = _decode_structured(value)
+        if unknown:
+            raise SpecError(unknown)
+        try:
+            return cls.model_validate({_field_alias(k): v for k, v in fields.items()})
+        except ValidationError as exc:
+            raise SpecError(_field_errors(exc)) from None
+
+
+_ALIASES: dict[str, str] = {
+    to_camel(name): name for name in DeploymentSpec.model_fields if name not in ("stack", "region")
+}
+_STRUCTURED_FIELDS = {"system_nodes", "model", "prefill", "decode", "colocated", "kv_transfer"}
+
+
+def _field_alias(name: str) -> str:
+    return "stack" if name == "stack" else to_camel(name)
+
+
+def _decode_structured(value: Any) -> Any:
+    """Pulumi hands object-valued config to programs as JSON text; accept both forms."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def config_key(loc: tuple[Any, ...]) -> str:
+    """Turn a pydantic error location into the user-facing config key."""
+    parts = [str(p) for p in loc if not isinstance(p, int)]
+    if not parts:
+        return "config"
+    head, rest = parts[0], parts[1:]
+    key = REGION_KEY if head == "region" else f"{NAMESPACE}:{head}"
+    return ".".join([key, *rest])
+
+
+def _field_errors(exc: ValidationError) -> list[FieldError]:
+    errors = []
+    for item in exc.errors(include_url=False):
+        message = item["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key"
+        errors.append(FieldError(config_key(tuple(item["loc"])), message))
+    return errors

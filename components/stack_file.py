@@ -1,0 +1,54 @@
+"""Read a Pulumi stack settings file (Pulumi.<stack>.yaml) without the Pulumi CLI.
+
+Used by the offline plan and `serve.render`. Values stored as ``{secure: <ciphertext>}`` were
+encrypted by a secrets provider these tools do not have: they are kept as present-but-secret
+placeholders, never decrypted and never printed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.errors import SpecError
+
+SECRET_PLACEHOLDER = "[secret]"
+_STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^.]+)\.ya?ml$")
+
+
+def stack_name_from_path(path: Path) -> str | None:
+    match = _STACK_FILE.match(path.name)
+    return match.group("stack") if match else None
+
+
+def _replace_secure(value: Any, secret_keys: set[str], key: str) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"secure"}:
+            secret_keys.add(key)
+            return SECRET_PLACEHOLDER
+        return {k: _replace_secure(v, secret_keys, f"{key}.{k}") for k, v in value.items()}
+    return value
+
+
+def load_stack_file(path: str | Path) -> tuple[dict[str, Any], set[str]]:
+    """Return (config keys -> values, the keys whose values are secret)."""
+    file = Path(path)
+    try:
+        document = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise SpecError.single("--config", f"no such file: {file}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError.single("--config", f"cannot read {file}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError.single("--config", f"{file} is not valid YAML: {exc}") from None
+    if not isinstance(document, dict):
+        raise SpecError.single("--config", f"{file} must be a mapping with a 'config:' section")
+    config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise SpecError.single("config", f"'config:' in {file} must be a mapping of keys")
+    secret_keys: set[str] = set()
+    values = {str(k): _replace_secure(v, secret_keys, str(k)) for k, v in config.items()}
+    return values, secret_keys
