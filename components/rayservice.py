@@ -1,0 +1,245 @@
+"""The KubeRay `ray.io/v1` RayService manifest for a spec: a pure function, dict in, dict out.
+
+The Pulumi component only wires this dict into a `CustomResource`. Every fact of the AWS reference's
+RayService is here (CPU-only head on the system nodes, one GPU worker pod per GPU node with all its
+GPUs and EFA interfaces, privileged for NIXL, FI_PROVIDER=efa, VLLM_HOST_IP from the pod IP,
+/dev/shm in memory, `ray stop` before the pod goes); the node plan decides how many pods of what.
+
+Field names follow KubeRay's RayService CRD as published in helm chart kuberay-operator 1.4.0 (the
+default version) and 1.7.0: per-group `resources`/`labels` are in 1.7.0 but not 1.4.0, so custom Ray
+resources go through `rayStartParams.resources`, which every version accepts. The deprecated
+`serviceUnhealthySecondThreshold`/`deploymentUnhealthySecondThreshold` are not used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from components import catalogue, defaults
+from components.spec import DeploymentSpec
+from components.topology import GpuGroupPlan, plan_gpu_groups
+from serve.config import render_application, to_yaml
+
+API_VERSION = "ray.io/v1"
+KIND = "RayService"
+# The model load (image pull + weights download on every node) can take tens of minutes on big
+# checkpoints; Pulumi waits for condition Ready up to this long before calling the update failed.
+READY_TIMEOUT_SECONDS = 3600
+# Under /tmp: writable whatever user the image runs as; on workers an emptyDir is mounted there.
+HF_HOME = "/tmp/huggingface"
+HF_TOKEN_SECRET_KEY = "token"
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+HEAD_CONTAINER = "ray-head"
+WORKER_CONTAINER = "ray-worker"
+
+# Node headroom for the kubelet's reservations (EKS: kube-reserved ~255 MiB + 11 MiB per pod slot,
+# system-reserved, eviction threshold), the kernel's own share of RAM, and the daemonsets every GPU
+# node runs (VPC CNI, kube-proxy, NVIDIA and EFA device plugins).
+NODE_MEMORY_RESERVE_FRACTION = 0.08
+NODE_MEMORY_RESERVE_MIN_GIB = 4
+NODE_CPU_RESERVE_FRACTION = 0.05
+NODE_CPU_RESERVE_MIN = 2
+# The Ray head shares the system nodes with the KubeRay operator, CoreDNS and add-ons: it takes half.
+HEAD_SHARE = 0.5
+HEAD_FALLBACK = {"cpu": "1", "memory": "4Gi"}  # system types outside the catalogue
+
+
+def hf_token_secret_name(spec: DeploymentSpec) -> str:
+    """Name of the Kubernetes Secret (in spec.namespace, key "token") holding the HF token."""
+    return f"{spec.service_name}-hf-token"
+
+
+def ray_resources_param(resources: dict[str, int]) -> str:
+    """`rayStartParams.resources` in the form KubeRay documents: '"{\\"name\\": 1}"'.
+
+    KubeRay pastes `--resources=<value>` into a shell command, so the JSON must arrive quoted with
+    its inner quotes escaped; the backslashes are real characters of the string.
+    """
+    return '"' + json.dumps(resources).replace('"', '\\"') + '"'
+
+
+def worker_resources(group: GpuGroupPlan) -> dict[str, dict[str, str]]:
+    """Container requests/limits for a worker pod that owns its whole node.
+
+    Formula (from the catalogue entry of the node's instance type):
+      memory = node memory - max(4 GiB, ceil(8% of node memory)),  requested AND limited
+      cpu    = vCPUs - max(2, ceil(5% of vCPUs)),                  requested only
+    The 8% covers the kernel's share, the kubelet's reservations and the daemonsets, so the pod
+    still schedules on the node's allocatable memory. The large limit matters: the OS page cache
+    that holds the checkpoint counts against it, and a limit well above the checkpoint keeps the
+    weights cached across engine restarts (the reference saw reloads fall from ~145 s to ~2 s).
+    /dev/shm (memory-backed emptyDir, Ray's object store) is charged to the same limit.
+    No CPU limit: CFS throttling would slow tokenization and the engine's scheduler for no gain.
+    GPUs and EFA interfaces are extended resources, so requests must equal limits.
+    """
+    hardware = catalogue.CATALOGUE[group.instance_type]
+    memory_reserve = max(
+        NODE_MEMORY_RESERVE_MIN_GIB, math.ceil(hardware.memory_gib * NODE_MEMORY_RESERVE_FRACTION)
+    )
+    cpu_reserve = max(NODE_CPU_RESERVE_MIN, math.ceil(hardware.vcpus * NODE_CPU_RESERVE_FRACTION))
+    memory = f"{hardware.memory_gib - memory_reserve}Gi"
+    cpu = str(max(1, hardware.vcpus - cpu_reserve))
+    devices = {GPU_RESOURCE: str(group.gpus_per_node)}
+    if group.efa_interfaces_per_node > 0:
+        devices[EFA_RESOURCE] = str(group.efa_interfaces_per_node)
+    return {
+        "requests": {"cpu": cpu, "memory": memory, **devices},
+        "limits": {"memory": memory, **devices},
+    }
+
+
+def head_resources(spec: DeploymentSpec) -> dict[str, dict[str, str]]:
+    """Half of a system node: the other half is for the operator and cluster add-ons."""
+    hardware = catalogue.lookup(spec.system_nodes.instance_type)
+    if hardware is None:
+        requests = dict(HEAD_FALLBACK)
+    else:
+        requests = {
+            "cpu": str(max(1, math.floor(hardware.vcpus * HEAD_SHARE))),
+            "memory": f"{max(2, math.floor(hardware.memory_gib * HEAD_SHARE))}Gi",
+        }
+    return {"requests": requests, "limits": {"memory": requests["memory"]}}
+
+
+def _hf_token_env(spec: DeploymentSpec) -> list[dict[str, Any]]:
+    if spec.hf_token is None:
+        return []
+    return [{
+        "name": "HF_TOKEN",
+        "valueFrom": {
+            "secretKeyRef": {"name": hf_token_secret_name(spec), "key": HF_TOKEN_SECRET_KEY}
+        },
+    }]
+
+
+def _pre_stop() -> dict[str, Any]:
+    # Lets Ray drain and deregister the node instead of the GCS discovering a vanished raylet.
+    return {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}}
+
+
+def _head_group(spec: DeploymentSpec) -> dict[str, Any]:
+    ports = [
+        {"containerPort": defaults.GCS_PORT, "name": "gcs"},
+        {"containerPort": defaults.DASHBOARD_PORT, "name": "dashboard"},
+        # KubeRay builds <name>-serve-svc from the head port named "serve".
+        {"containerPort": defaults.SERVE_PORT, "name": "serve"},
+    ]
+    container = {
+        "name": HEAD_CONTAINER,
+        "image": spec.image_uri,
+        "ports": ports,
+        "resources": head_resources(spec),
+        "env": [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(spec)],
+        "lifecycle": _pre_stop(),
+    }
+    return {
+        # num-gpus 0: the head runs on a CPU node; no engine may be scheduled on it.
+        "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
+        "template": {
+            "spec": {
+                "nodeSelector": dict(defaults.SYSTEM_LABELS),
+                "containers": [container],
+            }
+        },
+    }
+
+
+def _worker_env(spec: DeploymentSpec) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = []
+    if spec.kv_transfer.backend == "LIBFABRIC":
+        env.append({"name": "FI_PROVIDER", "value": "efa"})
+    env += [
+        # NIXL's side channel advertises this address; the pod IP is the one peers can reach.
+        {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "HF_HOME", "value": HF_HOME},
+        # NIXL needs this layout for hybrid Mamba / Gated-DeltaNet models such as Qwen3.5.
+        {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"},
+        *_hf_token_env(spec),
+    ]
+    return env
+
+
+def _worker_group(spec: DeploymentSpec, group: GpuGroupPlan) -> dict[str, Any]:
+    start_params = {"num-gpus": str(group.gpus_per_node)}
+    if group.ray_resource is not None:
+        # One unit per GPU: the phase's placement-group bundles each take one unit with one GPU.
+        start_params["resources"] = ray_resources_param({group.ray_resource: group.gpus_per_node})
+    container = {
+        "name": WORKER_CONTAINER,
+        "image": spec.image_uri,
+        "resources": worker_resources(group),
+        # NIXL registers CUDA memory with the EFA NIC; IPC_LOCK alone is not enough for that.
+        "securityContext": {"privileged": True},
+        "env": _worker_env(spec),
+        "volumeMounts": [
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "hf-cache", "mountPath": HF_HOME},
+        ],
+        "lifecycle": _pre_stop(),
+    }
+    return {
+        "groupName": group.name,
+        "replicas": group.nodes,
+        "minReplicas": group.nodes,
+        "maxReplicas": group.nodes,
+        "rayStartParams": start_params,
+        "template": {
+            "spec": {
+                "nodeSelector": dict(group.labels),
+                # Harmless where GPU nodes are untainted; needed where they carry the usual taint.
+                "tolerations": [
+                    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+                ],
+                "containers": [container],
+                "volumes": [
+                    {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+                    # Survives container restarts within the pod, so a crashed engine does not
+                    # download the checkpoint again.
+                    {"name": "hf-cache", "emptyDir": {}},
+                ],
+            }
+        },
+    }
+
+
+def serve_config_v2(spec: DeploymentSpec) -> str:
+    """serveConfigV2: the application list only; KubeRay owns the HTTP options of the cluster."""
+    return to_yaml({"applications": [render_application(spec)]})
+
+
+def labels(spec: DeploymentSpec) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "raypd",
+        "app.kubernetes.io/instance": spec.service_name,
+        "app.kubernetes.io/managed-by": "pulumi",
+        "raypd.io/stack": spec.stack,
+    }
+
+
+def render_rayservice(spec: DeploymentSpec) -> dict[str, Any]:
+    """The full RayService manifest: one Ray worker group per GPU node group of the plan."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": spec.service_name,
+            "namespace": spec.namespace,
+            "labels": labels(spec),
+            "annotations": {
+                # Custom resources are not awaited unless told what "ready" means.
+                "pulumi.com/waitFor": "condition=Ready",
+                "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
+            },
+        },
+        "spec": {
+            "serveConfigV2": serve_config_v2(spec),
+            "rayClusterConfig": {
+                "rayVersion": spec.ray_version,
+                "headGroupSpec": _head_group(spec),
+                "workerGroupSpecs": [_worker_group(spec, group) for group in plan_gpu_groups(spec)],
+            },
+        },
+    }
