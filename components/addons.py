@@ -1,0 +1,132 @@
+"""Cluster add-ons as Helm releases: NVIDIA and EFA device plugins, and the KubeRay operator.
+
+The values are pure functions of the node-group plan, so what each chart is told can be read in a
+test. Device plugins go where the GPU nodes are (label role=gpu-worker); without them no node
+advertises `nvidia.com/gpu` or `vpc.amazonaws.com/efa` and the Ray workers never schedule. The
+operator and its CRDs go on the system nodes, like the reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import defaults
+from components.topology import GpuGroupPlan
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+GPU_TAINT_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# Helm waits this long for the operator to become ready (image pull on a fresh node included).
+RELEASE_TIMEOUT_SECONDS = 600
+
+
+def _gpu_node_affinity() -> dict[str, Any]:
+    (key, value), = defaults.GPU_ROLE_LABEL.items()
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}
+                ]
+            }
+        }
+    }
+
+
+def nvidia_device_plugin_values() -> dict[str, Any]:
+    """The chart's default affinity wants Node Feature Discovery labels that EKS nodes do not
+    carry, so the daemonset would schedule nowhere; target raypd's GPU label instead (a list
+    value, so Helm replaces the default terms rather than merging into them)."""
+    return {
+        "affinity": _gpu_node_affinity(),
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, GPU_TAINT_TOLERATION],
+    }
+
+
+def efa_device_plugin_values(groups: Sequence[GpuGroupPlan]) -> dict[str, Any]:
+    """The chart only schedules on instance types in its built-in list, which lags new types;
+    name exactly the EFA-capable types raypd runs."""
+    efa_types = sorted({g.instance_type for g in groups if g.efa_interfaces_per_node > 0})
+    return {
+        "nodeSelector": dict(defaults.GPU_ROLE_LABEL),
+        "tolerations": [GPU_TAINT_TOLERATION],
+        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": efa_types},
+    }
+
+
+def kuberay_operator_values() -> dict[str, Any]:
+    return {"nodeSelector": dict(defaults.SYSTEM_LABELS)}
+
+
+def needs_efa_plugin(groups: Sequence[GpuGroupPlan]) -> bool:
+    return any(g.efa_interfaces_per_node > 0 for g in groups)
+
+
+@dataclass(frozen=True)
+class AddonsArgs:
+    gpu_groups: tuple[GpuGroupPlan, ...]
+    kuberay_version: str
+    # What must exist before charts install, e.g. the system node group: Helm waits for the
+    # operator pod to be ready, which needs a node to run on.
+    wait_for: tuple[pulumi.Resource, ...] = ()
+
+
+class Addons(pulumi.ComponentResource):
+    """Children inherit the Kubernetes provider from this component's `providers` option."""
+
+    kuberay: k8s.helm.v3.Release
+    device_plugins: list[k8s.helm.v3.Release]
+
+    def __init__(self, name: str, args: AddonsArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("raypd:addons:Addons", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
+
+        self.device_plugins = [
+            k8s.helm.v3.Release(
+                f"{name}-nvidia-device-plugin",
+                name=defaults.NVIDIA_DEVICE_PLUGIN_CHART,
+                chart=defaults.NVIDIA_DEVICE_PLUGIN_CHART,
+                version=defaults.NVIDIA_DEVICE_PLUGIN_VERSION,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(
+                    repo=defaults.NVIDIA_DEVICE_PLUGIN_REPO
+                ),
+                namespace=defaults.DEVICE_PLUGIN_NAMESPACE,
+                values=nvidia_device_plugin_values(),
+                opts=child,
+            )
+        ]
+        if needs_efa_plugin(args.gpu_groups):
+            self.device_plugins.append(
+                k8s.helm.v3.Release(
+                    f"{name}-efa-device-plugin",
+                    name=defaults.EFA_DEVICE_PLUGIN_CHART,
+                    chart=defaults.EFA_DEVICE_PLUGIN_CHART,
+                    version=defaults.EFA_DEVICE_PLUGIN_VERSION,
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(
+                        repo=defaults.EFA_DEVICE_PLUGIN_REPO
+                    ),
+                    namespace=defaults.DEVICE_PLUGIN_NAMESPACE,
+                    values=efa_device_plugin_values(args.gpu_groups),
+                    opts=child,
+                )
+            )
+        self.kuberay = k8s.helm.v3.Release(
+            f"{name}-kuberay-operator",
+            name=defaults.KUBERAY_CHART,
+            chart=defaults.KUBERAY_CHART,
+            version=args.kuberay_version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=defaults.KUBERAY_CHART_REPO),
+            namespace=defaults.KUBERAY_NAMESPACE,
+            create_namespace=True,
+            values=kuberay_operator_values(),
+            # Roll back a half-installed operator instead of leaving it for the next `up`.
+            atomic=True,
+            timeout=RELEASE_TIMEOUT_SECONDS,
+            opts=child,
+        )
+        self.register_outputs({
+            "kuberayRelease": self.kuberay.name,
+        })

@@ -1,0 +1,171 @@
+"""The EKS cluster, the node IAM role, the system node group and the Kubernetes provider.
+
+Mirrors the reference cluster: API authentication (access entries, no aws-auth ConfigMap), an OIDC
+provider, public + private API endpoint, nodes only in private subnets, and the managed add-ons
+vpc-cni, kube-proxy and coredns. pulumi-eks (4.x) creates vpc-cni and kube-proxy as managed add-ons
+with the cluster, but skips the managed coredns add-on when there is no default node group, because
+created before any node exists it sits DEGRADED until a 20-minute timeout (pulumi/pulumi-eks#1819).
+So coredns is added here once the system node group exists; it adopts the self-managed coredns
+that EKS bootstraps meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+# EKS-optimised AL2023 for the CPU-only system nodes (the GPU groups use the NVIDIA variant).
+SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+# The AWS managed policies every EKS worker node role needs.
+NODE_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+)
+
+
+def aws_partition(region: str) -> str:
+    """ARN partition of a region: policy ARNs differ in GovCloud, China and the ISO regions."""
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-isob-"):
+        return "aws-iso-b"
+    if region.startswith("us-iso-"):
+        return "aws-iso"
+    return "aws"
+
+
+def node_policy_arns(region: str) -> list[str]:
+    partition = aws_partition(region)
+    return [f"arn:{partition}:iam::aws:policy/{policy}" for policy in NODE_POLICIES]
+
+
+def node_assume_role_policy() -> str:
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"Service": "ec2.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+        }],
+    })
+
+
+@dataclass(frozen=True)
+class SystemNodesArgs:
+    instance_type: str
+    count: int
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    cluster_name: str
+    kubernetes_version: str
+    region: str
+    vpc_id: pulumi.Input[str]
+    public_subnet_ids: pulumi.Input[Sequence[str]]
+    private_subnet_ids: pulumi.Input[Sequence[str]]
+    # Private subnets whose NAT route exists: where node groups may start.
+    node_subnet_ids: pulumi.Input[Sequence[str]]
+    system_nodes: SystemNodesArgs
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Cluster(pulumi.ComponentResource):
+    eks_cluster: eks.Cluster
+    kubeconfig_json: pulumi.Output[str]
+    node_role_arn: pulumi.Output[str]
+    system_node_group: eks.ManagedNodeGroup
+    provider: k8s.Provider
+
+    def __init__(self, name: str, args: ClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("raypd:cluster:Cluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.eks_cluster = eks.Cluster(
+            f"{name}-eks",
+            name=args.cluster_name,
+            version=args.kubernetes_version,
+            vpc_id=args.vpc_id,
+            public_subnet_ids=args.public_subnet_ids,
+            private_subnet_ids=args.private_subnet_ids,
+            node_associate_public_ip_address=False,
+            endpoint_private_access=True,
+            endpoint_public_access=True,
+            authentication_mode=eks.AuthenticationMode.API,
+            create_oidc_provider=True,
+            skip_default_node_group=True,
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=True),
+            # Added below, after the system nodes (see the module docstring).
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            tags=args.tags,
+            opts=child,
+        )
+
+        role = aws.iam.Role(
+            f"{name}-node-role",
+            assume_role_policy=node_assume_role_policy(),
+            tags=args.tags,
+            opts=child,
+        )
+        attachments = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-{policy.rsplit('/', 1)[1]}",
+                role=role.name,
+                policy_arn=policy,
+                opts=child,
+            )
+            for policy in node_policy_arns(args.region)
+        ]
+        # Published only once the policies are attached: a node without them never joins.
+        self.node_role_arn = pulumi.Output.all(role.arn, *[a.id for a in attachments]).apply(
+            lambda values: values[0]
+        )
+
+        system = args.system_nodes
+        self.system_node_group = eks.ManagedNodeGroup(
+            f"{name}-system",
+            cluster=self.eks_cluster,
+            node_role_arn=self.node_role_arn,
+            instance_types=[system.instance_type],
+            ami_type=SYSTEM_AMI_TYPE,
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=system.count, max_size=system.count, desired_size=system.count
+            ),
+            labels=dict(system.labels),
+            subnet_ids=args.node_subnet_ids,
+            enable_imd_sv2=True,
+            tags=args.tags,
+            opts=child,
+        )
+
+        aws.eks.Addon(
+            f"{name}-coredns",
+            cluster_name=args.cluster_name,
+            addon_name="coredns",
+            # Adopt the self-managed coredns EKS installed at cluster creation.
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group]),
+        )
+
+        self.kubeconfig_json = self.eks_cluster.kubeconfig_json
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig_json,
+            opts=child,
+        )
+        self.register_outputs({
+            "clusterName": args.cluster_name,
+            "nodeRoleArn": self.node_role_arn,
+        })

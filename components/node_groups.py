@@ -1,0 +1,85 @@
+"""One managed GPU node group per entry of the node-group plan (components.topology).
+
+`gpu_node_group_settings` decides what a group looks like (a pure function of the plan entry and
+the AZ); the component only wires it to the cluster. Every GPU group sits in ONE private subnet of
+the GPU AZ: EFA traffic cannot cross AZs, and NIXL moves the KV cache over EFA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+
+from components.topology import GpuGroupPlan
+
+# EKS-optimised AL2023 with the NVIDIA driver and container toolkit (the device plugin is installed
+# separately as a Helm chart; the AMI does not ship it).
+GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+
+
+def node_group_resource_name(group: GpuGroupPlan) -> str:
+    return f"{group.name}-nodes"
+
+
+def gpu_node_group_settings(group: GpuGroupPlan, availability_zone: str) -> dict[str, Any]:
+    """Keyword arguments of `eks.ManagedNodeGroup` for one plan entry (no Pulumi objects).
+
+    Fixed size (min = max = desired = nodes): a Ray worker pod takes a whole node, and the Serve
+    placement groups need every node at once, so there is nothing to autoscale between.
+    EFA-capable types get pulumi-eks's EFA support: a cluster placement group in the AZ and a
+    launch template with one EFA interface per network card (the RayService requests them all).
+    """
+    settings: dict[str, Any] = {
+        "instance_types": [group.instance_type],
+        "ami_type": GPU_AMI_TYPE,
+        "labels": dict(group.labels),
+        "disk_size": group.root_volume_gb,
+        "scaling_config": {
+            "min_size": group.nodes,
+            "max_size": group.nodes,
+            "desired_size": group.nodes,
+        },
+        # Tokens required, hop limit 2 (pulumi-eks's launch template), so pods keep IMDS access.
+        "enable_imd_sv2": True,
+    }
+    if group.efa_interfaces_per_node > 0:
+        settings["enable_efa_support"] = True
+        settings["placement_group_availability_zone"] = availability_zone
+    return settings
+
+
+@dataclass(frozen=True)
+class GpuNodeGroupArgs:
+    group: GpuGroupPlan
+    availability_zone: str
+    cluster: eks.Cluster
+    node_role_arn: pulumi.Input[str]
+    # The private subnet of the GPU AZ (with its NAT route attached).
+    subnet_id: pulumi.Input[str]
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class GpuNodeGroup(pulumi.ComponentResource):
+    node_group: eks.ManagedNodeGroup
+
+    def __init__(
+        self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None
+    ):
+        super().__init__("raypd:cluster:GpuNodeGroup", name, None, opts)
+        settings = gpu_node_group_settings(args.group, args.availability_zone)
+        scaling = settings.pop("scaling_config")
+        self.node_group = eks.ManagedNodeGroup(
+            f"{name}-group",
+            cluster=args.cluster,
+            node_role_arn=args.node_role_arn,
+            subnet_ids=[args.subnet_id],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(**scaling),
+            tags={**args.tags, "raypd.io/node-group": args.group.name},
+            opts=pulumi.ResourceOptions(parent=self),
+            **settings,
+        )
+        self.register_outputs({"instanceType": args.group.instance_type, "nodes": args.group.nodes})

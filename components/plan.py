@@ -1,0 +1,270 @@
+"""`python -m components.plan --config Pulumi.<stack>.yaml [--stack NAME] [--json]`: the offline plan.
+
+Runs the real program (`components.program.build`) under Pulumi's mock runtime: no Pulumi CLI, no
+cloud, no credentials, nothing created. Prints every resource the program would register (Pulumi
+type token, logical name, the camelCase inputs the engine would receive, dependencies) and the
+stack outputs, with secrets shown as "[secret]" (Contract 2). The web app's offline engine runs this
+command as a subprocess and reads the `--json` document, so that document is a contract.
+
+Exit 0 on success; exit 2 with one `field: message` line per problem on stderr when the stack file
+or its configuration is invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from components import catalogue
+from components.defaults import SYSTEM_LABELS
+from components.errors import SpecError
+from components.spec import DeploymentSpec, validate_stack_name
+from components.stack_file import SECRET_PLACEHOLDER, load_stack_file, stack_name_from_path
+
+PROJECT = "raypd"
+EXIT_INVALID = 2
+DEFAULT_STACK = "dev"
+SECRET = "[secret]"
+UNKNOWN = "[unknown]"
+BANNER = "OFFLINE PLAN (Pulumi mock runtime): nothing is created in AWS"
+# Input and output keys that hold credentials whatever the engine says about them.
+ALWAYS_SECRET_KEYS = frozenset({"kubeconfig"})
+
+
+def offline_notes(region: str) -> list[str]:
+    from components.mockrun import offline_gpu_zone, offline_zones
+
+    return [
+        f"availability zones are assumed, not asked: {offline_gpu_zone(region)} offers every GPU "
+        f"type and the region has {', '.join(offline_zones(region))}; `pulumi up` asks EC2",
+        "ids, ARNs, endpoints and the kubeconfig are placeholders made up by the mocks",
+    ]
+
+
+# ---- turning recorded requests into plain, deterministic, secret-free JSON ----
+
+def _secret_values(config: Mapping[str, Any], secret_keys: Iterable[str]) -> list[str]:
+    """Plain-text values of config keys marked secret (dotted keys reach into objects)."""
+    values: list[str] = []
+    for key in secret_keys:
+        head, *path = key.split(".")
+        value: Any = config.get(head)
+        for part in path:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if isinstance(value, str) and value and value != SECRET_PLACEHOLDER:
+            values.append(value)
+    return values
+
+
+def _clean(value: Any, secrets: Sequence[str], key: Optional[str] = None) -> Any:
+    from pulumi.runtime import rpc
+
+    if key in ALWAYS_SECRET_KEYS or rpc.is_rpc_secret(value):
+        return SECRET
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v, secrets, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(item, secrets) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        # The engine protocol carries every number as a double; 200.0 GiB reads better as 200.
+        return int(value)
+    if isinstance(value, str):
+        if value == rpc.UNKNOWN:
+            return UNKNOWN
+        if any(secret in value for secret in secrets):
+            return SECRET
+    return value
+
+
+def _resources(run: Any, secrets: Sequence[str]) -> list[dict[str, Any]]:
+    """Resources in tree order (parents first, siblings by name) with names for URNs."""
+    names = {r.urn: r.name for r in run.resources}
+    children: dict[str, list[Any]] = {}
+    for resource in run.resources:
+        parent = resource.parent_urn if resource.parent_urn in names else ""
+        children.setdefault(parent, []).append(resource)
+    ordered: list[dict[str, Any]] = []
+
+    def visit(parent_urn: str) -> None:
+        for resource in sorted(children.get(parent_urn, []), key=lambda r: (r.name, r.type)):
+            ordered.append({
+                "type": resource.type,
+                "name": resource.name,
+                "parent": names.get(resource.parent_urn),
+                "inputs": _clean(resource.inputs, secrets),
+                "dependsOn": sorted({names.get(urn, urn) for urn in resource.dependencies}),
+            })
+            visit(resource.urn)
+
+    visit("")
+    return ordered
+
+
+def _outputs(run: Any, secrets: Sequence[str]) -> dict[str, Any]:
+    outputs: dict[str, Any] = {}
+    for key in sorted(run.outputs):
+        output = run.outputs[key]
+        if output.secret:
+            outputs[key] = SECRET
+        elif not output.known:
+            outputs[key] = UNKNOWN
+        else:
+            outputs[key] = _clean(output.value, secrets, key)
+    return outputs
+
+
+def plan_spec(spec: DeploymentSpec, secret_values: Sequence[str] = ()) -> dict[str, Any]:
+    """Run `build(spec)` under mocks; return the Contract 2 document. Raises SpecError."""
+    from components.mockrun import run_program
+    from components.program import build
+
+    secrets = [s for s in secret_values if s]
+    if spec.hf_token is not None:
+        token = spec.hf_token.get_secret_value()
+        if token and token != SECRET_PLACEHOLDER:
+            secrets.append(token)
+    run = run_program(lambda: build(spec), project=PROJECT, stack=spec.stack, region=spec.region)
+    return {
+        "stack": spec.stack,
+        "project": PROJECT,
+        "offline": True,
+        "mode": spec.mode,
+        "warnings": list(spec.warnings),
+        "notes": offline_notes(spec.region),
+        "resources": _resources(run, secrets),
+        "outputs": _outputs(run, secrets),
+    }
+
+
+def run_plan(
+    config: Mapping[str, Any], secret_keys: Iterable[str] = (), stack: str = DEFAULT_STACK
+) -> dict[str, Any]:
+    """The offline plan of Contract 1 config keys; raises SpecError on invalid input.
+
+    `secret_keys` names config keys whose values must never be printed (as `load_stack_file`
+    reports them); their values are masked wherever they would appear.
+    """
+    validate_stack_name(stack)
+    spec = DeploymentSpec.from_config(config, stack)
+    return plan_spec(spec, _secret_values(config, secret_keys))
+
+
+def plan_file(config_path: str, stack: Optional[str] = None) -> dict[str, Any]:
+    path = Path(config_path)
+    name = stack if stack is not None else (stack_name_from_path(path) or DEFAULT_STACK)
+    validate_stack_name(name)
+    config, secret_keys = load_stack_file(path)
+    return run_plan(config, secret_keys, name)
+
+
+# ---- the readable summary ----
+
+def _format_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def gpu_node_groups(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The GPU node groups the plan registers, read back from the ManagedNodeGroup inputs."""
+    from components.node_groups import GPU_AMI_TYPE
+
+    groups = []
+    for resource in plan["resources"]:
+        inputs = resource["inputs"]
+        if resource["type"] != "eks:index:ManagedNodeGroup" or inputs.get("amiType") != GPU_AMI_TYPE:
+            continue
+        instance_type = inputs["instanceTypes"][0]
+        hardware = catalogue.CATALOGUE[instance_type]
+        nodes = inputs["scalingConfig"]["desiredSize"]
+        groups.append({
+            "name": resource["parent"] or resource["name"],
+            "instanceType": instance_type,
+            "nodes": nodes,
+            "gpusPerNode": hardware.gpus,
+            "gpuModel": hardware.gpu_model,
+            "gpus": nodes * hardware.gpus,
+            "efa": bool(inputs.get("enableEfaSupport")),
+            "efaInterfacesPerNode": hardware.max_efa_interfaces,
+            "availabilityZone": inputs.get("placementGroupAvailabilityZone")
+            or plan["outputs"].get("availabilityZone"),
+            "labels": inputs.get("labels", {}),
+            "diskSizeGb": inputs.get("diskSize"),
+        })
+    return groups
+
+
+def render_summary(plan: Mapping[str, Any]) -> str:
+    outputs = plan["outputs"]
+    lines = [
+        BANNER,
+        "",
+        f"stack: {plan['stack']}    project: {plan['project']}    mode: {plan['mode']}",
+        f"region: {outputs.get('region')}    cluster: {outputs.get('clusterName')}    "
+        f"availability zone: {outputs.get('availabilityZone')}",
+        "",
+        "GPU node groups:",
+    ]
+    for group in gpu_node_groups(plan):
+        efa = (
+            f"EFA on ({group['efaInterfacesPerNode']} interface(s)/node)" if group["efa"] else "no EFA"
+        )
+        labels = ",".join(f"{k}={v}" for k, v in sorted(group["labels"].items()))
+        lines.append(
+            f"  {group['name']}: {group['nodes']} x {group['instanceType']}, "
+            f"{group['gpus']} GPU(s) ({group['gpusPerNode']} {group['gpuModel']}/node), {efa}, "
+            f"AZ {group['availabilityZone']}, {group['diskSizeGb']} GB root, labels {labels}"
+        )
+    for resource in plan["resources"]:
+        inputs = resource["inputs"]
+        if resource["type"] == "eks:index:ManagedNodeGroup" and inputs.get("labels") == SYSTEM_LABELS:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(inputs["labels"].items()))
+            lines.append(
+                f"System nodes: {inputs['scalingConfig']['desiredSize']} x "
+                f"{inputs['instanceTypes'][0]} (KubeRay operator, Ray head; labels {labels})"
+            )
+    counts = Counter(resource["type"] for resource in plan["resources"])
+    lines += ["", f"Resources ({len(plan['resources'])}):"]
+    lines += [f"  {count:3d}  {kind}" for kind, count in sorted(counts.items())]
+    lines += ["", "Outputs:"]
+    lines += [f"  {key}: {_format_value(value)}" for key, value in outputs.items()]
+    if plan["warnings"]:
+        lines += ["", "Warnings:"]
+        lines += [f"  - {warning}" for warning in plan["warnings"]]
+    lines += ["", "Offline assumptions:"]
+    lines += [f"  - {note}" for note in plan["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m components.plan",
+        description="Plan a raypd stack offline (Pulumi mock runtime; nothing is created).",
+    )
+    parser.add_argument("--config", required=True, help="stack settings file, e.g. Pulumi.dev.yaml")
+    parser.add_argument(
+        "--stack", help="stack name (default: taken from Pulumi.<stack>.yaml, else 'dev')"
+    )
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON (Contract 2)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        plan = plan_file(args.config, args.stack)
+    except SpecError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        return EXIT_INVALID
+    if args.json:
+        sys.stdout.write(json.dumps(plan, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_summary(plan))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
