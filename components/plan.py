@@ -16,18 +16,16 @@ import argparse
 import json
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from components import catalogue
 from components.defaults import SYSTEM_LABELS
 from components.errors import SpecError
 from components.spec import DeploymentSpec, validate_stack_name
-from components.stack_file import SECRET_PLACEHOLDER, load_stack_file, stack_name_from_path
+from components.stack_file import DEFAULT_STACK, SECRET_PLACEHOLDER, read_stack
 
 PROJECT = "raypd"
 EXIT_INVALID = 2
-DEFAULT_STACK = "dev"
 SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 BANNER = "OFFLINE PLAN (Pulumi mock runtime): nothing is created in AWS"
@@ -154,10 +152,7 @@ def run_plan(
 
 
 def plan_file(config_path: str, stack: Optional[str] = None) -> dict[str, Any]:
-    path = Path(config_path)
-    name = stack if stack is not None else (stack_name_from_path(path) or DEFAULT_STACK)
-    validate_stack_name(name)
-    config, secret_keys = load_stack_file(path)
+    name, config, secret_keys = read_stack(config_path, stack)
     return run_plan(config, secret_keys, name)
 
 

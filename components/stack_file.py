@@ -14,8 +14,10 @@ from typing import Any
 import yaml
 
 from components.errors import SpecError
+from components.spec import validate_stack_name
 
 SECRET_PLACEHOLDER = "[secret]"
+DEFAULT_STACK = "dev"
 _STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^.]+)\.ya?ml$")
 
 
@@ -52,3 +54,12 @@ def load_stack_file(path: str | Path) -> tuple[dict[str, Any], set[str]]:
     secret_keys: set[str] = set()
     values = {str(k): _replace_secure(v, secret_keys, str(k)) for k, v in config.items()}
     return values, secret_keys
+
+
+def read_stack(path: str | Path, stack: str | None = None) -> tuple[str, dict[str, Any], set[str]]:
+    """(stack name, config, secret keys) for the CLIs: the name is `stack`, else the file's
+    `Pulumi.<stack>.yaml` name, else "dev", and is validated like any stack name."""
+    file = Path(path)
+    name = validate_stack_name(stack if stack is not None else (stack_name_from_path(file) or DEFAULT_STACK))
+    config, secret_keys = load_stack_file(file)
+    return name, config, secret_keys

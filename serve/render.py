@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from components.errors import SpecError
-from components.spec import DeploymentSpec, validate_stack_name
-from components.stack_file import load_stack_file, stack_name_from_path
+from components.spec import DeploymentSpec
+from components.stack_file import read_stack
 from serve.config import render_serve_config_yaml
 
 EXIT_INVALID = 2
-DEFAULT_STACK = "dev"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,10 +35,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def render_file(config_path: str, stack: Optional[str] = None) -> tuple[str, list[str]]:
     """Return (Serve YAML, spec warnings); raises SpecError on invalid input."""
-    path = Path(config_path)
-    name = stack if stack is not None else (stack_name_from_path(path) or DEFAULT_STACK)
-    validate_stack_name(name)
-    config, _secret_keys = load_stack_file(path)
+    name, config, _secret_keys = read_stack(config_path, stack)
     spec = DeploymentSpec.from_config(config, name)
     return render_serve_config_yaml(spec), spec.warnings
 
