@@ -20,6 +20,8 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from components import defaults
+
 # EKS-optimised AL2023 for the CPU-only system nodes (the GPU groups use the NVIDIA variant).
 SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
 # The AWS managed policies every EKS worker node role needs.
@@ -64,6 +66,8 @@ class SystemNodesArgs:
     instance_type: str
     count: int
     labels: dict[str, str]
+    # The Ray head runs the multi-GB serving image here (see defaults.SYSTEM_ROOT_VOLUME_GB).
+    root_volume_gb: int = defaults.SYSTEM_ROOT_VOLUME_GB
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,7 @@ class Cluster(pulumi.ComponentResource):
                 min_size=system.count, max_size=system.count, desired_size=system.count
             ),
             labels=dict(system.labels),
+            disk_size=system.root_volume_gb,
             subnet_ids=args.node_subnet_ids,
             enable_imd_sv2=True,
             tags=args.tags,

@@ -65,6 +65,10 @@ GCS_PORT = 6379
 # nodes serve bigger models, so grant 100 GB per GPU beyond that.
 MIN_ROOT_VOLUME_GB = 200
 ROOT_VOLUME_GB_PER_GPU = 100
+# System nodes run the CPU-only Ray head, i.e. the same DLC image (~30 GB, kept both compressed and
+# unpacked by containerd): EKS's 20 GiB default root volume cannot hold it (eksctl, which the
+# reference used, defaults to 80 GiB).
+SYSTEM_ROOT_VOLUME_GB = 100
 
 # Limits the Kubernetes/KubeRay side imposes.
 MAX_RAYSERVICE_NAME = 47

@@ -185,6 +185,9 @@ class RegisteredResource:
     provider: str
     dependencies: tuple[str, ...]
     inputs: dict[str, Any]
+    # Resource options that decide how an update is carried out.
+    replace_on_changes: tuple[str, ...] = ()
+    delete_before_replace: bool = False
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -215,6 +218,8 @@ class RecordingMonitor(mocks.MockMonitor):
                 provider=request.provider,
                 dependencies=tuple(request.dependencies),
                 inputs=rpc.deserialize_properties(request.object, keep_unknowns=True),
+                replace_on_changes=tuple(request.replaceOnChanges),
+                delete_before_replace=bool(request.deleteBeforeReplace),
             )
             with self._lock:
                 self.registered.append(record)

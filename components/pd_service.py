@@ -3,6 +3,14 @@
 The manifest comes whole from `components.rayservice.render_rayservice`; this component only
 applies it. It waits for (and on destroy goes before) the KubeRay operator, which owns the
 RayService finalizer, and the device plugins and GPU node groups its workers need.
+
+Updates: KubeRay applies a changed serveConfigV2 to the running cluster, but answers any other
+change of rayClusterConfig (worker sizes, image, env, min/maxReplicas...) with a blue/green
+upgrade: a second, pending RayCluster that takes over once ready. raypd's GPU node groups are
+sized for exactly one cluster, so that pending cluster's workers would stay Pending forever while
+Ready stays True on the old one: `pulumi up` would report success and nothing would change. So a
+change under spec.rayClusterConfig replaces the RayService, deleting the old one first (serving
+stops until the new one is Ready); serve-config-only changes still roll in place.
 """
 
 from __future__ import annotations
@@ -15,6 +23,9 @@ import pulumi_kubernetes as k8s
 from pydantic import SecretStr
 
 from components.rayservice import HF_TOKEN_SECRET_KEY
+
+# Changes here make KubeRay build a second RayCluster (see the module docstring).
+REPLACE_ON_CHANGES = ("spec.rayClusterConfig",)
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,12 @@ class PdService(pulumi.ComponentResource):
             kind=manifest["kind"],
             metadata=manifest["metadata"],
             spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=needs),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=needs,
+                # See the module docstring: no room for KubeRay's second cluster.
+                replace_on_changes=list(REPLACE_ON_CHANGES),
+                delete_before_replace=True,
+            ),
         )
         self.register_outputs({"rayServiceName": manifest["metadata"]["name"]})

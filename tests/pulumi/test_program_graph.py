@@ -91,6 +91,17 @@ def test_system_nodes_run_the_configured_type_with_the_system_label(reference_pl
         "aws:iam/rolePolicyAttachment:RolePolicyAttachment")} <= set(system["dependsOn"])
 
 
+def test_system_nodes_have_disk_room_for_the_image_the_ray_head_runs(reference_plan):
+    (service,) = reference_plan.of_type(RAYSERVICE)
+    head = service["inputs"]["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    # The head (the multi-GB serving image) is pinned to the system nodes...
+    assert head["nodeSelector"] == defaults.SYSTEM_LABELS
+    (system,) = [r for r in reference_plan.of_type(MNG) if r["inputs"]["amiType"] != GPU_AMI]
+    # ...so their root volume must be well above EKS's 20 GiB default, at least the 80 GiB the
+    # reference's eksctl node group had, or the head pod never pulls its image.
+    assert system["inputs"]["diskSize"] >= 80
+
+
 def test_cluster_matches_the_reference_control_plane(reference_plan):
     (cluster,) = reference_plan.of_type("eks:index:Cluster")
     inputs = cluster["inputs"]
