@@ -1,0 +1,140 @@
+"""List latency with 200 deployments: the list page and GET /api/v1/deployments.
+
+Fills a temp RAYPD_HOME with 200 deployments (directly through the store, with a finished job
+each, as the web app would leave them), starts the real app on a free 127.0.0.1 port in a
+werkzeug server thread (one TCP connection per request, like a browser without keep-alive), and
+times N requests to each endpoint end to end (connect, request, full body). Prints p50/p95/max in
+milliseconds; exit status 1 when a p95 misses the target (50 ms).
+
+    .venv/bin/python bench/list_bench.py [--deployments 200] [--requests 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import logging
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from werkzeug.serving import make_server  # noqa: E402
+
+from components.spec import DeploymentSpec  # noqa: E402
+from webui import Settings, close_app, create_app  # noqa: E402
+from webui.store import Store  # noqa: E402
+from webui.summary import summarize  # noqa: E402
+
+TARGET_P95_MS = 50.0
+TOKEN = "bench-token-0123456789abcdef"
+# A realistic mix: the reference, bigger PD splits, heterogeneous phases, colocated baselines.
+VARIANTS = [
+    {},
+    {"raypd:decode": {"replicas": 3}},
+    {"raypd:prefill": {"instanceType": "p5.48xlarge", "tensorParallelSize": 8},
+     "raypd:decode": {"instanceType": "g6e.48xlarge", "tensorParallelSize": 8, "replicas": 2}},
+    {"raypd:mode": "colocated", "aws:region": "us-west-2"},
+    {"raypd:model": {"id": "llama-8b", "source": "meta-llama/Llama-3.1-8B-Instruct"}},
+]
+
+
+def fill(home: Path, count: int) -> None:
+    store = Store(home / "raypd.db")
+    for index in range(count):
+        name = f"bench-{index:03d}"
+        spec = DeploymentSpec.from_config(VARIANTS[index % len(VARIANTS)], name)
+        store.create_deployment(name, "offline", spec.public_config(), summarize(spec))
+        job = store.create_job(name, "up", "offline", "bench@127.0.0.1", "updating")
+        store.set_job_running(job)
+        store.set_progress(job, 34, 34)
+        store.finish_job(job, "succeeded")
+        store.update_deployment(name, status="planned (offline)")
+    store.close()
+
+
+def timed(request: Callable[[], bytes], count: int) -> list[float]:
+    for _ in range(10):  # warm-up: imports, template compile, SQLite page cache
+        request()
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        request()
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--deployments", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=200)
+    args = parser.parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no per-request access log lines
+
+    with tempfile.TemporaryDirectory(prefix="raypd-bench-") as tmp:
+        home = Path(tmp)
+        settings = Settings.from_env({"RAYPD_HOME": str(home), "RAYPD_ENGINE": "offline", "RAYPD_TOKEN": TOKEN})
+        fill(home, args.deployments)
+        app = create_app(settings)
+        server = make_server("127.0.0.1", 0, app, threaded=True)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        port = server.port
+
+        def get(path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            body = response.read()
+            conn.close()
+            return response.status, dict(response.getheaders()), body
+
+        # A browser session for the page: the login form's CSRF token and cookie.
+        _, login_headers, login_body = get("/login", {})
+        cookie = login_headers["Set-Cookie"].split(";")[0]
+        csrf = re.search(rb'name="csrf_token" value="([^"]+)"', login_body).group(1).decode()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/login", body=f"token={TOKEN}&csrf_token={csrf}&next=/",
+                     headers={"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded"})
+        login = conn.getresponse()
+        login.read()
+        session = login.getheader("Set-Cookie").split(";")[0]
+        conn.close()
+
+        def page() -> bytes:
+            status, _, body = get("/", {"Cookie": session})
+            assert status == 200 and body.count(b"<tr data-name=") == args.deployments, status
+            return body
+
+        def api() -> bytes:
+            status, _, body = get("/api/v1/deployments", {"Authorization": f"Bearer {TOKEN}"})
+            assert status == 200 and body.count(b'"name"') == args.deployments, status
+            return body
+
+        results = {"GET / (list page)": timed(page, args.requests),
+                   "GET /api/v1/deployments": timed(api, args.requests)}
+        server.shutdown()
+        close_app(app)
+
+    print(f"{args.deployments} deployments, {args.requests} requests each, real HTTP server on "
+          f"127.0.0.1 (werkzeug, threaded, one connection per request)")
+    failed = False
+    for label, samples in results.items():
+        ordered = sorted(samples)
+        p50 = statistics.median(ordered)
+        p95 = ordered[max(0, int(round(0.95 * len(ordered))) - 1)]
+        ok = p95 < TARGET_P95_MS
+        failed |= not ok
+        print(f"  {label:28s} p50 {p50:6.2f} ms   p95 {p95:6.2f} ms   max {ordered[-1]:6.2f} ms   "
+              f"{'ok' if ok else 'MISSED'} (target p95 < {TARGET_P95_MS:.0f} ms)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

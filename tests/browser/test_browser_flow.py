@@ -1,0 +1,181 @@
+"""The whole web flow in a real browser (Debian chromium through Playwright), against a real server.
+
+`python -m webui` runs as a subprocess on a free loopback port with a temp RAYPD_HOME and the
+offline engine, as a user would start it. Screenshots of every page land in test-artifacts/
+(gitignored). Console errors fail the test: a Content-Security-Policy violation shows up there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+PROJECT = Path(__file__).resolve().parents[2]
+ARTIFACTS = PROJECT / "test-artifacts" / "browser"
+TOKEN = "browser-test-token-0123456789"
+HF_TOKEN = "hf_BrowserSecretToken0123456789xyz"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: scripts/ensure-chromium)")
+    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    home = tmp_path_factory.mktemp("raypd-home")
+    port = _free_port()
+    env = {**os.environ, "RAYPD_HOME": str(home), "RAYPD_ENGINE": "offline", "RAYPD_TOKEN": TOKEN}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "webui", "--port", str(port)], cwd=PROJECT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    banner = process.stdout.readline() if process.stdout else ""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        process.kill()
+        pytest.fail("the web app did not start")
+    yield {"base": base, "banner": banner, "home": str(home)}
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def page(server: dict[str, str]):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        tab = context.new_page()
+        # Script errors and CSP violations; a 400 page (the form with errors) is not one.
+        tab.console_errors = []  # type: ignore[attr-defined]
+        tab.on("console", lambda msg: msg.type == "error" and not msg.text.startswith("Failed to load resource")
+               and tab.console_errors.append(msg.text))
+        tab.on("pageerror", lambda exc: tab.console_errors.append(str(exc)))
+        tab.on("dialog", lambda dialog: dialog.accept())
+        yield tab
+        context.close()
+        browser.close()
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_server_prints_its_url_and_token_source(server):
+    assert server["banner"].startswith(f"raypd web app on {server['base']}/")
+
+
+def test_launch_watch_and_tear_down_in_a_browser(server, page):
+    from playwright.sync_api import expect
+
+    base = server["base"]
+    page.goto(base + "/")
+    expect(page).to_have_url(re.compile(r"/login"))
+    shot(page, "01-login")
+    page.fill("#token", TOKEN)
+    page.click("button[type=submit]")
+    expect(page.locator("h1")).to_have_text("Deployments")
+    expect(page.locator("#engine-banner")).to_contain_text("nothing is created in AWS")
+    shot(page, "02-list-empty")
+
+    # A bad value: the server names the field, next to it.
+    page.click("text=New deployment >> nth=0")
+    expect(page.locator("h1")).to_have_text("New deployment")
+    shot(page, "03-new-form")
+    page.fill("#f-name", "browser-demo")
+    page.fill("#f-raypd-prefill-tensorParallelSize", "2")
+    page.click("#preview-button")
+    error = page.locator("#f-raypd-prefill-tensorParallelSize-error")
+    expect(error).to_contain_text("g6.8xlarge has 1")
+    shot(page, "04-new-form-error")
+
+    # Fix it, add a token, preview.
+    page.fill("#f-raypd-prefill-tensorParallelSize", "1")
+    page.fill("#f-raypd-decode-replicas", "2")
+    page.fill("#f-raypd-hfToken", HF_TOKEN)
+    page.click("#preview-button")
+    expect(page.locator("h1")).to_contain_text("Preview: browser-demo")
+    expect(page.locator("#rayservice-yaml")).to_contain_text("kind: RayService")
+    expect(page.locator("svg.arch")).to_contain_text("KV cache")
+    expect(page.locator("body")).to_contain_text("offline plan: nothing was created in AWS")
+    shot(page, "05-preview")
+    assert HF_TOKEN not in page.content()
+
+    # Launch and watch the progress bar reach 100%.
+    page.click("#launch-button")
+    expect(page).to_have_url(re.compile(r"/deployments/browser-demo\?job="))
+    # (The CSP forbids eval, so the wait is a locator expectation, not wait_for_function.)
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
+    expect(page.locator("h1 .badge").first).to_have_text("planned (offline)", timeout=20_000)
+    expect(page.locator("#job-percent")).to_have_text("100%")
+    expect(page.locator("#outputs")).to_contain_text("portForwardCommand")
+    expect(page.locator("#outputs")).to_contain_text("[secret]")
+    expect(page.locator("#port-forward")).to_contain_text("port-forward svc/ray-llm-serve-svc 8000:8000")
+    expect(page.locator("#curl-example")).to_contain_text("/v1/chat/completions")
+    page.click("text=Show the rendered")
+    expect(page.locator("#rayservice-yaml")).to_contain_text("kind: RayService")
+    shot(page, "06-deployment")
+    assert HF_TOKEN not in page.content()
+
+    # The list shows it.
+    page.goto(base + "/")
+    row = page.locator('tr[data-name="browser-demo"]')
+    expect(row).to_contain_text("planned (offline)")
+    expect(row).to_contain_text("offline")
+    shot(page, "07-list")
+
+    # Tear down: the button waits for the exact name.
+    row.locator("a").click()
+    button = page.locator("#teardown-button")
+    page.fill("#confirm-name", "browser-dem")
+    expect(button).to_be_disabled()
+    page.fill("#confirm-name", "browser-demo")
+    expect(button).to_be_enabled()
+    shot(page, "08-teardown-confirm")
+    button.click()
+    expect(page).to_have_url(re.compile(r"/\?removed=browser-demo"), timeout=60_000)
+    expect(page.locator("#removed-notice")).to_contain_text("browser-demo")
+    expect(page.locator('tr[data-name="browser-demo"]')).to_have_count(0)
+    shot(page, "09-list-after-teardown")
+
+    assert page.console_errors == []  # no CSP violation, no script error
+
+
+def test_home_holds_no_token_after_the_browser_flow(server):
+    for path in Path(server["home"]).rglob("*"):
+        if path.is_file():
+            assert HF_TOKEN.encode() not in path.read_bytes(), path

@@ -1,0 +1,111 @@
+"""Pure pieces behind the pages: form <-> config, the architecture picture, redaction, summaries."""
+
+from __future__ import annotations
+
+import re
+
+from components.spec import DeploymentSpec
+from webui import forms
+from webui.diagram import architecture_svg
+from webui.redact import redact, redact_value
+from webui.summary import rayservice_yaml, summarize
+
+
+def test_default_form_submits_the_reference_deployment():
+    name, config, errors = forms.form_to_config(forms.default_values() | {"name": "ref"})
+    assert errors == [] and name == "ref"
+    assert DeploymentSpec.from_config(config, "ref") == DeploymentSpec.from_config({}, "ref")
+
+
+def test_form_sends_only_the_phases_of_the_chosen_mode():
+    _, config, _ = forms.form_to_config(forms.default_values() | {"raypd:mode": "colocated"})
+    assert "raypd:colocated" in config
+    assert "raypd:prefill" not in config and "raypd:kvTransfer" not in config
+
+
+def test_form_reports_non_numbers_and_missing_values_per_field():
+    values = forms.default_values() | {"raypd:model.gpuMemoryUtilization": "lots", "raypd:namespace": " "}
+    _, _, errors = forms.form_to_config(values)
+    assert {e.field: e.message for e in errors} == {
+        "raypd:model.gpuMemoryUtilization": "must be a number such as 0.9",
+        "raypd:namespace": "is required",
+    }
+
+
+def test_unchecked_checkbox_means_false_and_optional_blanks_are_left_out():
+    values = forms.default_values() | {"raypd:model.enforceEager": "", "raypd:clusterName": ""}
+    _, config, _ = forms.form_to_config(values)
+    assert config["raypd:model"]["enforceEager"] is False
+    assert "raypd:clusterName" not in config
+
+
+def test_form_values_never_echo_the_token():
+    shown = forms.form_values(forms.default_values() | {"raypd:hfToken": "hf_secretvalue123456"})
+    assert "raypd:hfToken" not in shown
+
+
+def test_errors_split_into_field_and_general():
+    from components.errors import FieldError
+
+    by_field, general = forms.split_errors([
+        FieldError("raypd:prefill.replicas", "too many"), FieldError("config", "bad"),
+    ])
+    assert by_field == {"raypd:prefill.replicas": "too many"}
+    assert [e.field for e in general] == ["config"]
+
+
+def test_form_choices_come_from_the_catalogue():
+    field = forms.FIELDS_BY_KEY["raypd:prefill.instanceType"]
+    names = [value for value, _ in field.choices]
+    assert "g6.8xlarge" in names and "p5.48xlarge" in names
+    assert all("." in name for name in names)
+
+
+def test_architecture_shows_prefill_decode_and_the_kv_path():
+    spec = DeploymentSpec.from_config({"raypd:decode": {"replicas": 3}}, "pd")
+    svg = str(architecture_svg(spec))
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert "Prefill" in svg and "Decode" in svg and "KV cache" in svg
+    assert "NIXL over EFA" in svg and "LIBFABRIC" in svg
+    assert "3 vLLM replicas" in svg
+    assert "svc/ray-llm-serve-svc:8000" in svg
+    assert " style=" not in svg and "<script" not in svg
+
+
+def test_architecture_of_colocated_has_no_kv_path():
+    svg = str(architecture_svg(DeploymentSpec.from_config({"raypd:mode": "colocated"}, "c")))
+    assert "Colocated" in svg and "KV cache" not in svg
+
+
+def test_architecture_escapes_what_it_draws():
+    spec = DeploymentSpec.from_config({"raypd:model": {"id": "m<x>"}}, "esc")
+    assert "<x>" not in str(architecture_svg(spec))
+
+
+def test_redact_masks_credentials_and_colour_codes():
+    text = "\x1b[31mtoken=abcdefgh123\x1b[0m and hf_abcdefghijklmnop and Authorization: Bearer abc.def.ghi123"
+    clean = redact(text)
+    assert "abcdefgh123" not in clean and "hf_abcdefghijklmnop" not in clean and "abc.def.ghi123" not in clean
+    assert "\x1b" not in clean
+    assert redact_value({"a": ["hf_abcdefghijklmnop"], "n": 3}) == {"a": ["[secret]"], "n": 3}
+
+
+def test_ordinary_text_is_left_alone():
+    text = "create aws:ec2/vpc:Vpc network-vpc (10.0.0.0/16); tokens per second: 35"
+    assert redact(text) == text
+
+
+def test_summary_prices_and_counts_the_reference():
+    summary = summarize(DeploymentSpec.from_config({}, "dev"))
+    assert summary["gpus"] == 2 and summary["gpuNodes"] == 2
+    assert summary["usdPerHour"] > 4
+    assert [g["name"] for g in summary["nodeGroups"]] == ["gpu"]
+    assert summary["kvTransfer"] == {"connector": "NixlConnector", "backend": "LIBFABRIC"}
+    assert re.match(r"prefill: 1 replica TP1 on 1 g6\.8xlarge node", summary["topology"])
+
+
+def test_rayservice_yaml_references_the_token_secret_not_its_value():
+    spec = DeploymentSpec.from_config({"raypd:hfToken": "hf_realvalue1234567"}, "dev")
+    text = rayservice_yaml(spec)
+    assert "kind: RayService" in text and "secretKeyRef" in text
+    assert "hf_realvalue1234567" not in text

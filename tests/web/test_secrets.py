@@ -1,0 +1,104 @@
+"""The HF token never shows up: not in API answers, pages, events, logs, or any file under RAYPD_HOME."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.web.support import (
+    AUTH, HF_TOKEN, FakeEngine, extract_csrf, form_defaults, login, text_of, wait_for_job,
+)
+from webui.engines.base import JobContext, OperationResult
+
+
+def files_under(home: Path) -> list[Path]:
+    return [path for path in home.rglob("*") if path.is_file()]
+
+
+def assert_nowhere(token: str, answers: list[str], home: Path, logs: str) -> None:
+    for index, text in enumerate(answers):
+        assert token not in text, f"answer #{index} contains the token"
+    files = files_under(home)
+    assert any(path.name == "raypd.db" for path in files)
+    for path in files:
+        assert token.encode() not in path.read_bytes(), f"{path} contains the token"
+    assert token not in logs
+
+
+@pytest.mark.slow
+def test_hf_token_never_leaks_from_an_offline_launch(app, client, caplog):
+    caplog.set_level(logging.DEBUG)
+    home = app.extensions["raypd"].settings.home
+    answers: list[str] = []
+
+    # Through the API ...
+    created = client.post("/api/v1/deployments", headers=AUTH, json={
+        "name": "gated", "config": {"raypd:hfToken": HF_TOKEN, "raypd:model": {"source": "meta-llama/Llama-3.1-8B"}},
+    })
+    assert created.status_code == 201
+    answers.append(created.get_data(as_text=True))
+    assert created.get_json()["spec"]["raypd:hfToken"] == "[secret]"
+    job_id = client.post("/api/v1/deployments/gated/up", headers=AUTH).get_json()["job"]
+    wait_for_job(client, job_id)
+
+    # ... and through the form (preview, then launch with the token held server-side).
+    login(client)
+    page = text_of(client.get("/deployments/new"))
+    values = form_defaults(page) | {"name": "formgated", "raypd:hfToken": HF_TOKEN,
+                                    "csrf_token": extract_csrf(page), "action": "preview"}
+    preview = client.post("/deployments/new", data=values)
+    answers.append(preview.get_data(as_text=True))
+    assert preview.status_code == 200
+    assert "HF token" in text_of(preview)
+    launch_values = {k: v for k, v in values.items() if k != "raypd:hfToken"}
+    draft = text_of(preview).split('name="draft" value="')[1].split('"')[0]
+    launched = client.post("/deployments/new", data=launch_values | {"action": "launch", "draft": draft})
+    assert launched.status_code == 302
+    form_job = launched.headers["Location"].split("job=")[1]
+    wait_for_job(client, form_job)
+    assert client.get("/api/v1/deployments/formgated", headers=AUTH).get_json()["summary"]["hasHfToken"] is True
+
+    for path in ("/api/v1/deployments", "/api/v1/deployments/gated", "/api/v1/deployments/formgated",
+                 f"/api/v1/jobs/{job_id}", f"/api/v1/jobs/{job_id}/events", f"/api/v1/jobs/{form_job}/events",
+                 "/api/v1/openapi.json"):
+        answers.append(client.get(path, headers=AUTH).get_data(as_text=True))
+    for path in ("/", "/deployments/gated", "/deployments/formgated", f"/deployments/gated?job={job_id}",
+                 "/deployments/new"):
+        answers.append(client.get(path).get_data(as_text=True))
+    assert_nowhere(HF_TOKEN, answers, home, caplog.text)
+
+
+class EchoingEngine(FakeEngine):
+    """An engine whose tool echoes the token back (as a careless provider or CLI might)."""
+
+    def run(self, stack: str, operation: str, ctx: JobContext,
+            known_resources: Any = None) -> OperationResult:
+        ctx.emit({"kind": "diagnostic", "severity": "info", "message": f"using token {HF_TOKEN}"})
+        result = super().run(stack, operation, ctx, known_resources)
+        result.outputs = {**(result.outputs or {}), "debug": f"Bearer {HF_TOKEN}"}
+        if operation == "refresh":
+            from webui.engines.base import OperationFailed
+            raise OperationFailed(f"error: provider said token={HF_TOKEN} is invalid")
+        return result
+
+
+def test_echoed_tokens_are_masked_before_they_are_stored(make_app, caplog):
+    caplog.set_level(logging.DEBUG)
+    app = make_app(engine=EchoingEngine())
+    client = app.test_client()
+    client.post("/api/v1/deployments", headers=AUTH, json={"name": "echo", "config": {"raypd:hfToken": HF_TOKEN}})
+    up = client.post("/api/v1/deployments/echo/up", headers=AUTH).get_json()["job"]
+    wait_for_job(client, up)
+    refresh = client.post("/api/v1/deployments/echo/refresh", headers=AUTH).get_json()["job"]
+    failed = wait_for_job(client, refresh)
+    assert failed["status"] == "failed" and "[secret]" in failed["error"]
+    answers = [
+        client.get(f"/api/v1/jobs/{up}/events", headers=AUTH).get_data(as_text=True),
+        client.get(f"/api/v1/jobs/{refresh}", headers=AUTH).get_data(as_text=True),
+        client.get("/api/v1/deployments/echo", headers=AUTH).get_data(as_text=True),
+    ]
+    assert "[secret]" in answers[0]
+    assert_nowhere(HF_TOKEN, answers, app.extensions["raypd"].settings.home, caplog.text)

@@ -1,0 +1,215 @@
+"""The JSON API under /api/v1 (Contract 4). Views parse and validate, call the service, answer.
+
+Bodies are strict: malformed JSON, a non-object, wrong types and unknown top-level keys are 400
+with `{"errors": [{"field", "message"}]}`, like every config mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator
+
+from flask import Blueprint, Response, g, jsonify, request, url_for
+
+from components.errors import FieldError, SpecError
+from webui.engines.base import OFFLINE_NOTICE, EngineError
+from webui.openapi import openapi_document
+from webui.security import api_error
+from webui.service import Conflict, NotFound, public_job
+from webui.state import raypd
+from webui.store import FINAL_STATUSES
+
+bp = Blueprint("api", __name__, url_prefix="/api/v1")
+
+CREATE_KEYS = {"name", "config"}
+KEEPALIVE_SECONDS = 15.0
+# A job's end record follows its final status by a moment; wait that long before closing.
+END_GRACE_SECONDS = 3.0
+
+
+class BodyError(Exception):
+    def __init__(self, errors: list[FieldError]):
+        self.errors = errors
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def json_body(allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:
+    raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH: 413 before anything is read
+    if not raw.strip():
+        if required:
+            raise BodyError([FieldError("body", "a JSON object is required")])
+        return {}
+    if request.mimetype != "application/json":
+        raise BodyError([FieldError("Content-Type", "send the body as application/json")])
+    try:
+        body = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "too deeply nested"
+        raise BodyError([FieldError("body", f"malformed JSON: {message}")]) from None
+    if not isinstance(body, dict):
+        raise BodyError([FieldError("body", "must be a JSON object")])
+    problems = [FieldError(key, f"unknown key; allowed: {', '.join(sorted(allowed)) or 'none'}")
+                for key in body if key not in allowed]
+    problems += [FieldError(key, "is required") for key in sorted(required) if key not in body]
+    if problems:
+        raise BodyError(problems)
+    return body
+
+
+@bp.errorhandler(BodyError)
+def _body_error(exc: BodyError) -> tuple[Response, int]:
+    return jsonify({"errors": [e.as_dict() for e in exc.errors]}), 400
+
+
+@bp.errorhandler(SpecError)
+def _spec_error(exc: SpecError) -> tuple[Response, int]:
+    return jsonify({"errors": [e.as_dict() for e in exc.errors]}), 400
+
+
+@bp.errorhandler(NotFound)
+def _not_found(exc: NotFound) -> Response:
+    return api_error(404, "name", str(exc))
+
+
+@bp.errorhandler(Conflict)
+def _conflict(exc: Conflict) -> Response:
+    extra = {"job": exc.job} if exc.job else {}
+    return api_error(409, exc.field, exc.message, **extra)
+
+
+@bp.errorhandler(EngineError)
+def _engine_error(exc: EngineError) -> Response:
+    return api_error(exc.http_status, "engine", exc.message)
+
+
+@bp.get("/deployments")
+def list_deployments() -> Response:
+    app = raypd()
+    return jsonify({"deployments": app.service.list(), "engine": app.engines.describe()})
+
+
+@bp.post("/deployments")
+def create_deployment() -> tuple[Response, int, dict[str, str]]:
+    body = json_body(CREATE_KEYS, required={"name"})
+    config = body.get("config", {})
+    if not isinstance(config, dict):
+        raise BodyError([FieldError("config", "must be an object of Contract 1 keys")])
+    name = body["name"]
+    if not isinstance(name, str):
+        raise BodyError([FieldError("name", "must be a string")])
+    created = raypd().service.create(name, config, g.actor)
+    location = url_for("api.get_deployment", name=created["name"])
+    return jsonify(created), 201, {"Location": location}
+
+
+@bp.get("/deployments/<name>")
+def get_deployment(name: str) -> Response:
+    return jsonify(raypd().service.get(name))
+
+
+def _start(name: str, operation: str) -> tuple[Response, int, dict[str, str]]:
+    json_body(set())
+    service = raypd().service
+    job_id = service.start(name, operation, g.actor)
+    answer: dict[str, Any] = {"job": job_id}
+    job = service.job(job_id)
+    if job["engine"] == "offline":
+        answer["notice"] = OFFLINE_NOTICE
+    return jsonify(answer), 202, {"Location": url_for("api.get_job", job_id=job_id)}
+
+
+@bp.post("/deployments/<name>/preview")
+def preview_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
+    return _start(name, "preview")
+
+
+@bp.post("/deployments/<name>/up")
+def up_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
+    return _start(name, "up")
+
+
+@bp.post("/deployments/<name>/refresh")
+def refresh_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
+    return _start(name, "refresh")
+
+
+@bp.delete("/deployments/<name>")
+def destroy_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
+    return _start(name, "destroy")
+
+
+@bp.get("/jobs/<job_id>")
+def get_job(job_id: str) -> Response:
+    try:
+        return jsonify(public_job(raypd().service.job(job_id)))
+    except NotFound as exc:
+        return api_error(404, "id", str(exc))
+
+
+@bp.post("/jobs/<job_id>/cancel")
+def cancel_job(job_id: str) -> tuple[Response, int]:
+    json_body(set())
+    service = raypd().service
+    try:
+        job = service.job(job_id)
+    except NotFound as exc:
+        return api_error(404, "id", str(exc)), 404
+    if job["status"] in ("succeeded", "failed", "cancelled"):
+        return api_error(409, "id", f"job {job_id} already ended ({job['status']})"), 409
+    return jsonify(public_job(service.cancel(job_id, g.actor))), 202
+
+
+def _after() -> int:
+    for raw in (request.headers.get("Last-Event-ID"), request.args.get("after")):
+        if raw is not None:
+            try:
+                return max(0, int(raw))
+            except ValueError:
+                raise BodyError([FieldError("Last-Event-ID", "must be an event sequence number")]) from None
+    return 0
+
+
+@bp.get("/jobs/<job_id>/events")
+def job_events(job_id: str) -> Response:
+    app = raypd()
+    if app.store.get_job(job_id) is None:
+        return api_error(404, "id", f"no job with id {job_id}")
+    after = _after()
+    store, poll = app.store, app.settings.sse_poll_seconds
+
+    def stream() -> Iterator[str]:
+        last = after
+        quiet_since = time.monotonic()
+        yield "retry: 2000\n\n"
+        while True:
+            events = store.events_after(job_id, last)
+            for event in events:
+                last = event["seq"]
+                yield f"id: {last}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
+                if event.get("kind") == "end":
+                    return
+            if events:
+                quiet_since = time.monotonic()
+                continue
+            job = store.get_job(job_id)
+            if job is None:
+                return
+            if job["status"] in FINAL_STATUSES and time.time() - (job["finishedAt"] or 0) > END_GRACE_SECONDS:
+                # Ended and its end record already sent (a replay from past the end): close.
+                return
+            if time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
+                quiet_since = time.monotonic()
+                yield ": keep-alive\n\n"
+            time.sleep(poll)
+
+    return Response(stream(), mimetype="text/event-stream",
+                    headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+@bp.get("/openapi.json")
+def openapi() -> Response:
+    return jsonify(openapi_document())

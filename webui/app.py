@@ -1,0 +1,101 @@
+"""`create_app(settings)`: the Flask app factory. Everything stateful hangs off app.extensions."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any, Callable, Optional
+
+from flask import Flask, Response, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from webui import api, pages
+from webui.engines.pulumi_engine import CliDiscovery, find_pulumi_cli
+from webui.engines.select import EngineSet, select_engines
+from webui.jobs import JobRunner
+from webui.security import api_error, init_security
+from webui.service import DeploymentService
+from webui.settings import Settings, prepare_home
+from webui.state import Raypd
+from webui.store import Store
+
+logger = logging.getLogger(__name__)
+
+
+def _when(value: Any) -> str:
+    """ISO time or epoch seconds -> '2025-01-31 14:02 UTC' (pages show UTC, like the API)."""
+    if value in (None, ""):
+        return "—"
+    if isinstance(value, (int, float)):
+        moment = datetime.fromtimestamp(value, tz=timezone.utc)
+    else:
+        try:
+            moment = datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            return str(value)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _usd(value: Any) -> str:
+    return "—" if value is None else f"${value:,.2f}/h"
+
+
+def create_app(
+    settings: Settings,
+    discover: Optional[Callable[[], CliDiscovery]] = None,
+    engines: Optional[EngineSet] = None,
+) -> Flask:
+    """Build the app. `discover` and `engines` exist for tests (a fake CLI finder or engine)."""
+    prepare_home(settings)
+    engines = engines or select_engines(settings, discover or find_pulumi_cli)
+    store = Store(settings.db_path)
+    runner = JobRunner(store, workers=settings.workers)
+    interrupted = runner.recover()
+    if interrupted:
+        logger.warning("%d job(s) were interrupted by the last shutdown", len(interrupted))
+    state = Raypd(
+        settings=settings, store=store, runner=runner, engines=engines,
+        service=DeploymentService(store, runner, engines),
+    )
+
+    app = Flask(__name__)
+    app.extensions["raypd"] = state
+    app.json.sort_keys = False  # answers keep their documented key order
+    init_security(app, settings.token, settings.max_body_bytes)
+    app.register_blueprint(pages.bp)
+    app.register_blueprint(api.bp)
+    app.jinja_env.filters["when"] = _when
+    app.jinja_env.filters["usd"] = _usd
+    app.jinja_env.globals["engine_banner"] = engines.banner
+    app.jinja_env.globals["default_engine"] = engines.default.name
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return jsonify({"status": "ok"})
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Any:
+        status = exc.code or 500
+        if request.path.startswith("/api/"):
+            field = {413: "body", 405: "method", 404: "path"}.get(status, "request")
+            message = {
+                413: f"request body larger than {settings.max_body_bytes} bytes",
+            }.get(status, exc.description or exc.name)
+            return api_error(status, field, message)
+        return pages.render_error(status, exc.description or exc.name)
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Any:
+        # No traceback reaches a user; the log has it.
+        logger.exception("unhandled error on %s %s", request.method, request.path)
+        if request.path.startswith("/api/"):
+            return api_error(500, "server", "internal error (see the server log)")
+        return pages.render_error(500, "Something went wrong on the server; the log has details.")
+
+    return app
+
+
+def close_app(app: Flask) -> None:
+    """Stop the job threads and close the database (tests and `python -m webui` on exit)."""
+    state: Raypd = app.extensions["raypd"]
+    state.close()

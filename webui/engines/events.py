@@ -1,0 +1,131 @@
+"""Pulumi engine events -> raypd progress records (the Automation API engine's `on_event`).
+
+`on_event` runs on a gRPC worker thread and the SDK swallows exceptions raised there, so a bug in
+translation would silently freeze the progress bar: `EventTranslator.__call__` never raises, and
+logs what it could not translate instead.
+
+Counting: Pulumi does not announce how many steps an update has. `total` is the number of distinct
+resources seen so far, at least the number the last run of this stack touched (`expected_total`),
+and becomes exactly `done` when the summary arrives, so a finished job reads 100%.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from pulumi.automation import events as pulumi_events
+
+from webui.engines.base import resource_record
+from webui.redact import redact
+
+logger = logging.getLogger(__name__)
+
+STACK_TYPE = "pulumi:pulumi:Stack"
+_SEVERITIES = {"info": "info", "info#err": "info", "warning": "warning", "error": "error", "debug": None}
+
+
+def urn_name(urn: str) -> str:
+    """`urn:pulumi:dev::raypd::aws:ec2/vpc:Vpc::raypd-vpc` -> `raypd-vpc`."""
+    return urn.rsplit("::", 1)[-1] if "::" in urn else urn
+
+
+def _op(metadata: pulumi_events.StepEventMetadata) -> str:
+    op = metadata.op
+    return op.value if hasattr(op, "value") else str(op)
+
+
+class EventTranslator:
+    def __init__(self, emit: Callable[[dict[str, Any]], None], expected_total: int = 0):
+        self._emit = emit
+        self.expected_total = expected_total
+        self.seen: dict[str, dict[str, Any]] = {}  # urn -> {"type", "name", "state"}
+        self.done = 0
+        self.changes: dict[str, int] = {}
+
+    @property
+    def total(self) -> int:
+        return max(self.expected_total, len(self.seen))
+
+    def __call__(self, event: pulumi_events.EngineEvent) -> None:
+        try:
+            for record in self.translate(event):
+                self._emit(record)
+        except Exception:  # noqa: BLE001 - must never raise on the gRPC thread (module docstring)
+            logger.exception("could not translate a Pulumi engine event")
+
+    def resources(self) -> list[dict[str, Any]]:
+        """Resources that finished, in the order they finished (the stack itself left out)."""
+        return [
+            {"type": item["type"], "name": item["name"]}
+            for item in self.seen.values()
+            if item["state"] == "finished" and item["type"] != STACK_TYPE
+        ]
+
+    def translate(self, event: pulumi_events.EngineEvent) -> list[dict[str, Any]]:
+        if event.resource_pre_event is not None:
+            return self._pre(event.resource_pre_event.metadata)
+        if event.res_outputs_event is not None:
+            return self._finished(event.res_outputs_event.metadata, "finished")
+        if event.res_op_failed_event is not None:
+            return self._finished(event.res_op_failed_event.metadata, "failed")
+        if event.diagnostic_event is not None:
+            return self._diagnostic(event.diagnostic_event)
+        if event.summary_event is not None:
+            return self._summary(event.summary_event)
+        if event.cancel_event is not None:
+            return [{"kind": "diagnostic", "severity": "warning", "message": "the update was cancelled"}]
+        return []
+
+    def _pre(self, metadata: pulumi_events.StepEventMetadata) -> list[dict[str, Any]]:
+        name = urn_name(metadata.urn)
+        op = _op(metadata)
+        if metadata.urn not in self.seen:
+            self.seen[metadata.urn] = {"type": metadata.type, "name": name, "state": "started"}
+        return [resource_record(
+            "started", op, metadata.type, name, self.done, self.total, f"{op} {metadata.type} {name}",
+        )]
+
+    def _finished(self, metadata: pulumi_events.StepEventMetadata, state: str) -> list[dict[str, Any]]:
+        name = urn_name(metadata.urn)
+        op = _op(metadata)
+        item = self.seen.setdefault(metadata.urn, {"type": metadata.type, "name": name, "state": "started"})
+        if item["state"] == "started":
+            self.done += 1
+        item["state"] = state
+        verb = "failed to" if state == "failed" else "done:"
+        return [resource_record(
+            state, op, metadata.type, name, self.done, self.total, f"{verb} {op} {metadata.type} {name}",
+        )]
+
+    def _diagnostic(self, diagnostic: pulumi_events.DiagnosticEvent) -> list[dict[str, Any]]:
+        severity = _SEVERITIES.get(diagnostic.severity, "info")
+        message = redact(diagnostic.message or "").strip()
+        if severity is None or diagnostic.ephemeral or not message:
+            return []
+        record: dict[str, Any] = {"kind": "diagnostic", "severity": severity, "message": message}
+        if diagnostic.urn:
+            record["resource"] = urn_name(diagnostic.urn)
+        return [record]
+
+    def _summary(self, summary: pulumi_events.SummaryEvent) -> list[dict[str, Any]]:
+        changes = {str(k): int(v) for k, v in (summary.resource_changes or {}).items()}
+        self.changes = changes
+        # Everything that will happen has happened: the bar must read done/done.
+        for item in self.seen.values():
+            if item["state"] == "started":
+                item["state"] = "finished"
+        self.done = len(self.seen)
+        self.expected_total = self.done
+        parts = ", ".join(f"{count} {op}" for op, count in sorted(changes.items())) or "no changes"
+        message = f"summary: {parts} in {summary.duration_seconds} s"
+        if summary.maybe_corrupt:
+            message += " (Pulumi reports the state may be inconsistent: run refresh)"
+        return [{
+            "kind": "summary", "changes": changes, "durationSeconds": summary.duration_seconds,
+            "done": self.done, "total": self.done, "message": message,
+        }]
+
+
+def expected_total_from(resources: Optional[list[dict[str, Any]]]) -> int:
+    return len(resources or [])

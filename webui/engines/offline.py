@@ -1,0 +1,189 @@
+"""Offline engine: the project's program under Pulumi's mock runtime, via the offline plan CLI.
+
+`python -m components.plan --config <file> --stack NAME --json` (Contract 2) runs in a subprocess:
+a crash or hang cannot take the web app down, and cancel is a kill. Its resources, in program
+order, become the same per-resource progress records the Automation API engine emits.
+
+Nothing is created in AWS, and the HF token is never written anywhere: the stack file under
+RAYPD_HOME/workspaces/<stack>/ marks it as a present-but-secret placeholder, which is all the plan
+needs (it renders the Kubernetes Secret reference, not the value).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from components.spec import DeploymentSpec
+from webui.engines.base import (
+    OFFLINE_NOTICE,
+    JobContext,
+    OperationCancelled,
+    OperationFailed,
+    OperationResult,
+    resource_record,
+)
+from webui.redact import redact
+from webui.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+HF_TOKEN_KEY = "raypd:hfToken"
+OFFLINE_SECRET = {"secure": "offline-placeholder"}
+# Environment variables a plan subprocess has no business seeing.
+_WITHHELD_ENV = ("RAYPD_TOKEN", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_ACCESS_TOKEN", "HF_TOKEN")
+# (Pulumi step op, what the finished record says) per operation; {label} is "type name".
+_OP_WORDING = {
+    "preview": ("create", "would create {label}"),
+    "up": ("create", "planned {label}"),
+    "refresh": ("read", "{label}: nothing to read back offline"),
+    "destroy": ("delete", "removed {label} from the plan"),
+}
+
+
+def stack_file_document(spec: DeploymentSpec) -> dict[str, Any]:
+    """The Pulumi.<stack>.yaml the offline plan reads: public config, token as a placeholder."""
+    config = dict(spec.public_config())
+    if HF_TOKEN_KEY in config:
+        config[HF_TOKEN_KEY] = dict(OFFLINE_SECRET)
+    return {"config": config}
+
+
+def _clean_stderr(stderr: str) -> str:
+    """Readable lines of a failed plan: its `raypd:x.y: why` lines, or the last line of a crash."""
+    lines = [line.strip() for line in redact(stderr).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if any(line.startswith("Traceback") for line in lines):
+        return lines[-1]
+    return "\n".join(lines[-20:])
+
+
+class OfflineEngine:
+    name = "offline"
+    real = False
+    notice = OFFLINE_NOTICE
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    def stack_file(self, stack: str) -> Path:
+        return self.settings.workspace_dir(stack) / f"Pulumi.{stack}.yaml"
+
+    def create(self, spec: DeploymentSpec, hf_token: Optional[str]) -> None:
+        # hf_token is deliberately dropped: the plan only needs to know one is set.
+        del hf_token
+        path = self.stack_file(spec.stack)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            "# Written by the raypd web app (offline engine); the HF token is never stored here.\n"
+            + yaml.safe_dump(stack_file_document(spec), sort_keys=False),
+            encoding="utf-8",
+        )
+
+    def remove(self, stack: str) -> None:
+        shutil.rmtree(self.settings.workspace_dir(stack), ignore_errors=True)
+
+    def release(self, stack: str) -> None:
+        """Nothing holds a lock offline."""
+
+    # ---- running the plan ----
+
+    def _plan(self, stack: str, ctx: JobContext) -> dict[str, Any]:
+        path = self.stack_file(stack)
+        if not path.exists():
+            raise OperationFailed(f"the stack file for {stack} is missing ({path}); recreate the deployment")
+        env = {k: v for k, v in os.environ.items() if k not in _WITHHELD_ENV}
+        command = [
+            str(self.settings.python), "-m", "components.plan",
+            "--config", str(path), "--stack", stack, "--json",
+        ]
+        process = subprocess.Popen(
+            command, cwd=self.settings.project_dir, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+
+        def kill() -> None:
+            # Its own session: the kill reaches anything the plan started, and nothing else.
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        ctx.on_cancel(kill)
+        try:
+            stdout, stderr = process.communicate(timeout=self.settings.plan_timeout_seconds)
+        except subprocess.TimeoutExpired:
+            kill()
+            process.communicate()
+            raise OperationFailed(
+                f"the offline plan took longer than {self.settings.plan_timeout_seconds:.0f} s and was stopped"
+            ) from None
+        if ctx.cancelled:
+            raise OperationCancelled()
+        if process.returncode != 0:
+            logger.warning("offline plan for %s exited %s: %s", stack, process.returncode, redact(stderr))
+            detail = _clean_stderr(stderr)
+            if process.returncode == 2:
+                raise OperationFailed(f"invalid configuration:\n{detail}" if detail else "invalid configuration")
+            raise OperationFailed(
+                f"the offline plan failed (exit {process.returncode})" + (f": {detail}" if detail else "")
+            )
+        try:
+            plan = json.loads(stdout)
+        except json.JSONDecodeError:
+            raise OperationFailed("the offline plan printed something that is not JSON") from None
+        if not isinstance(plan, dict) or not isinstance(plan.get("resources"), list):
+            raise OperationFailed("the offline plan's answer has no resource list")
+        return plan
+
+    def run(
+        self, stack: str, operation: str, ctx: JobContext,
+        known_resources: Optional[list[dict[str, Any]]] = None,
+    ) -> OperationResult:
+        op, finished = _OP_WORDING[operation]
+        ctx.emit({"kind": "diagnostic", "severity": "info", "message": (
+            f"{OFFLINE_NOTICE}. Running the program under Pulumi's mock runtime "
+            "(no CLI, no cloud calls, no credentials)."
+        )})
+        if operation == "destroy":
+            # Nothing exists in AWS: forget what the last plan listed, without planning again
+            # (so even a config that no longer validates can be torn down).
+            resources = list(known_resources or [])
+            plan: dict[str, Any] = {}
+        else:
+            plan = self._plan(stack, ctx)
+            resources = [
+                {"type": str(r.get("type", "")), "name": str(r.get("name", "")),
+                 "dependsOn": [str(d) for d in r.get("dependsOn") or []]}
+                for r in plan["resources"] if isinstance(r, dict)
+            ]
+        for note in plan.get("notes") or []:
+            ctx.emit({"kind": "diagnostic", "severity": "info", "message": f"note: {note}"})
+        for warning in plan.get("warnings") or []:
+            ctx.emit({"kind": "diagnostic", "severity": "warning", "message": str(warning)})
+        ordered = list(reversed(resources)) if operation == "destroy" else resources
+        total = len(ordered)
+        for done, resource in enumerate(ordered, start=1):
+            if ctx.cancelled:
+                raise OperationCancelled()
+            label = f"{resource['type']} {resource['name']}"
+            ctx.emit(resource_record("started", op, resource["type"], resource["name"], done - 1, total,
+                                     f"{op} {label}"))
+            ctx.emit(resource_record("finished", op, resource["type"], resource["name"], done, total,
+                                     finished.format(label=label)))
+        ctx.emit({"kind": "summary", "changes": {op: total}, "message": (
+            f"{total} resources ({op}); {OFFLINE_NOTICE}"
+        )})
+        if operation == "destroy":
+            return OperationResult(outputs=None, resources=[], summary={"changes": {op: total}})
+        outputs = plan.get("outputs") if isinstance(plan.get("outputs"), dict) else {}
+        return OperationResult(outputs=outputs, resources=resources, summary={"changes": {op: total}})

@@ -1,0 +1,176 @@
+"""Background jobs: one operation per deployment at a time, progress persisted as it happens.
+
+A request never waits for an operation: `submit` records a queued job and returns its id, a small
+thread pool runs it. The per-deployment lock is the job table itself (checked and written under one
+in-process lock), so "is something running on this stack?" has one answer that survives restarts:
+on start-up, jobs left queued or running are marked interrupted, with what to do next.
+
+Every job ends with an "end" event, which is what the SSE stream waits for.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional
+
+from webui.engines.base import EngineError, JobContext, OperationCancelled, OperationResult
+from webui.redact import redact
+from webui.store import INTERRUPTED_HINT, Store
+
+logger = logging.getLogger(__name__)
+audit_logger = logging.getLogger("raypd.audit")
+
+Work = Callable[[JobContext], OperationResult]
+Finish = Callable[[str, str, Optional[OperationResult]], None]  # (job id, final status, result)
+
+
+class Busy(Exception):
+    """Another job runs on this deployment; carries its id for the 409 answer."""
+
+    def __init__(self, job_id: str):
+        super().__init__(job_id)
+        self.job_id = job_id
+
+
+class JobRunner:
+    def __init__(self, store: Store, workers: int = 2):
+        self.store = store
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="raypd-job")
+        self._lock = threading.Lock()
+        self._contexts: dict[str, JobContext] = {}
+
+    def recover(self) -> list[dict[str, Any]]:
+        """Mark jobs a previous server left queued/running as interrupted (call once at start)."""
+        interrupted = self.store.interrupt_active_jobs()
+        for job in interrupted:
+            self.store.add_event(job["id"], {
+                "kind": "end", "status": "interrupted", "error": None, "hint": INTERRUPTED_HINT,
+                "message": "interrupted: the server stopped while this job was running",
+            })
+            audit_logger.info(
+                "actor=system action=%s target=%s result=interrupted job=%s",
+                job["operation"], job["deployment"], job["id"],
+            )
+        return interrupted
+
+    def submit(
+        self, deployment: str, operation: str, engine: str, actor: str, running_status: str,
+        work: Work, finish: Finish,
+    ) -> str:
+        with self._lock:
+            active = self.store.active_job(deployment)
+            if active is not None:
+                raise Busy(active)
+            job_id = self.store.create_job(deployment, operation, engine, actor, running_status)
+            ctx = JobContext(job_id, lambda record: self._record(job_id, record))
+            self._contexts[job_id] = ctx
+        self.store.add_event(job_id, {"kind": "status", "status": "queued",
+                                      "message": f"{operation} queued for {deployment}"})
+        self._executor.submit(self._run, ctx, deployment, operation, actor, work, finish)
+        return job_id
+
+    def _record(self, job_id: str, record: dict[str, Any]) -> None:
+        self.store.add_event(job_id, record)
+        if "done" in record and "total" in record:
+            self.store.set_progress(job_id, int(record["done"]), int(record["total"]))
+
+    def _run(
+        self, ctx: JobContext, deployment: str, operation: str, actor: str, work: Work, finish: Finish,
+    ) -> None:
+        job_id = ctx.job_id
+        try:
+            if not self.store.set_job_running(job_id):
+                return  # cancelled while queued
+            ctx.emit({"kind": "status", "status": "running", "message": f"{operation} started"})
+            status, error, result = "succeeded", None, None
+            try:
+                result = work(ctx)
+                if ctx.cancelled:
+                    status = "cancelled"
+            except OperationCancelled:
+                status = "cancelled"
+            except EngineError as exc:
+                status, error = "failed", exc.message
+            except Exception:  # noqa: BLE001 - a bug must fail the job, not kill the worker
+                logger.exception("job %s (%s %s) crashed", job_id, operation, deployment)
+                status, error = "failed", "internal error while running the operation (see the server log)"
+            if status == "cancelled":
+                error = "cancelled on request"
+            current = self.store.get_job(job_id)
+            if current is None or current["status"] != "running":
+                return  # closed meanwhile (e.g. marked interrupted by a newer server): leave it be
+            try:
+                finish(job_id, status, result)
+            except Exception:  # noqa: BLE001
+                logger.exception("job %s: recording the result failed", job_id)
+                status, error = "failed", "the operation ended but its result could not be recorded"
+            summary = result.summary if result is not None else None
+            if self.store.finish_job(job_id, status, error=error, summary=summary):
+                self._end(job_id, deployment, operation, actor, status, error)
+        finally:
+            with self._lock:
+                self._contexts.pop(job_id, None)
+
+    def _end(
+        self, job_id: str, deployment: str, operation: str, actor: str, status: str, error: Optional[str],
+    ) -> None:
+        job = self.store.get_job(job_id) or {}
+        progress = job.get("progress", {"done": 0, "total": 0})
+        if status == "succeeded":
+            progress = {"done": progress["total"], "total": progress["total"]}
+            self.store.set_progress(job_id, progress["done"], progress["total"])
+        self.store.add_event(job_id, {
+            "kind": "end", "status": status, "error": error, **progress,
+            "message": f"{operation} {status}" + (f": {error}" if error else ""),
+        })
+        self.store.add_audit(actor, operation, deployment, status, error)
+        audit_logger.info(
+            "actor=%s action=%s target=%s result=%s job=%s%s", actor, operation, deployment, status,
+            job_id, f" error={redact(error)!r}" if error else "",
+        )
+
+    def cancel(self, job_id: str, actor: str, release: Callable[[], None]) -> dict[str, Any]:
+        """Stop a queued or running job; an interrupted one is closed (after releasing its lock).
+
+        Returns the job as it stands. Running jobs end as "cancelled" when their engine stops.
+        """
+        job = self.store.get_job(job_id)
+        if job is None:
+            raise KeyError(job_id)
+        if job["status"] == "queued":
+            if self.store.finish_job(job_id, "cancelled", error="cancelled before it started",
+                                     from_statuses=("queued",)):
+                self._end(job_id, job["deployment"], job["operation"], actor, "cancelled",
+                          "cancelled before it started")
+                self._restore_status(job)
+        elif job["status"] == "running":
+            with self._lock:
+                ctx = self._contexts.get(job_id)
+            if ctx is not None:
+                self.store.add_event(job_id, {"kind": "status", "status": "cancelling",
+                                              "message": f"cancel requested by {actor}"})
+                ctx.request_cancel()
+        elif job["status"] == "interrupted":
+            release()
+            if self.store.finish_job(job_id, "cancelled", error="closed after an interruption",
+                                     from_statuses=("interrupted",)):
+                self.store.add_event(job_id, {"kind": "end", "status": "cancelled",
+                                              "error": "closed after an interruption",
+                                              "message": "interrupted job closed"})
+            self.store.add_audit(actor, "cancel", job["deployment"], "cancelled", "interrupted job closed")
+            audit_logger.info("actor=%s action=cancel target=%s result=cancelled job=%s",
+                              actor, job["deployment"], job_id)
+        return self.store.get_job(job_id) or job
+
+    def _restore_status(self, job: dict[str, Any]) -> None:
+        status = job.get("previousStatus") or "created"
+        self.store.update_deployment(job["deployment"], status=status)
+
+    def shutdown(self, wait: bool = True) -> None:
+        with self._lock:
+            contexts = list(self._contexts.values())
+        for ctx in contexts:
+            ctx.request_cancel()
+        self._executor.shutdown(wait=wait, cancel_futures=True)

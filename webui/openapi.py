@@ -1,0 +1,245 @@
+"""The OpenAPI 3 document of the JSON API (served at /api/v1/openapi.json).
+
+Written by hand next to the routes it describes; a test compares it with the registered /api/v1
+routes in both directions, so a route cannot be added or dropped without the document following.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.spec import MAX_STACK_NAME
+
+_ERRORS = {"$ref": "#/components/schemas/Errors"}
+_JOB_REF = {"$ref": "#/components/schemas/JobAccepted"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(description: str) -> dict[str, Any]:
+    return _json(_ERRORS, description)
+
+
+_NAME = {
+    "name": "name", "in": "path", "required": True,
+    "schema": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": MAX_STACK_NAME},
+}
+_JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+_COMMON = {"401": _errors("missing or wrong access token")}
+
+
+def _operation(name: str, summary: str) -> dict[str, Any]:
+    return {
+        "post": {
+            "operationId": f"{name}Deployment",
+            "summary": summary,
+            "parameters": [_NAME],
+            "responses": {
+                "202": _json(_JOB_REF, "job accepted; follow it at /jobs/{id}"),
+                "404": _errors("no such deployment"),
+                "409": _json({"allOf": [_ERRORS, _JOB_REF]}, "another operation is running (its job id)"),
+                "503": _errors("the deployment's engine is not available here"),
+                **_COMMON,
+            },
+        }
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "raypd web API",
+            "version": "1",
+            "description": (
+                "Launch, inspect and tear down prefill/decode-disaggregated LLM deployments. "
+                "Every call needs `Authorization: Bearer <access token>`. Operations return a job "
+                "id at once (202); follow progress with GET /jobs/{id} or the SSE stream. "
+                "Deployments made by the offline engine carry `notice`: nothing was created in AWS."
+            ),
+        },
+        "servers": [{"url": "/api/v1"}],
+        "security": [{"bearer": []}],
+        "paths": {
+            "/deployments": {
+                "get": {
+                    "operationId": "listDeployments",
+                    "summary": "List deployments (from the app's database; never calls the Pulumi CLI)",
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/DeploymentList"}, "deployments"),
+                        **_COMMON,
+                    },
+                },
+                "post": {
+                    "operationId": "createDeployment",
+                    "summary": "Validate a Contract 1 config and create the stack (no cloud action)",
+                    "requestBody": {"required": True, "content": {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/CreateDeployment"}}}},
+                    "responses": {
+                        "201": _json({"$ref": "#/components/schemas/Deployment"}, "created"),
+                        "400": _errors("invalid body or config; one entry per field"),
+                        "409": _errors("a deployment with this name exists"),
+                        "413": _errors("body too large"),
+                        **_COMMON,
+                    },
+                },
+            },
+            "/deployments/{name}": {
+                "get": {
+                    "operationId": "getDeployment",
+                    "summary": "Spec, status, engine, outputs (secrets masked), resources, last jobs",
+                    "parameters": [_NAME],
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/Deployment"}, "the deployment"),
+                        "404": _errors("no such deployment"),
+                        **_COMMON,
+                    },
+                },
+                "delete": {
+                    "operationId": "destroyDeployment",
+                    "summary": "Destroy every resource, then remove the stack",
+                    "parameters": [_NAME],
+                    "responses": _operation("destroy", "")["post"]["responses"],
+                },
+            },
+            "/deployments/{name}/preview": _operation("preview", "Preview the changes an update would make"),
+            "/deployments/{name}/up": _operation("up", "Create or update the deployment's resources"),
+            "/deployments/{name}/refresh": _operation("refresh", "Read back the real state of the resources"),
+            "/jobs/{id}": {
+                "get": {
+                    "operationId": "getJob",
+                    "summary": "A job's status and progress",
+                    "parameters": [_JOB_ID],
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/Job"}, "the job"),
+                        "404": _errors("no such job"),
+                        **_COMMON,
+                    },
+                },
+            },
+            "/jobs/{id}/events": {
+                "get": {
+                    "operationId": "streamJobEvents",
+                    "summary": "Server-sent events: one JSON progress record per `data:` line; ends with the job",
+                    "parameters": [
+                        _JOB_ID,
+                        {"name": "after", "in": "query", "required": False,
+                         "schema": {"type": "integer", "minimum": 0},
+                         "description": "skip events up to this sequence number (like Last-Event-ID)"},
+                        {"name": "Last-Event-ID", "in": "header", "required": False,
+                         "schema": {"type": "string"}},
+                    ],
+                    "responses": {
+                        "200": {"description": "event stream",
+                                "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                        "404": _errors("no such job"),
+                        **_COMMON,
+                    },
+                },
+            },
+            "/jobs/{id}/cancel": {
+                "post": {
+                    "operationId": "cancelJob",
+                    "summary": "Cancel a queued or running job (or close an interrupted one)",
+                    "parameters": [_JOB_ID],
+                    "responses": {
+                        "202": _json({"$ref": "#/components/schemas/Job"}, "cancel requested"),
+                        "404": _errors("no such job"),
+                        "409": _errors("the job already ended"),
+                        **_COMMON,
+                    },
+                },
+            },
+            "/openapi.json": {
+                "get": {
+                    "operationId": "openapi",
+                    "summary": "This document",
+                    "responses": {"200": {"description": "OpenAPI 3 document"}, **_COMMON},
+                },
+            },
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Errors": {
+                    "type": "object", "required": ["errors"],
+                    "properties": {"errors": {"type": "array", "items": {
+                        "type": "object", "required": ["field", "message"],
+                        "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+                    }}},
+                },
+                "JobAccepted": {
+                    "type": "object", "required": ["job"], "properties": {"job": {"type": "string"}},
+                },
+                "CreateDeployment": {
+                    "type": "object", "additionalProperties": False, "required": ["name"],
+                    "properties": {
+                        "name": _NAME["schema"],
+                        "config": {
+                            "type": "object",
+                            "description": "Contract 1 keys: aws:region and raypd:* (raypd:hfToken is kept as a secret)",
+                            "additionalProperties": True,
+                        },
+                    },
+                },
+                "Progress": {
+                    "type": "object",
+                    "properties": {"done": {"type": "integer"}, "total": {"type": "integer"}},
+                },
+                "Job": {
+                    "type": "object",
+                    "required": ["id", "deployment", "operation", "status", "progress", "error"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "deployment": {"type": "string"},
+                        "operation": {"type": "string", "enum": ["preview", "up", "refresh", "destroy"]},
+                        "engine": {"type": "string", "enum": ["pulumi", "offline"]},
+                        "status": {"type": "string", "enum": [
+                            "queued", "running", "succeeded", "failed", "cancelled", "interrupted"]},
+                        "progress": {"$ref": "#/components/schemas/Progress"},
+                        "error": {"type": "string", "nullable": True},
+                        "hint": {"type": "string"},
+                        "notice": {"type": "string"},
+                    },
+                },
+                "DeploymentSummary": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "engine": {"type": "string", "enum": ["pulumi", "offline"]},
+                        "notice": {"type": "string"},
+                        "status": {"type": "string"},
+                        "modelId": {"type": "string"},
+                        "mode": {"type": "string"},
+                        "topology": {"type": "string"},
+                        "region": {"type": "string"},
+                        "estimatedUsdPerHour": {"type": "number", "nullable": True},
+                        "lastOperation": {"type": "string", "nullable": True},
+                        "lastOperationAt": {"type": "string", "nullable": True},
+                    },
+                },
+                "DeploymentList": {
+                    "type": "object",
+                    "properties": {
+                        "deployments": {"type": "array", "items": {"$ref": "#/components/schemas/DeploymentSummary"}},
+                        "engine": {"type": "object"},
+                    },
+                },
+                "Deployment": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "engine": {"type": "string"},
+                        "notice": {"type": "string"},
+                        "status": {"type": "string"},
+                        "spec": {"type": "object", "description": "Contract 1 config; raypd:hfToken shows as [secret]"},
+                        "outputs": {"type": "object", "nullable": True, "description": "secrets as [secret]"},
+                        "resources": {"type": "array", "nullable": True, "items": {"type": "object"}},
+                        "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+                    },
+                },
+            },
+        },
+    }

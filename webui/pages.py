@@ -1,0 +1,221 @@
+"""Server-rendered pages: list, new deployment (form -> preview -> launch), deployment, login.
+
+Views are thin: they turn form posts into the service's calls and render templates. Every page
+extends base.html; the little JavaScript there is lives in static/app.js (the CSP forbids inline).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from flask import (
+    Blueprint, Response, flash, g, redirect, render_template, request, session, url_for,
+)
+
+from components.errors import FieldError, SpecError
+from webui import forms
+from webui.diagram import architecture_svg
+from webui.engines.base import OFFLINE_NOTICE, EngineError
+from webui.security import csrf_token, csrf_valid, safe_next, token_matches
+from webui.service import Conflict, NotFound
+from webui.state import raypd
+from webui.summary import rayservice_yaml, summarize
+
+bp = Blueprint("pages", __name__)
+
+OPERATION_LABELS = {"preview": "Preview", "up": "Deploy", "refresh": "Refresh", "destroy": "Tear down"}
+
+
+def render_error(status: int, message: str) -> tuple[str, int]:
+    return render_template("error.html", status=status, message=message), status
+
+
+# ---- login ----
+
+@bp.get("/login")
+def login() -> str:
+    csrf_token()
+    return render_template("login.html", next=safe_next(request.args.get("next")), error=None)
+
+
+@bp.post("/login")
+def login_post() -> Any:
+    app = raypd()
+    target = safe_next(request.form.get("next"))
+    if not csrf_valid(request.form.get("csrf_token")):
+        return render_template("login.html", next=target,
+                               error="The login form expired; try again."), 400
+    if app.throttle.blocked():
+        return render_template("login.html", next=target,
+                               error="Too many failed attempts; wait a minute."), 429
+    if not token_matches(app.settings.token, request.form.get("token", "").strip()):
+        app.throttle.failed()
+        app.service.audit(g.actor, "login", "web", "failed", None)
+        return render_template("login.html", next=target, error="That access token is not valid."), 401
+    session.clear()
+    session.permanent = True
+    session["auth"] = True
+    csrf_token()
+    app.service.audit(g.actor, "login", "web", "succeeded", None)
+    return redirect(target)
+
+
+@bp.post("/logout")
+def logout() -> Response:
+    session.clear()
+    return redirect(url_for("pages.login"))
+
+
+# ---- list ----
+
+@bp.get("/")
+def index() -> str:
+    app = raypd()
+    return render_template(
+        "index.html", deployments=app.service.list(), removed=request.args.get("removed"),
+    )
+
+
+# ---- new deployment ----
+
+def _render_form(values: dict[str, str], errors: list[FieldError], draft: Optional[str],
+                 status: int = 200) -> tuple[str, int]:
+    by_field, general = forms.split_errors(errors)
+    return render_template(
+        "new.html", values=values, field_errors=by_field, general_errors=general,
+        sections=forms.SECTIONS, fields=forms.FIELDS, draft=draft,
+        token_kept=raypd().drafts.peek(draft) is not None,
+    ), status
+
+
+@bp.get("/deployments/new")
+def new_deployment() -> tuple[str, int]:
+    return _render_form(forms.default_values(), [], None)
+
+
+@bp.post("/deployments/new")
+def new_deployment_post() -> Any:
+    app = raypd()
+    action = request.form.get("action", "preview")
+    values = forms.form_values(request.form)
+    draft = request.form.get("draft") or None
+    typed = request.form.get(forms.TOKEN_FIELD, "")
+    if typed.strip():
+        app.drafts.drop(draft)
+        draft = app.drafts.put(typed.strip())
+    token = app.drafts.peek(draft)
+    if action == "edit":
+        return _render_form(values, [], draft)
+    name, config, errors = forms.form_to_config(request.form)
+    config.pop(forms.TOKEN_FIELD, None)
+    if token:
+        config[forms.TOKEN_FIELD] = token
+    spec = None
+    try:
+        spec, _ = app.service.validate(name, config)
+    except SpecError as exc:
+        errors = errors + [e for e in exc.errors if e.field not in {x.field for x in errors}]
+    if spec is not None and app.store.get_deployment(spec.stack) is not None:
+        errors.append(FieldError(forms.NAME_FIELD, f"a deployment named {spec.stack} already exists"))
+    if errors or spec is None:
+        return _render_form(values, errors, draft, status=400)
+    if action != "launch":
+        return render_template(
+            "preview.html", spec=spec, summary=summarize(spec), values=values, draft=draft,
+            has_token=token is not None, diagram=architecture_svg(spec),
+            rayservice=rayservice_yaml(spec), engine=app.engines.default,
+            offline_notice=OFFLINE_NOTICE,
+        )
+    try:
+        app.service.create(name, config, g.actor)
+    except Conflict as exc:
+        return _render_form(values, [FieldError(forms.NAME_FIELD, exc.message)], draft, status=409)
+    except EngineError as exc:
+        return _render_form(values, [FieldError("engine", exc.message)], draft, status=exc.http_status)
+    app.drafts.drop(draft)
+    job_id = app.service.start(spec.stack, "up", g.actor)
+    return redirect(url_for("pages.deployment", name=spec.stack, job=job_id))
+
+
+# ---- one deployment ----
+
+@bp.get("/deployments/<name>")
+def deployment(name: str) -> Any:
+    app = raypd()
+    try:
+        detail = app.service.get(name, jobs=20)
+        record = app.service.record(name)
+    except NotFound:
+        gone = app.store.get_job(request.args.get("job", ""))
+        if gone and gone["deployment"] == name and gone["operation"] == "destroy" and gone["status"] == "succeeded":
+            # The tear-down finished before this page loaded (offline it takes milliseconds).
+            return redirect(url_for("pages.index", removed=name))
+        return render_error(404, f"There is no deployment named “{name}”. It may have been torn down.")
+    spec, _ = app.service.spec_of(record)  # a problem is listed in detail["warnings"]
+    wanted = request.args.get("job")
+    job = None
+    if wanted:
+        job = app.store.get_job(wanted)
+        if job is not None and job["deployment"] != name:
+            job = None
+    if job is None and detail["jobs"]:
+        job = app.store.get_job(detail["jobs"][0]["id"])
+    events = app.store.events_after(job["id"], 0, limit=2000) if job else []
+    return render_template(
+        "deployment.html", d=detail, spec=spec, job=job, events=events,
+        diagram=architecture_svg(spec) if spec else None,
+        rayservice=rayservice_yaml(spec) if spec else None,
+        connect=detail["connect"], labels=OPERATION_LABELS,
+        engine_available=app.engines.get(detail["engine"]) is not None,
+    )
+
+
+def _start(name: str, operation: str) -> Response:
+    app = raypd()
+    try:
+        job_id = app.service.start(name, operation, g.actor)
+    except NotFound:
+        flash(f"There is no deployment named {name}.", "error")
+        return redirect(url_for("pages.index"))
+    except Conflict as exc:
+        flash(exc.message, "error")
+        return redirect(url_for("pages.deployment", name=name, job=exc.job))
+    except EngineError as exc:
+        flash(exc.message, "error")
+        return redirect(url_for("pages.deployment", name=name))
+    return redirect(url_for("pages.deployment", name=name, job=job_id))
+
+
+@bp.post("/deployments/<name>/preview")
+def deployment_preview(name: str) -> Response:
+    return _start(name, "preview")
+
+
+@bp.post("/deployments/<name>/up")
+def deployment_up(name: str) -> Response:
+    return _start(name, "up")
+
+
+@bp.post("/deployments/<name>/refresh")
+def deployment_refresh(name: str) -> Response:
+    return _start(name, "refresh")
+
+
+@bp.post("/deployments/<name>/destroy")
+def deployment_destroy(name: str) -> Response:
+    if request.form.get("confirm", "").strip() != name:
+        flash(f"Type the deployment name “{name}” exactly to tear it down.", "error")
+        return redirect(url_for("pages.deployment", name=name) + "#teardown")
+    return _start(name, "destroy")
+
+
+@bp.post("/jobs/<job_id>/cancel")
+def job_cancel(job_id: str) -> Response:
+    app = raypd()
+    try:
+        job = app.service.cancel(job_id, g.actor)
+    except NotFound:
+        flash("There is no such job.", "error")
+        return redirect(url_for("pages.index"))
+    flash(f"Cancel requested for {job['operation']} ({job['status']}).", "info")
+    return redirect(url_for("pages.deployment", name=job["deployment"], job=job_id))

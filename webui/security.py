@@ -1,0 +1,167 @@
+"""Access control and browser hardening for every request.
+
+- The access token (RAYPD_TOKEN, or one generated at start) guards everything except /healthz, the
+  login page and the static files (public code, no data). The API takes `Authorization: Bearer`;
+  browsers log in once and get an HttpOnly, SameSite=Strict session cookie.
+- Browser forms carry a per-session CSRF token; API calls made with the cookie (the page's own
+  EventSource) may only read unless they send it as X-CSRF-Token.
+- Headers: a CSP with no inline script or style, nosniff, frame deny, no referrer, no caching.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from collections import deque
+from datetime import timedelta
+from typing import Any, Optional
+from urllib.parse import urlparse
+
+from flask import Flask, Response, g, jsonify, redirect, request, session, url_for
+
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+PUBLIC_ENDPOINTS = {"healthz", "pages.login", "pages.login_post", "static"}
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "X-CSRF-Token"
+SESSION_COOKIE = "raypd_session"
+# Login attempts allowed per minute before answering 429 (the token is long; this stops scripts).
+LOGIN_ATTEMPTS_PER_MINUTE = 10
+
+
+def session_secret(token: str) -> bytes:
+    """Sessions are signed with a key derived from the token: changing the token logs everyone out."""
+    return hmac.new(token.encode("utf-8"), b"raypd-session-v1", hashlib.sha256).digest()
+
+
+def token_matches(expected: str, given: Optional[str]) -> bool:
+    if not given:
+        return False
+    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8"))
+
+
+def bearer_token() -> Optional[str]:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return value.strip() or None
+
+
+def csrf_token() -> str:
+    token = session.get("csrf")
+    if not token:
+        token = secrets.token_urlsafe(32)
+        session["csrf"] = token
+    return token
+
+
+def csrf_valid(given: Optional[str]) -> bool:
+    expected = session.get("csrf")
+    return bool(expected) and token_matches(expected, given)
+
+
+def safe_next(target: Optional[str]) -> str:
+    """Only same-site paths after login (no open redirect)."""
+    if not target:
+        return "/"
+    parsed = urlparse(target)
+    if parsed.scheme or parsed.netloc or not target.startswith("/") or target.startswith("//"):
+        return "/"
+    return target
+
+
+class LoginThrottle:
+    def __init__(self, per_minute: int = LOGIN_ATTEMPTS_PER_MINUTE):
+        self.per_minute = per_minute
+        self._failures: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def blocked(self) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            while self._failures and now - self._failures[0] > 60:
+                self._failures.popleft()
+            return len(self._failures) >= self.per_minute
+
+    def failed(self) -> None:
+        with self._lock:
+            self._failures.append(time.monotonic())
+
+
+def api_error(status: int, field: str, message: str, **extra: Any) -> Response:
+    response = jsonify({"errors": [{"field": field, "message": message}], **extra})
+    response.status_code = status
+    return response
+
+
+def _actor(kind: str) -> str:
+    return f"{kind}@{request.remote_addr or 'unknown'}"
+
+
+def _authorize() -> Optional[Response]:
+    if request.endpoint in PUBLIC_ENDPOINTS:
+        return None
+    token = g.raypd_token
+    is_api = request.path.startswith("/api/")
+    if is_api:
+        if token_matches(token, bearer_token()):
+            g.actor = _actor("api-token")
+            return None
+        if session.get("auth"):
+            if request.method not in SAFE_METHODS and not csrf_valid(request.headers.get(CSRF_HEADER)):
+                return api_error(403, CSRF_HEADER, "a browser session must send its CSRF token")
+            g.actor = _actor("browser")
+            return None
+        response = api_error(401, "Authorization", "send 'Authorization: Bearer <access token>'")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="raypd"'
+        return response
+    if not session.get("auth"):
+        if request.method in SAFE_METHODS:
+            return redirect(url_for("pages.login", next=request.full_path.rstrip("?")))
+        return redirect(url_for("pages.login"))
+    if request.method not in SAFE_METHODS and not csrf_valid(request.form.get(CSRF_FIELD)):
+        from webui.pages import render_error  # late import: pages imports this module
+
+        return render_error(400, "This form has expired. Reload the page and try again.")
+    g.actor = _actor("browser")
+    return None
+
+
+def _harden(response: Response) -> Response:
+    response.headers.setdefault("Content-Security-Policy", CSP)
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Cross-Origin-Opener-Policy"] = "same-origin"
+    if request.endpoint != "static":
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def init_security(app: Flask, token: str, max_body_bytes: int) -> None:
+    app.secret_key = session_secret(token)
+    app.config.update(
+        SESSION_COOKIE_NAME=SESSION_COOKIE,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Strict",
+        PERMANENT_SESSION_LIFETIME=timedelta(hours=12),
+        MAX_CONTENT_LENGTH=max_body_bytes,
+        MAX_FORM_MEMORY_SIZE=max_body_bytes,
+    )
+
+    @app.before_request
+    def _token_in_g() -> Optional[Response]:
+        g.raypd_token = token
+        g.actor = _actor("anonymous")
+        return _authorize()
+
+    app.after_request(_harden)
+    app.jinja_env.globals["csrf_token"] = csrf_token

@@ -1,0 +1,152 @@
+"""Web app settings, read once from the environment (Contract 4) and passed to `create_app`.
+
+Everything the app writes lives under one directory, RAYPD_HOME (default ~/.raypd):
+
+    state/                 Pulumi file backend (file://...), unless PULUMI_BACKEND_URL says otherwise
+    passphrase             secrets-provider passphrase, 0600, made once (unless PULUMI_CONFIG_PASSPHRASE[_FILE])
+    raypd.db               SQLite (WAL): deployments, jobs, progress events, audit log
+    workspaces/<stack>/    one Pulumi work dir per stack (generated Pulumi.yaml + stack settings)
+
+Keeping stack settings (with their encrypted secrets) under RAYPD_HOME means the web app never writes
+into the project checkout, and nothing lands in temp dirs that outlive a request.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping, Optional
+
+ENGINE_CHOICES = ("auto", "pulumi", "offline")
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+# Forms and the JSON API carry a stack configuration: a few KB. Anything far bigger is a mistake
+# or an attack, and is refused before it is read.
+DEFAULT_MAX_BODY_BYTES = 64 * 1024
+PASSPHRASE_FILE = "passphrase"
+DB_FILE = "raypd.db"
+STATE_DIR = "state"
+WORKSPACES_DIR = "workspaces"
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+class SettingsError(ValueError):
+    """A setting that cannot work; `python -m webui` prints it and exits 2."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    engine: str = "auto"
+    token: str = ""
+    token_generated: bool = False
+    backend_url: Optional[str] = None  # None: the file backend under home/state
+    passphrase: Optional[str] = field(default=None, repr=False)  # from PULUMI_CONFIG_PASSPHRASE
+    passphrase_file: Optional[Path] = None  # from PULUMI_CONFIG_PASSPHRASE_FILE
+    project_dir: Path = PROJECT_DIR
+    python: Path = Path(sys.executable)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    workers: int = 2
+    plan_timeout_seconds: float = 180.0
+    # How often the SSE stream looks for new events in SQLite.
+    sse_poll_seconds: float = 0.25
+
+    # ---- derived paths ----
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / DB_FILE
+
+    @property
+    def state_dir(self) -> Path:
+        return self.home / STATE_DIR
+
+    @property
+    def workspaces_dir(self) -> Path:
+        return self.home / WORKSPACES_DIR
+
+    @property
+    def default_passphrase_file(self) -> Path:
+        return self.home / PASSPHRASE_FILE
+
+    @property
+    def effective_backend_url(self) -> str:
+        return self.backend_url or self.state_dir.as_uri()
+
+    @property
+    def virtualenv(self) -> Path:
+        """The venv the Pulumi language host should use: the one running this app."""
+        return Path(sys.prefix)
+
+    def workspace_dir(self, stack: str) -> Path:
+        return self.workspaces_dir / stack
+
+    def with_overrides(self, **changes: object) -> "Settings":
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None, **overrides: object) -> "Settings":
+        env = os.environ if environ is None else environ
+        home = Path(env.get("RAYPD_HOME") or Path.home() / ".raypd").expanduser()
+        engine = (env.get("RAYPD_ENGINE") or "auto").strip().lower()
+        if engine not in ENGINE_CHOICES:
+            raise SettingsError(
+                f"RAYPD_ENGINE={engine!r} is not one of {', '.join(ENGINE_CHOICES)}"
+            )
+        token = env.get("RAYPD_TOKEN") or ""
+        generated = False
+        if not token:
+            token = secrets.token_urlsafe(24)
+            generated = True
+        elif len(token) < 16:
+            raise SettingsError("RAYPD_TOKEN must be at least 16 characters (it guards the whole app)")
+        passphrase_file = env.get("PULUMI_CONFIG_PASSPHRASE_FILE")
+        settings = cls(
+            home=home.resolve(),
+            engine=engine,
+            token=token,
+            token_generated=generated,
+            backend_url=env.get("PULUMI_BACKEND_URL") or None,
+            passphrase=env.get("PULUMI_CONFIG_PASSPHRASE") or None,
+            passphrase_file=Path(passphrase_file).expanduser() if passphrase_file else None,
+        )
+        return settings.with_overrides(**overrides) if overrides else settings
+
+
+def prepare_home(settings: Settings) -> None:
+    """Create RAYPD_HOME's layout; make the passphrase file once, readable by its owner only."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    os.chmod(settings.home, 0o700)
+    settings.workspaces_dir.mkdir(exist_ok=True)
+    if settings.backend_url is None:
+        settings.state_dir.mkdir(exist_ok=True)
+    if settings.passphrase is None and settings.passphrase_file is None:
+        path = settings.default_passphrase_file
+        if not path.exists():
+            # O_EXCL + mode 0600 at creation: the passphrase is never world-readable, not even briefly.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(secrets.token_urlsafe(32))
+        os.chmod(path, 0o600)
+
+
+def pulumi_env(settings: Settings) -> dict[str, str]:
+    """Environment for Pulumi CLI runs: backend and passphrase, by file where we can.
+
+    The passphrase is handed over as a file path, so it never sits in this process's memory or in
+    the CLI's environment; a passphrase given in PULUMI_CONFIG_PASSPHRASE is passed on as given.
+    """
+    env = {
+        "PULUMI_BACKEND_URL": settings.effective_backend_url,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+    }
+    if settings.passphrase is not None:
+        env["PULUMI_CONFIG_PASSPHRASE"] = settings.passphrase
+    else:
+        env["PULUMI_CONFIG_PASSPHRASE_FILE"] = str(
+            settings.passphrase_file or settings.default_passphrase_file
+        )
+    return env

@@ -1,0 +1,76 @@
+"""What one app instance owns (hung off `app.extensions["raypd"]`; no module-level state)."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from flask import current_app
+
+from webui.engines.select import EngineSet
+from webui.jobs import JobRunner
+from webui.security import LoginThrottle
+from webui.service import DeploymentService
+from webui.settings import Settings
+from webui.store import Store
+
+DRAFT_TTL_SECONDS = 30 * 60
+MAX_DRAFTS = 200
+
+
+class TokenDrafts:
+    """HF tokens typed into the form, held in memory between "Preview" and "Launch" only.
+
+    The preview page must not echo the token back (not even in a hidden field), so it carries a
+    random draft id instead. Drafts expire, and a restart forgets them (the user types it again).
+    """
+
+    def __init__(self) -> None:
+        self._drafts: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def put(self, token: str) -> str:
+        draft = secrets.token_urlsafe(16)
+        now = time.monotonic()
+        with self._lock:
+            self._drafts = {k: v for k, v in self._drafts.items() if v[1] > now}
+            while len(self._drafts) >= MAX_DRAFTS:
+                self._drafts.pop(next(iter(self._drafts)))
+            self._drafts[draft] = (token, now + DRAFT_TTL_SECONDS)
+        return draft
+
+    def peek(self, draft: Optional[str]) -> Optional[str]:
+        if not draft:
+            return None
+        with self._lock:
+            item = self._drafts.get(draft)
+        if item is None or item[1] < time.monotonic():
+            return None
+        return item[0]
+
+    def drop(self, draft: Optional[str]) -> None:
+        if draft:
+            with self._lock:
+                self._drafts.pop(draft, None)
+
+
+@dataclass
+class Raypd:
+    settings: Settings
+    store: Store
+    runner: JobRunner
+    engines: EngineSet
+    service: DeploymentService
+    drafts: TokenDrafts = field(default_factory=TokenDrafts)
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)
+
+    def close(self) -> None:
+        self.runner.shutdown(wait=True)
+        self.store.close()
+
+
+def raypd() -> Raypd:
+    return current_app.extensions["raypd"]
