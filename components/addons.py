@@ -84,48 +84,38 @@ class Addons(pulumi.ComponentResource):
         super().__init__("raypd:addons:Addons", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
 
-        self.device_plugins = [
-            k8s.helm.v3.Release(
-                f"{name}-nvidia-device-plugin",
-                name=defaults.NVIDIA_DEVICE_PLUGIN_CHART,
-                chart=defaults.NVIDIA_DEVICE_PLUGIN_CHART,
-                version=defaults.NVIDIA_DEVICE_PLUGIN_VERSION,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(
-                    repo=defaults.NVIDIA_DEVICE_PLUGIN_REPO
-                ),
-                namespace=defaults.DEVICE_PLUGIN_NAMESPACE,
-                values=nvidia_device_plugin_values(),
+        def release(suffix: str, chart: str, version: str, repo: str, namespace: str,
+                    values: dict[str, Any], **extra: Any) -> k8s.helm.v3.Release:
+            return k8s.helm.v3.Release(
+                f"{name}-{suffix}",
+                name=chart,
+                chart=chart,
+                version=version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
+                namespace=namespace,
+                values=values,
                 opts=child,
+                **extra,
             )
+
+        self.device_plugins = [
+            release("nvidia-device-plugin", defaults.NVIDIA_DEVICE_PLUGIN_CHART,
+                    defaults.NVIDIA_DEVICE_PLUGIN_VERSION, defaults.NVIDIA_DEVICE_PLUGIN_REPO,
+                    defaults.DEVICE_PLUGIN_NAMESPACE, nvidia_device_plugin_values())
         ]
         if needs_efa_plugin(args.gpu_groups):
             self.device_plugins.append(
-                k8s.helm.v3.Release(
-                    f"{name}-efa-device-plugin",
-                    name=defaults.EFA_DEVICE_PLUGIN_CHART,
-                    chart=defaults.EFA_DEVICE_PLUGIN_CHART,
-                    version=defaults.EFA_DEVICE_PLUGIN_VERSION,
-                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(
-                        repo=defaults.EFA_DEVICE_PLUGIN_REPO
-                    ),
-                    namespace=defaults.DEVICE_PLUGIN_NAMESPACE,
-                    values=efa_device_plugin_values(args.gpu_groups),
-                    opts=child,
-                )
+                release("efa-device-plugin", defaults.EFA_DEVICE_PLUGIN_CHART,
+                        defaults.EFA_DEVICE_PLUGIN_VERSION, defaults.EFA_DEVICE_PLUGIN_REPO,
+                        defaults.DEVICE_PLUGIN_NAMESPACE, efa_device_plugin_values(args.gpu_groups))
             )
-        self.kuberay = k8s.helm.v3.Release(
-            f"{name}-kuberay-operator",
-            name=defaults.KUBERAY_CHART,
-            chart=defaults.KUBERAY_CHART,
-            version=args.kuberay_version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=defaults.KUBERAY_CHART_REPO),
-            namespace=defaults.KUBERAY_NAMESPACE,
+        self.kuberay = release(
+            "kuberay-operator", defaults.KUBERAY_CHART, args.kuberay_version,
+            defaults.KUBERAY_CHART_REPO, defaults.KUBERAY_NAMESPACE, kuberay_operator_values(),
             create_namespace=True,
-            values=kuberay_operator_values(),
             # Roll back a half-installed operator instead of leaving it for the next `up`.
             atomic=True,
             timeout=RELEASE_TIMEOUT_SECONDS,
-            opts=child,
         )
         self.register_outputs({
             "kuberayRelease": self.kuberay.name,
