@@ -4,28 +4,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.cli_support import run_module, write_stack
+
 BANNER = "OFFLINE PLAN (Pulumi mock runtime): nothing is created in AWS"
 CIPHERTEXT = "v1:Zm9vYmFyLWNpcGhlcnRleHQtdGhhdC1tdXN0LW5vdC1sZWFr"
 pytestmark = pytest.mark.slow
 
 
 def run_plan_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "components.plan", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
+    return run_module("components.plan", *args)
 
-
-def write_stack(directory: Path, body: str, name: str = "Pulumi.demo.yaml") -> Path:
-    path = directory / name
-    path.write_text(body, encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module")

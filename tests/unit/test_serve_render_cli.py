@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+
+from tests.unit.cli_support import run_module, write_stack
 import yaml
 
 from components.spec import DeploymentSpec
 from serve.config import render_serve_config
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 def run_render(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "serve.render", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )
+    return run_module("serve.render", *args)
 
-
-def write_stack(directory: Path, body: str, name: str = "Pulumi.demo.yaml") -> Path:
-    path = directory / name
-    path.write_text(body, encoding="utf-8")
-    return path
 
 
 def test_sample_stack_renders_yaml_for_serve_deploy():
