@@ -6,11 +6,11 @@ import subprocess
 
 import pytest
 
-from tests.unit.cli_support import run_module, write_stack
 import yaml
 
 from components.spec import DeploymentSpec
 from serve.config import render_serve_config
+from tests.unit.cli_support import run_module, write_stack
 
 pytestmark = pytest.mark.slow
 
