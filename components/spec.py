@@ -32,6 +32,7 @@ REGION_KEY = "aws:region"
 VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 MODES = ("disaggregated", "colocated")
 
+# Patterns are applied with fullmatch: `$` alone would accept a trailing newline.
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 _EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]*$")
@@ -48,7 +49,7 @@ MIN_KUBERNETES_MINOR = 29
 def _dns_label(value: str, max_len: int = 63) -> str:
     if len(value) > max_len:
         raise ValueError(f"'{value}' is {len(value)} characters; at most {max_len} allowed")
-    if not _DNS1123_LABEL.match(value):
+    if not _DNS1123_LABEL.fullmatch(value):
         raise ValueError(
             f"'{value}' is not a DNS-1123 label (lower-case letters, digits and '-', "
             "starting and ending with a letter or digit)"
@@ -80,7 +81,7 @@ class SystemNodes(_Model):
     @field_validator("instance_type")
     @classmethod
     def _known_shape(cls, value: str) -> str:
-        if not _INSTANCE_TYPE.match(value):
+        if not _INSTANCE_TYPE.fullmatch(value):
             raise ValueError(f"'{value}' is not an EC2 instance type name (e.g. m7i.xlarge)")
         return value
 
@@ -107,7 +108,7 @@ class ModelSpec(_Model):
     def _source_shape(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("the model source is required (a Hugging Face repo id or an s3:// URI)")
-        if not (_HF_REPO.match(value) or _S3_URI.match(value)):
+        if not (_HF_REPO.fullmatch(value) or _S3_URI.fullmatch(value)):
             raise ValueError(
                 f"'{value}' is neither a Hugging Face repo id (org/name) nor an s3://bucket/path URI"
             )
@@ -194,14 +195,14 @@ class DeploymentSpec(_Model):
     @field_validator("region")
     @classmethod
     def _region_shape(cls, value: str) -> str:
-        if not _REGION.match(value):
+        if not _REGION.fullmatch(value):
             raise ValueError(f"'{value}' is not an AWS region name (e.g. us-east-2)")
         return value
 
     @field_validator("cluster_name")
     @classmethod
     def _cluster_name(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and (len(value) > 100 or not _EKS_CLUSTER_NAME.match(value)):
+        if value is not None and (len(value) > 100 or not _EKS_CLUSTER_NAME.fullmatch(value)):
             raise ValueError(
                 f"'{value}' is not a valid EKS cluster name (1-100 letters, digits, '-' or '_', "
                 "starting with a letter or digit)"
@@ -211,7 +212,7 @@ class DeploymentSpec(_Model):
     @field_validator("kubernetes_version")
     @classmethod
     def _k8s_version(cls, value: str) -> str:
-        match = _K8S_VERSION.match(value)
+        match = _K8S_VERSION.fullmatch(value)
         if not match:
             raise ValueError(f"'{value}' is not a Kubernetes minor version such as \"1.35\"")
         if int(match.group(1)) < MIN_KUBERNETES_MINOR:
@@ -221,14 +222,14 @@ class DeploymentSpec(_Model):
     @field_validator("ray_version", "kuberay_version")
     @classmethod
     def _semver(cls, value: str) -> str:
-        if not _SEMVER.match(value):
+        if not _SEMVER.fullmatch(value):
             raise ValueError(f"'{value}' is not a version such as 2.58.0")
         return value
 
     @field_validator("image")
     @classmethod
     def _image_ref(cls, value: str) -> str:
-        if value and not _IMAGE.match(value):
+        if value and not _IMAGE.fullmatch(value):
             raise ValueError(f"'{value}' is not a container image reference")
         return value
 

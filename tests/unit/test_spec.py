@@ -226,3 +226,16 @@ def test_bad_stack_names_are_rejected(name):
 
 def test_good_stack_name_is_accepted():
     assert validate_stack_name("team-a-prod") == "team-a-prod"
+
+
+@pytest.mark.parametrize("key,value", [
+    ("raypd:serviceName", "ray-llm\n"), ("raypd:namespace", "inference\n"),
+    ("raypd:clusterName", "demo\n"), ("aws:region", "us-east-2\n"), ("raypd:rayVersion", "2.58.0\n"),
+])
+def test_a_trailing_newline_is_not_part_of_a_valid_name(key, value):
+    assert key in errors_of({key: value})
+
+
+def test_a_trailing_newline_is_not_part_of_a_stack_name():
+    with pytest.raises(SpecError):
+        validate_stack_name("demo\n")
