@@ -13,6 +13,7 @@ from webui import api, pages
 from webui.engines.pulumi_engine import CliDiscovery, find_pulumi_cli
 from webui.engines.select import EngineSet, select_engines
 from webui.jobs import JobRunner
+from webui.redact import remember_secret
 from webui.security import api_error, init_security
 from webui.service import DeploymentService
 from webui.settings import Settings, prepare_home
@@ -47,6 +48,9 @@ def create_app(
 ) -> Flask:
     """Build the app. `discover` and `engines` exist for tests (a fake CLI finder or engine)."""
     prepare_home(settings)
+    # Neither may ever be shown again; mask them should a CLI or a library echo one.
+    remember_secret(settings.token)
+    remember_secret(settings.passphrase)
     engines = engines or select_engines(settings, discover or find_pulumi_cli)
     store = Store(settings.db_path)
     runner = JobRunner(store, workers=settings.workers)

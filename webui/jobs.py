@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 from webui.engines.base import EngineError, JobContext, OperationCancelled, OperationResult
 from webui.redact import redact
-from webui.store import INTERRUPTED_HINT, Store
+from webui.store import ACTIVE_STATUSES, INTERRUPTED_HINT, Store
 
 logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")
@@ -81,37 +81,58 @@ class JobRunner:
     ) -> None:
         job_id = ctx.job_id
         try:
-            if not self.store.set_job_running(job_id):
-                return  # cancelled while queued
-            ctx.emit({"kind": "status", "status": "running", "message": f"{operation} started"})
-            status, error, result = "succeeded", None, None
+            self._run_job(ctx, deployment, operation, actor, work, finish)
+        except Exception:  # noqa: BLE001 - e.g. the database failed: never leave a job "running" silently
+            logger.exception("job %s (%s %s): the job runner failed", job_id, operation, deployment)
+            error = "internal error while recording the job (see the server log)"
             try:
-                result = work(ctx)
-                if ctx.cancelled:
-                    status = "cancelled"
-            except OperationCancelled:
-                status = "cancelled"
-            except EngineError as exc:
-                status, error = "failed", exc.message
-            except Exception:  # noqa: BLE001 - a bug must fail the job, not kill the worker
-                logger.exception("job %s (%s %s) crashed", job_id, operation, deployment)
-                status, error = "failed", "internal error while running the operation (see the server log)"
-            if status == "cancelled":
-                error = "cancelled on request"
-            current = self.store.get_job(job_id)
-            if current is None or current["status"] != "running":
-                return  # closed meanwhile (e.g. marked interrupted by a newer server): leave it be
-            try:
-                finish(job_id, status, result)
+                job = self.store.get_job(job_id)
+                if job is not None and job["status"] in ACTIVE_STATUSES:
+                    finish(job_id, "failed", None)  # the deployment must not stay "updating"
+                if self.store.finish_job(job_id, "failed", error=error):
+                    self._end(job_id, deployment, operation, actor, "failed", error)
             except Exception:  # noqa: BLE001
-                logger.exception("job %s: recording the result failed", job_id)
-                status, error = "failed", "the operation ended but its result could not be recorded"
-            summary = result.summary if result is not None else None
-            if self.store.finish_job(job_id, status, error=error, summary=summary):
-                self._end(job_id, deployment, operation, actor, status, error)
+                logger.exception("job %s: could not even mark it failed", job_id)
         finally:
             with self._lock:
                 self._contexts.pop(job_id, None)
+
+    def _run_job(
+        self, ctx: JobContext, deployment: str, operation: str, actor: str, work: Work, finish: Finish,
+    ) -> None:
+        job_id = ctx.job_id
+        if not self.store.set_job_running(job_id):
+            return  # cancelled while queued
+        ctx.emit({"kind": "status", "status": "running", "message": f"{operation} started"})
+        status, error, result = "succeeded", None, None
+        try:
+            result = work(ctx)
+            if ctx.cancelled:
+                # The engine finished anyway (a cancel came too late to stop anything): what
+                # happened in the cloud is what counts, so the result is recorded as it is.
+                ctx.emit({"kind": "diagnostic", "severity": "warning", "message": (
+                    f"the cancel request came too late: {operation} had already finished"
+                )})
+        except OperationCancelled:
+            status = "cancelled"
+        except EngineError as exc:
+            status, error = "failed", exc.message
+        except Exception:  # noqa: BLE001 - a bug must fail the job, not kill the worker
+            logger.exception("job %s (%s %s) crashed", job_id, operation, deployment)
+            status, error = "failed", "internal error while running the operation (see the server log)"
+        if status == "cancelled":
+            error = "cancelled on request"
+        current = self.store.get_job(job_id)
+        if current is None or current["status"] != "running":
+            return  # closed meanwhile (e.g. marked interrupted by a newer server): leave it be
+        try:
+            finish(job_id, status, result)
+        except Exception:  # noqa: BLE001
+            logger.exception("job %s: recording the result failed", job_id)
+            status, error = "failed", "the operation ended but its result could not be recorded"
+        summary = result.summary if result is not None else None
+        if self.store.finish_job(job_id, status, error=error, summary=summary):
+            self._end(job_id, deployment, operation, actor, status, error)
 
     def _end(
         self, job_id: str, deployment: str, operation: str, actor: str, status: str, error: Optional[str],
@@ -139,13 +160,14 @@ class JobRunner:
         job = self.store.get_job(job_id)
         if job is None:
             raise KeyError(job_id)
-        if job["status"] == "queued":
-            if self.store.finish_job(job_id, "cancelled", error="cancelled before it started",
-                                     from_statuses=("queued",)):
-                self._end(job_id, job["deployment"], job["operation"], actor, "cancelled",
-                          "cancelled before it started")
-                self._restore_status(job)
-        elif job["status"] == "running":
+        if job["status"] == "queued" and self.store.finish_job(
+            job_id, "cancelled", error="cancelled before it started", from_statuses=("queued",),
+        ):
+            self._end(job_id, job["deployment"], job["operation"], actor, "cancelled",
+                      "cancelled before it started")
+            self._restore_status(job)
+        elif job["status"] in ACTIVE_STATUSES:
+            # Running, or it started between the read above and the update: stop the engine.
             with self._lock:
                 ctx = self._contexts.get(job_id)
             if ctx is not None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+import threading
+from typing import Any, Optional
 
 MASK = "[secret]"
 
@@ -23,9 +24,29 @@ _PATTERNS = (
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|<\{%[a-z]+%\}>")
 
 
+# Secret values this process has been handed (HF tokens typed in, a passphrase from the
+# environment): masked wherever they appear, even when they do not look like a credential (an HF
+# token without its `hf_` prefix). Process-wide on purpose, like the logging it protects.
+_KNOWN_SECRETS: set[str] = set()
+_KNOWN_LOCK = threading.Lock()
+MIN_KNOWN_SECRET = 8  # shorter values would mask ordinary words
+
+
+def remember_secret(value: Optional[str]) -> None:
+    """Mask this exact value from now on (values shorter than MIN_KNOWN_SECRET are ignored)."""
+    if value and len(value) >= MIN_KNOWN_SECRET:
+        with _KNOWN_LOCK:
+            _KNOWN_SECRETS.add(value)
+
+
 def redact(text: str) -> str:
     """Mask anything that looks like a credential; strip terminal colour codes."""
     text = _ANSI.sub("", text)
+    with _KNOWN_LOCK:
+        known = sorted(_KNOWN_SECRETS, key=len, reverse=True)
+    for value in known:
+        if value in text:
+            text = text.replace(value, MASK)
     for pattern in _PATTERNS:
         if pattern.groups:
             text = pattern.sub(lambda m: m.group(1) + MASK, text)
@@ -46,7 +67,13 @@ def redact_value(value: Any) -> Any:
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that masks credentials in every record that passes through a handler."""
+    """A logging filter that masks credentials in every record that passes through a handler.
+
+    The traceback of `logger.exception` is masked too: an exception's message (a CommandError
+    carries the CLI's whole stderr) is as likely to echo a credential as the log message is.
+    """
+
+    _formatter = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -55,4 +82,12 @@ class RedactingFilter(logging.Filter):
             return True
         record.msg = redact(message)
         record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        if record.exc_text:
+            # Formatters print exc_text when it is set; drop exc_info so none formats it afresh.
+            record.exc_text = redact(record.exc_text)
+            record.exc_info = None
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True

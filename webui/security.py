@@ -69,8 +69,15 @@ def csrf_valid(given: Optional[str]) -> bool:
 
 
 def safe_next(target: Optional[str]) -> str:
-    """Only same-site paths after login (no open redirect)."""
+    """Only same-site paths after login (no open redirect).
+
+    Browsers read a backslash as a slash and drop tabs and newlines from URLs, so "/" + backslash +
+    "evil.example", or "/", a tab, "/evil.example", would leave the site although urlparse sees a
+    local path: refuse both.
+    """
     if not target:
+        return "/"
+    if "\\" in target or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in target):
         return "/"
     parsed = urlparse(target)
     if parsed.scheme or parsed.netloc or not target.startswith("/") or target.startswith("//"):

@@ -27,6 +27,7 @@ from webui.engines.base import (
 )
 from webui.engines.select import EngineSet
 from webui.jobs import Busy, JobRunner
+from webui.redact import remember_secret
 from webui.store import NameTaken, Store
 from webui.summary import summarize
 
@@ -193,6 +194,11 @@ class DeploymentService:
             stack = validate_stack_name(name)
         except SpecError as exc:
             problems.extend(exc.errors)
+        if stack and stack != stack.strip():
+            # The spec's pattern ends in `$`, which also matches before a final line break: a name
+            # like "demo\n" would become a work dir and a Pulumi stack name.
+            problems.append(FieldError("name", "must not contain spaces or line breaks"))
+            stack = ""
         try:
             check_config_keys(config)
             rest, token = strip_token(config)
@@ -201,6 +207,7 @@ class DeploymentService:
             problems.extend(exc.errors)
         if problems:
             raise SpecError(problems)
+        remember_secret(token)  # from now on masked in every event, error and log line
         return spec, token
 
     def create(self, name: Any, config: Mapping[str, Any], actor: str) -> dict[str, Any]:

@@ -77,9 +77,13 @@ class Settings:
         return self.backend_url or self.state_dir.as_uri()
 
     @property
-    def virtualenv(self) -> Path:
-        """The venv the Pulumi language host should use: the one running this app."""
-        return Path(sys.prefix)
+    def virtualenv(self) -> Optional[Path]:
+        """The venv the Pulumi language host should use: the one running this app.
+
+        None outside a venv: pointing `virtualenv` at /usr would make the language host look for
+        /usr/bin/python (often absent); without it the host uses the python on PATH.
+        """
+        return Path(sys.prefix) if sys.prefix != sys.base_prefix else None
 
     def workspace_dir(self, stack: str) -> Path:
         return self.workspaces_dir / stack

@@ -107,10 +107,12 @@ def test_duplicate_name_is_a_conflict(client):
     ('{"name": "demo", "extra": true}', "application/json", "extra"),
     ("name=demo", "application/x-www-form-urlencoded", "Content-Type"),
     ('{"name": "Not_A_Valid_Name"}', "application/json", "name"),
+    ('{"name": "demo\\n"}', "application/json", "name"),
 ])
-def test_bad_bodies_get_400_with_the_field_named(client, body, content_type, field):
+def test_bad_bodies_get_400_with_the_field_named(app, client, body, content_type, field):
     response = client.post("/api/v1/deployments", data=body, content_type=content_type, headers=AUTH)
     assert response.status_code == 400
+    assert list(app.extensions["raypd"].settings.workspaces_dir.iterdir()) == []
     errors = response.get_json()["errors"]
     assert field in [e["field"] for e in errors], errors
     assert all(e["message"] for e in errors)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -97,6 +98,26 @@ def test_translator_turns_engine_events_into_progress_records():
     assert summary["kind"] == "summary" and summary["changes"] == {"create": 2}
     assert summary["done"] == summary["total"] == 3  # finished means 100%
     assert translator.resources() == [{"type": "aws:ec2/vpc:Vpc", "name": "network-vpc"}]
+
+
+def test_resources_deleted_by_an_update_are_not_listed():
+    old_group = "urn:pulumi:demo::raypd::aws:eks/nodeGroup:NodeGroup::decode-nodes"
+    translator = EventTranslator(lambda record: None)
+    for seq, payload in enumerate([
+        {"resourcePreEvent": step("same", VPC, "aws:ec2/vpc:Vpc")},
+        {"resOutputsEvent": step("same", VPC, "aws:ec2/vpc:Vpc")},
+        {"resourcePreEvent": step("create-replacement", EKS, "eks:index:Cluster")},
+        {"resOutputsEvent": step("create-replacement", EKS, "eks:index:Cluster")},
+        {"resourcePreEvent": step("delete-replaced", EKS, "eks:index:Cluster")},
+        {"resOutputsEvent": step("delete-replaced", EKS, "eks:index:Cluster")},
+        {"resourcePreEvent": step("delete", old_group, "aws:eks/nodeGroup:NodeGroup")},
+        {"resOutputsEvent": step("delete", old_group, "aws:eks/nodeGroup:NodeGroup")},
+    ], start=1):
+        translator(engine_event(seq, **payload))
+    assert translator.resources() == [
+        {"type": "aws:ec2/vpc:Vpc", "name": "network-vpc"},
+        {"type": "eks:index:Cluster", "name": "cluster-eks"},
+    ]
 
 
 def test_translator_never_raises_on_the_grpc_thread(caplog):
@@ -310,6 +331,23 @@ def test_pulumi_cancel_calls_stack_cancel_and_ends_cancelled(tmp_path):
     assert stack.cancelled == 1
 
 
+def test_pulumi_destroy_that_finishes_after_a_cancel_request_is_reported_done(tmp_path):
+    # File backend: `pulumi cancel` only drops the lock and the destroy runs to the end. The stack
+    # is gone then, so the job must not claim it was cancelled (the deployment would stay behind).
+    stack = FakeStack()
+    engine = SteppedEngine(settings_for(tmp_path), stack)
+    ctx = JobContext("job1", lambda record: None)
+    original = stack._run
+
+    def cancel_midway(name: str, on_event, **kwargs: Any) -> None:
+        ctx.request_cancel()
+        original(name, on_event, **kwargs)
+
+    stack._run = cancel_midway  # type: ignore[method-assign]
+    result = engine.run("demo", "destroy", ctx)
+    assert result.resources == [] and stack.removed == ["demo"]
+
+
 # ---- work dir, backend, passphrase ----
 
 class FakeCommand:
@@ -331,6 +369,12 @@ def test_workspace_lives_under_raypd_home_and_runs_the_project_program(tmp_path)
     assert workspace.env_vars["PULUMI_BACKEND_URL"] == (settings.home / "state").as_uri()
     assert workspace.env_vars["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(settings.home / "passphrase")
     assert "PULUMI_CONFIG_PASSPHRASE" not in workspace.env_vars
+
+
+def test_outside_a_venv_the_language_host_is_not_pointed_at_the_system_prefix(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "base_prefix", sys.prefix)  # as if run by the system python
+    engine = PulumiEngine(settings_for(tmp_path / "home"), FakeCommand())
+    assert engine.project_settings().runtime.options == {"toolchain": "pip"}
 
 
 def test_passphrase_file_is_private_and_made_once(tmp_path):

@@ -61,6 +61,24 @@ def test_login_never_redirects_off_site(client):
     assert response.headers["Location"] == "/"
 
 
+@pytest.mark.parametrize("target", ["/\\evil.example/", "/\t/evil.example/", "/\n/evil.example", "\\\\evil.example"])
+def test_login_refuses_paths_browsers_would_read_as_another_site(client, target):
+    page = client.get("/login")
+    response = client.post("/login", data={
+        "token": TOKEN, "csrf_token": extract_csrf(text_of(page)), "next": target,
+    })
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/"
+
+
+def test_login_keeps_a_same_site_next_path(client):
+    page = client.get("/login")
+    response = client.post("/login", data={
+        "token": TOKEN, "csrf_token": extract_csrf(text_of(page)), "next": "/deployments/new?x=1",
+    })
+    assert response.headers["Location"] == "/deployments/new?x=1"
+
+
 def test_repeated_wrong_logins_are_throttled(client):
     csrf = extract_csrf(text_of(client.get("/login")))
     codes = [client.post("/login", data={"token": f"guess-{i}", "csrf_token": csrf}).status_code for i in range(12)]

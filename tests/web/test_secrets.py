@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 from typing import Any
@@ -74,14 +75,18 @@ def test_hf_token_never_leaks_from_an_offline_launch(app, client, caplog):
 class EchoingEngine(FakeEngine):
     """An engine whose tool echoes the token back (as a careless provider or CLI might)."""
 
+    def __init__(self, secret: str = HF_TOKEN):
+        super().__init__()
+        self.secret = secret
+
     def run(self, stack: str, operation: str, ctx: JobContext,
             known_resources: Any = None) -> OperationResult:
-        ctx.emit({"kind": "diagnostic", "severity": "info", "message": f"using token {HF_TOKEN}"})
+        ctx.emit({"kind": "diagnostic", "severity": "info", "message": f"using token {self.secret}"})
         result = super().run(stack, operation, ctx, known_resources)
-        result.outputs = {**(result.outputs or {}), "debug": f"Bearer {HF_TOKEN}"}
+        result.outputs = {**(result.outputs or {}), "debug": f"Bearer {self.secret}"}
         if operation == "refresh":
             from webui.engines.base import OperationFailed
-            raise OperationFailed(f"error: provider said token={HF_TOKEN} is invalid")
+            raise OperationFailed(f"error: provider said token={self.secret} is invalid")
         return result
 
 
@@ -102,3 +107,39 @@ def test_echoed_tokens_are_masked_before_they_are_stored(make_app, caplog):
     ]
     assert "[secret]" in answers[0]
     assert_nowhere(HF_TOKEN, answers, app.extensions["raypd"].settings.home, caplog.text)
+
+
+def test_a_token_that_does_not_look_like_one_is_masked_too(make_app, caplog):
+    # No `hf_` prefix and only plain words around it: no pattern can spot it, only its value.
+    secret = "OrgToken5b1f0c3e9d"
+    caplog.set_level(logging.DEBUG)
+    app = make_app(engine=EchoingEngine(secret))
+    client = app.test_client()
+    client.post("/api/v1/deployments", headers=AUTH, json={"name": "plain", "config": {"raypd:hfToken": secret}})
+    up = client.post("/api/v1/deployments/plain/up", headers=AUTH).get_json()["job"]
+    assert wait_for_job(client, up)["status"] == "succeeded"
+    events = client.get(f"/api/v1/jobs/{up}/events", headers=AUTH).get_data(as_text=True)
+    assert "using token [secret]" in events
+    answers = [events, client.get("/api/v1/deployments/plain", headers=AUTH).get_data(as_text=True)]
+    assert_nowhere(secret, answers, app.extensions["raypd"].settings.home, caplog.text)
+
+
+def test_log_tracebacks_are_masked_too():
+    from webui.redact import RedactingFilter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingFilter())
+    log = logging.getLogger("raypd.test.traceback")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        try:
+            raise RuntimeError(f"CLI said: stderr: token={HF_TOKEN}")
+        except RuntimeError:
+            log.exception("job crashed")
+    finally:
+        log.removeHandler(handler)
+    text = stream.getvalue()
+    assert "job crashed" in text and "Traceback" in text and "RuntimeError" in text
+    assert HF_TOKEN not in text

@@ -22,6 +22,9 @@ from webui.redact import redact
 logger = logging.getLogger(__name__)
 
 STACK_TYPE = "pulumi:pulumi:Stack"
+# Step ops after which the resource no longer exists (a replacement's "delete-replaced" leaves the
+# new resource behind under the same URN, so it is not one of them).
+GONE_OPS = ("delete", "discard", "read-discard")
 _SEVERITIES = {"info": "info", "info#err": "info", "warning": "warning", "error": "error", "debug": None}
 
 
@@ -55,11 +58,16 @@ class EventTranslator:
             logger.exception("could not translate a Pulumi engine event")
 
     def resources(self) -> list[dict[str, Any]]:
-        """Resources that finished, in the order they finished (the stack itself left out)."""
+        """Resources that finished and still exist, in order (the stack itself left out).
+
+        A step that deleted its resource (a shrunk node group, a removed add-on) finishes too,
+        but what it leaves is nothing: it must not be listed among the deployment's resources.
+        """
         return [
             {"type": item["type"], "name": item["name"]}
             for item in self.seen.values()
             if item["state"] == "finished" and item["type"] != STACK_TYPE
+            and item.get("op") not in GONE_OPS
         ]
 
     def translate(self, event: pulumi_events.EngineEvent) -> list[dict[str, Any]]:
@@ -80,8 +88,9 @@ class EventTranslator:
     def _pre(self, metadata: pulumi_events.StepEventMetadata) -> list[dict[str, Any]]:
         name = urn_name(metadata.urn)
         op = _op(metadata)
-        if metadata.urn not in self.seen:
-            self.seen[metadata.urn] = {"type": metadata.type, "name": name, "state": "started"}
+        item = self.seen.setdefault(metadata.urn, {"type": metadata.type, "name": name, "state": "started"})
+        if op != "delete-replaced":
+            item["op"] = op
         return [resource_record(
             "started", op, metadata.type, name, self.done, self.total, f"{op} {metadata.type} {name}",
         )]
@@ -93,6 +102,8 @@ class EventTranslator:
         if item["state"] == "started":
             self.done += 1
         item["state"] = state
+        if op != "delete-replaced":
+            item["op"] = op
         verb = "failed to" if state == "failed" else "done:"
         return [resource_record(
             state, op, metadata.type, name, self.done, self.total, f"{verb} {op} {metadata.type} {name}",
