@@ -22,7 +22,7 @@ from components import catalogue
 from components.defaults import SYSTEM_LABELS
 from components.errors import SpecError
 from components.spec import DeploymentSpec, validate_stack_name
-from components.stack_file import DEFAULT_STACK, SECRET_PLACEHOLDER, read_stack
+from components.stack_file import DEFAULT_STACK, SECRET_PLACEHOLDER, add_stack_arguments, read_stack
 
 PROJECT = "raypd"
 EXIT_INVALID = 2
@@ -238,10 +238,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m components.plan",
         description="Plan a raypd stack offline (Pulumi mock runtime; nothing is created).",
     )
-    parser.add_argument("--config", required=True, help="stack settings file, e.g. Pulumi.dev.yaml")
-    parser.add_argument(
-        "--stack", help="stack name (default: taken from Pulumi.<stack>.yaml, else 'dev')"
-    )
+    add_stack_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON (Contract 2)")
     return parser
 

@@ -7,6 +7,7 @@ placeholders, never decrypted and never printed.
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 from typing import Any
@@ -63,3 +64,11 @@ def read_stack(path: str | Path, stack: str | None = None) -> tuple[str, dict[st
     name = validate_stack_name(stack if stack is not None else (stack_name_from_path(file) or DEFAULT_STACK))
     config, secret_keys = load_stack_file(file)
     return name, config, secret_keys
+
+
+def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """--config and --stack, spelled the same in every raypd CLI that reads a stack file."""
+    parser.add_argument("--config", required=True, help="stack settings file, e.g. Pulumi.dev.yaml")
+    parser.add_argument(
+        "--stack", help=f"stack name (default: taken from Pulumi.<stack>.yaml, else '{DEFAULT_STACK}')"
+    )

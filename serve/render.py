@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 from components.errors import SpecError
 from components.spec import DeploymentSpec
-from components.stack_file import read_stack
+from components.stack_file import add_stack_arguments, read_stack
 from serve.config import render_serve_config_yaml
 
 EXIT_INVALID = 2
@@ -25,10 +25,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m serve.render",
         description="Render the Ray Serve config (YAML) of a raypd stack file.",
     )
-    parser.add_argument("--config", required=True, help="stack settings file, e.g. Pulumi.dev.yaml")
-    parser.add_argument(
-        "--stack", help="stack name (default: taken from Pulumi.<stack>.yaml, else 'dev')"
-    )
+    add_stack_arguments(parser)
     parser.add_argument("--output", help="write the YAML to this file instead of stdout")
     return parser
 
