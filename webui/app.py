@@ -10,12 +10,13 @@ from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from webui import api, pages
+from webui.engines.base import OFFLINE_NOTICE
 from webui.engines.pulumi_engine import CliDiscovery, find_pulumi_cli
 from webui.engines.select import EngineSet, select_engines
 from webui.jobs import JobRunner
 from webui.redact import remember_secret
 from webui.security import api_error, init_security
-from webui.service import DeploymentService
+from webui.service import DeploymentService, status_tone
 from webui.settings import Settings, prepare_home
 from webui.state import Raypd
 from webui.store import Store
@@ -70,6 +71,8 @@ def create_app(
     app.register_blueprint(api.bp)
     app.jinja_env.filters["when"] = _when
     app.jinja_env.filters["usd"] = _usd
+    app.jinja_env.filters["tone"] = status_tone
+    app.jinja_env.globals["OFFLINE_NOTICE"] = OFFLINE_NOTICE
     app.jinja_env.globals["engine_banner"] = engines.banner
     app.jinja_env.globals["default_engine"] = engines.default.name
 

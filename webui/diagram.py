@@ -13,7 +13,7 @@ from markupsafe import Markup, escape
 from components import defaults
 from components.outputs import serve_service_name
 from components.spec import DeploymentSpec
-from components.topology import group_for_phase, plan_gpu_groups
+from components.topology import GpuGroupPlan, group_for_phase, plan_gpu_groups
 
 WIDTH = 760
 HEIGHT = 340
@@ -47,8 +47,9 @@ def _arrow(x1: float, y1: float, x2: float, y2: float, cls: str = "arch-arrow", 
     )
 
 
-def _phase_lines(spec: DeploymentSpec, phase: str) -> tuple[list[tuple[str, str]], int]:
-    groups = plan_gpu_groups(spec)
+def _phase_lines(
+    spec: DeploymentSpec, groups: list[GpuGroupPlan], phase: str,
+) -> tuple[list[tuple[str, str]], int]:
     group = group_for_phase(groups, phase)
     settings = spec.phases[phase]
     hardware = settings.hardware
@@ -96,13 +97,14 @@ def architecture_svg(spec: DeploymentSpec) -> Markup:
     zone = spec.availability_zone or f"one AZ of {spec.region}"
     parts.append(f'<rect x="16" y="168" width="{WIDTH - 32}" height="160" rx="10" class="arch-zone"/>')
     parts.append(_text(28, 186, f"{zone} · EFA cannot cross availability zones", "arch-zone-label", "start"))
+    groups = plan_gpu_groups(spec)
     if spec.mode == "colocated":
-        lines, nodes = _phase_lines(spec, "colocated")
+        lines, nodes = _phase_lines(spec, groups, "colocated")
         parts.append(_box(190, 202, 380, 104, "arch-gpu", lines, stacked=nodes))
         parts.append(_arrow(390, 134, 390, 198))
     else:
-        prefill_lines, prefill_nodes = _phase_lines(spec, "prefill")
-        decode_lines, decode_nodes = _phase_lines(spec, "decode")
+        prefill_lines, prefill_nodes = _phase_lines(spec, groups, "prefill")
+        decode_lines, decode_nodes = _phase_lines(spec, groups, "decode")
         parts.append(_box(40, 202, 270, 104, "arch-gpu arch-prefill", prefill_lines, stacked=prefill_nodes))
         parts.append(_box(450, 202, 270, 104, "arch-gpu arch-decode", decode_lines, stacked=decode_nodes))
         parts.append(_arrow(330, 134, 190, 198))

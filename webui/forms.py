@@ -14,9 +14,10 @@ from typing import Any, Mapping, Optional
 from components import catalogue, defaults
 from components.errors import FieldError
 from components.spec import MODES, VLLM_DTYPES
+from webui.engines.base import HF_TOKEN_KEY
 
 NAME_FIELD = "name"
-TOKEN_FIELD = "raypd:hfToken"
+TOKEN_FIELD = HF_TOKEN_KEY
 PHASES = ("prefill", "decode", "colocated")
 
 
@@ -125,6 +126,8 @@ def form_fields() -> list[Field]:
 
 FIELDS: tuple[Field, ...] = tuple(form_fields())
 FIELDS_BY_KEY = {field.key: field for field in FIELDS}
+# A section belongs to a mode when its fields do (the page hides the other mode's sections).
+SECTION_MODES = {field.section: field.mode for field in FIELDS if field.mode is not None}
 SECTIONS = (
     ("general", "Deployment"),
     ("system", "System nodes"),

@@ -15,10 +15,11 @@ from flask import (
 from components.errors import FieldError, SpecError
 from webui import forms
 from webui.diagram import architecture_svg
-from webui.engines.base import OFFLINE_NOTICE, EngineError
+from webui.engines.base import EngineError
 from webui.security import csrf_token, csrf_valid, safe_next, token_matches
 from webui.service import Conflict, NotFound
 from webui.state import raypd
+from webui.store import ACTIVE_STATUSES
 from webui.summary import rayservice_yaml, summarize
 
 bp = Blueprint("pages", __name__)
@@ -83,7 +84,7 @@ def _render_form(values: dict[str, str], errors: list[FieldError], draft: Option
     by_field, general = forms.split_errors(errors)
     return render_template(
         "new.html", values=values, field_errors=by_field, general_errors=general,
-        sections=forms.SECTIONS, fields=forms.FIELDS, draft=draft,
+        sections=forms.SECTIONS, section_modes=forms.SECTION_MODES, fields=forms.FIELDS, draft=draft,
         token_kept=raypd().drafts.peek(draft) is not None,
     ), status
 
@@ -124,7 +125,6 @@ def new_deployment_post() -> Any:
             "preview.html", spec=spec, summary=summarize(spec), values=values, draft=draft,
             has_token=token is not None, diagram=architecture_svg(spec),
             rayservice=rayservice_yaml(spec), engine=app.engines.default,
-            offline_notice=OFFLINE_NOTICE,
         )
     try:
         app.service.create(name, config, g.actor)
@@ -143,15 +143,13 @@ def new_deployment_post() -> Any:
 def deployment(name: str) -> Any:
     app = raypd()
     try:
-        detail = app.service.get(name, jobs=20)
-        record = app.service.record(name)
+        detail, spec = app.service.get_with_spec(name, jobs=20)  # spec None: see detail["warnings"]
     except NotFound:
         gone = app.store.get_job(request.args.get("job", ""))
         if gone and gone["deployment"] == name and gone["operation"] == "destroy" and gone["status"] == "succeeded":
             # The tear-down finished before this page loaded (offline it takes milliseconds).
             return redirect(url_for("pages.index", removed=name))
         return render_error(404, f"There is no deployment named “{name}”. It may have been torn down.")
-    spec, _ = app.service.spec_of(record)  # a problem is listed in detail["warnings"]
     wanted = request.args.get("job")
     job = None
     if wanted:
@@ -162,7 +160,8 @@ def deployment(name: str) -> Any:
         job = app.store.get_job(detail["jobs"][0]["id"])
     events = app.store.events_after(job["id"], 0, limit=2000) if job else []
     return render_template(
-        "deployment.html", d=detail, spec=spec, job=job, events=events,
+        "deployment.html", d=detail, job=job, events=events,
+        active=job is not None and job["status"] in ACTIVE_STATUSES,
         diagram=architecture_svg(spec) if spec else None,
         rayservice=rayservice_yaml(spec) if spec else None,
         connect=detail["connect"], labels=OPERATION_LABELS,

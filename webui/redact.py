@@ -13,7 +13,9 @@ import re
 import threading
 from typing import Any, Optional
 
-MASK = "[secret]"
+from components.stack_file import SECRET_PLACEHOLDER
+
+MASK = SECRET_PLACEHOLDER  # what the spec and stack files show for a secret, so one word everywhere
 
 _PATTERNS = (
     re.compile(r"\bhf_[A-Za-z0-9]{8,}"),  # Hugging Face user/org tokens

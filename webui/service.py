@@ -17,6 +17,7 @@ from components.errors import FieldError, SpecError
 from components.outputs import render_stack_outputs
 from components.spec import NAMESPACE, REGION_KEY, DeploymentSpec, validate_stack_name
 from webui.engines.base import (
+    HF_TOKEN_KEY,
     OFFLINE_NOTICE,
     OPERATIONS,
     EngineError,
@@ -28,17 +29,30 @@ from webui.engines.base import (
 from webui.engines.select import EngineSet
 from webui.jobs import Busy, JobRunner
 from webui.redact import remember_secret
-from webui.store import NameTaken, Store
+from webui.store import ACTIVE_STATUSES, NameTaken, Store
 from webui.summary import summarize
 
 logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")
 
-HF_TOKEN_KEY = f"{NAMESPACE}:hfToken"
 RUNNING_STATUS = {"preview": "previewing", "up": "updating", "refresh": "refreshing",
                   "destroy": "destroying"}
 # Statuses that say what exists; a preview or refresh leaves them as they were.
 STANDING = ("planned (offline)", "deployed")
+
+
+def status_tone(status: Optional[str]) -> str:
+    """How a deployment or job status reads at a glance (the badge colour), from the rules above."""
+    status = status or "unknown"
+    if status in STANDING or status == "succeeded":
+        return "ok"
+    if "failed" in status or status == "interrupted":
+        return "bad"
+    if status in RUNNING_STATUS.values() or status in ACTIVE_STATUSES:
+        return "busy"
+    if "cancel" in status:
+        return "warn"
+    return "neutral"
 
 
 class NotFound(Exception):
@@ -155,12 +169,19 @@ class DeploymentService:
             return None, f"the stored configuration no longer validates: {exc}"
 
     def get(self, name: str, jobs: int = 10) -> dict[str, Any]:
+        return self.get_with_spec(name, jobs)[0]
+
+    def get_with_spec(self, name: str, jobs: int = 10) -> tuple[dict[str, Any], Optional[DeploymentSpec]]:
+        """`get`, plus the spec it validated (None when it no longer does), for the page's picture.
+
+        One read and one validation per page: the page must not look the record up again.
+        """
         record = self.record(name)
         spec, problem = self.spec_of(record)
         warnings = list(record["summary"].get("warnings", []))
         if problem:
             warnings.append(problem)
-        return {
+        detail = {
             "name": record["name"],
             **self._engine_fields(record["engine"]),
             "status": record["status"],
@@ -177,6 +198,7 @@ class DeploymentService:
             "createdAt": _iso(record["createdAt"]),
             "jobs": [public_job(job) for job in self.store.jobs_for(name, limit=jobs)],
         }
+        return detail, spec
 
     def job(self, job_id: str) -> dict[str, Any]:
         job = self.store.get_job(job_id)
@@ -191,14 +213,9 @@ class DeploymentService:
         problems: list[FieldError] = []
         stack = ""
         try:
-            stack = validate_stack_name(name)
+            stack = validate_stack_name(name)  # whole-name match: "demo\n" is refused there
         except SpecError as exc:
             problems.extend(exc.errors)
-        if stack and stack != stack.strip():
-            # The spec's pattern ends in `$`, which also matches before a final line break: a name
-            # like "demo\n" would become a work dir and a Pulumi stack name.
-            problems.append(FieldError("name", "must not contain spaces or line breaks"))
-            stack = ""
         try:
             check_config_keys(config)
             rest, token = strip_token(config)
@@ -279,10 +296,12 @@ class DeploymentService:
             fields["status"] = previous if previous in STANDING else "previewed"
         else:  # refresh: what exists has not changed, only what is recorded about it
             fields["status"] = previous
-        if result.outputs is not None and (engine.real is False or operation != "preview"):
-            fields["outputs"] = result.outputs
-        if result.resources is not None and (engine.real is False or operation != "preview"):
-            fields["resources"] = result.resources
+        # A real preview changes nothing, so what it reports is not what exists.
+        if not engine.real or operation != "preview":
+            if result.outputs is not None:
+                fields["outputs"] = result.outputs
+            if result.resources is not None:
+                fields["resources"] = result.resources
         self.store.update_deployment(name, **fields)
 
     def cancel(self, job_id: str, actor: str) -> dict[str, Any]:

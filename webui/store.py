@@ -24,6 +24,7 @@ from webui.redact import redact, redact_value
 
 ACTIVE_STATUSES = ("queued", "running")
 FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
+_ACTIVE_MARKS = ", ".join("?" for _ in ACTIVE_STATUSES)
 INTERRUPTED_HINT = (
     "the server stopped while this job was running. Run 'refresh' to bring the recorded state "
     "back in line with the cloud; if the stack stays locked, cancel this job to release the lock"
@@ -225,9 +226,9 @@ class Store:
     def active_job(self, deployment: str) -> Optional[str]:
         with self._connection() as conn:
             row = conn.execute(
-                "SELECT id FROM jobs WHERE deployment = ? AND status IN ('queued', 'running') "
+                f"SELECT id FROM jobs WHERE deployment = ? AND status IN ({_ACTIVE_MARKS}) "
                 "ORDER BY created_at LIMIT 1",
-                (deployment,),
+                (deployment, *ACTIVE_STATUSES),
             ).fetchone()
         return None if row is None else row["id"]
 
@@ -326,7 +327,7 @@ class Store:
         """After a restart nothing is running: mark leftovers interrupted, with what to do next."""
         with self._transaction() as conn:
             rows = conn.execute(
-                "SELECT * FROM jobs WHERE status IN ('queued', 'running')"
+                f"SELECT * FROM jobs WHERE status IN ({_ACTIVE_MARKS})", ACTIVE_STATUSES,
             ).fetchall()
             now = time.time()
             for row in rows:

@@ -24,6 +24,7 @@ import yaml
 
 from components.spec import DeploymentSpec
 from webui.engines.base import (
+    HF_TOKEN_KEY,
     OFFLINE_NOTICE,
     JobContext,
     OperationCancelled,
@@ -36,7 +37,6 @@ from webui.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-HF_TOKEN_KEY = "raypd:hfToken"
 OFFLINE_SECRET = {"secure": "offline-placeholder"}
 # Environment variables a plan subprocess has no business seeing.
 _WITHHELD_ENV = ("RAYPD_TOKEN", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_ACCESS_TOKEN", "HF_TOKEN")

@@ -30,6 +30,7 @@ from pulumi import automation as auto
 
 from components.spec import DeploymentSpec
 from webui.engines.base import (
+    HF_TOKEN_KEY,
     EngineConflict,
     EngineError,
     EngineNotFound,
@@ -45,7 +46,6 @@ from webui.settings import Settings, pulumi_env
 logger = logging.getLogger(__name__)
 
 PROJECT_NAME = "raypd"
-HF_TOKEN_KEY = "raypd:hfToken"
 MAX_ERROR_CHARS = 2000
 CLI_NOT_FOUND = "Pulumi CLI not found on PATH"
 
@@ -133,7 +133,7 @@ def clean_command_error(exc: BaseException) -> str:
     text = redact(str(exc))
     parts: dict[str, str] = {}
     pieces = _SECTIONS.split("\n" + text)
-    for label, body in zip(pieces[1::2], pieces[2::2]):
+    for label, body in zip(pieces[1::2], pieces[2::2], strict=True):
         parts[label] = body
     lines: list[str] = []
     for source in (parts.get("stderr", ""), parts.get("stdout", "")):
