@@ -28,6 +28,9 @@ from components.errors import FieldError, SpecError
 
 NAMESPACE = "raypd"
 REGION_KEY = "aws:region"
+# The one Contract 1 key that is a secret, and how raypd shows a secret it will not print.
+HF_TOKEN_KEY = f"{NAMESPACE}:hfToken"
+SECRET_PLACEHOLDER = "[secret]"
 # vLLM's --dtype choices.
 VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 MODES = ("disaggregated", "colocated")
@@ -332,7 +335,7 @@ class DeploymentSpec(_Model):
             if value is not None:
                 config[f"{NAMESPACE}:{key}"] = value
         if self.hf_token is not None:
-            config[f"{NAMESPACE}:hfToken"] = "[secret]"
+            config[HF_TOKEN_KEY] = SECRET_PLACEHOLDER
         return config
 
     @classmethod

@@ -15,9 +15,8 @@ from typing import Any
 import yaml
 
 from components.errors import SpecError
-from components.spec import validate_stack_name
+from components.spec import SECRET_PLACEHOLDER, validate_stack_name
 
-SECRET_PLACEHOLDER = "[secret]"
 DEFAULT_STACK = "dev"
 _STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^.]+)\.ya?ml$")
 

@@ -13,8 +13,7 @@ from typing import Any, Mapping, Optional
 
 from components import catalogue, defaults
 from components.errors import FieldError
-from components.spec import MODES, VLLM_DTYPES
-from webui.engines.base import HF_TOKEN_KEY
+from components.spec import HF_TOKEN_KEY, MODES, VLLM_DTYPES
 
 NAME_FIELD = "name"
 TOKEN_FIELD = HF_TOKEN_KEY

@@ -15,9 +15,8 @@ from typing import Any, Mapping, Optional
 from components import defaults
 from components.errors import FieldError, SpecError
 from components.outputs import render_stack_outputs
-from components.spec import NAMESPACE, REGION_KEY, DeploymentSpec, validate_stack_name
+from components.spec import HF_TOKEN_KEY, NAMESPACE, REGION_KEY, DeploymentSpec, validate_stack_name
 from webui.engines.base import (
-    HF_TOKEN_KEY,
     OFFLINE_NOTICE,
     OPERATIONS,
     EngineError,

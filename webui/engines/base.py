@@ -19,13 +19,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
-from components.spec import NAMESPACE, DeploymentSpec
+from components.spec import DeploymentSpec
 
 logger = logging.getLogger(__name__)
 
 OPERATIONS = ("preview", "up", "refresh", "destroy")
-# The one Contract 1 key that is a secret: engines, the service and the form all split it off.
-HF_TOKEN_KEY = f"{NAMESPACE}:hfToken"
 OFFLINE_NOTICE = "offline plan: nothing was created in AWS"
 
 

@@ -22,9 +22,8 @@ from typing import Any, Optional
 
 import yaml
 
-from components.spec import DeploymentSpec
+from components.spec import HF_TOKEN_KEY, DeploymentSpec
 from webui.engines.base import (
-    HF_TOKEN_KEY,
     OFFLINE_NOTICE,
     JobContext,
     OperationCancelled,

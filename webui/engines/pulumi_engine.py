@@ -28,9 +28,8 @@ from typing import Any, Callable, Mapping, Optional
 
 from pulumi import automation as auto
 
-from components.spec import DeploymentSpec
+from components.spec import HF_TOKEN_KEY, DeploymentSpec
 from webui.engines.base import (
-    HF_TOKEN_KEY,
     EngineConflict,
     EngineError,
     EngineNotFound,
