@@ -70,6 +70,13 @@ def _phase_outputs(spec: DeploymentSpec) -> dict[str, dict[str, Any]]:
     return topology
 
 
+def kv_transfer_output(spec: DeploymentSpec) -> Optional[dict[str, str]]:
+    """The KV hand-over as users see it; None in colocated mode, where nothing is handed over."""
+    if spec.mode != "disaggregated":
+        return None
+    return {"connector": spec.kv_transfer.connector, "backend": spec.kv_transfer.backend}
+
+
 def render_stack_outputs(
     spec: DeploymentSpec, *, availability_zone: str, cluster_name: str
 ) -> dict[str, Any]:
@@ -77,9 +84,6 @@ def render_stack_outputs(
     serve_service = serve_service_name(spec)
     port = defaults.SERVE_PORT
     cost = estimate_cost(spec)
-    kv_transfer: Optional[dict[str, str]] = None
-    if spec.mode == "disaggregated":
-        kv_transfer = {"connector": spec.kv_transfer.connector, "backend": spec.kv_transfer.backend}
     outputs: dict[str, Any] = {
         "schemaVersion": SCHEMA_VERSION,
         "region": spec.region,
@@ -98,7 +102,7 @@ def render_stack_outputs(
         "modelSource": spec.model.source,
         "mode": spec.mode,
         "topology": _phase_outputs(spec),
-        "kvTransfer": kv_transfer,
+        "kvTransfer": kv_transfer_output(spec),
         "image": spec.image_uri,
         "rayVersion": spec.ray_version,
     }

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from components.outputs import kv_transfer_output
 from components.rayservice import render_rayservice
 from components.spec import DeploymentSpec
 from components.topology import estimate_cost, plan_gpu_groups
@@ -72,10 +73,7 @@ def summarize(spec: DeploymentSpec) -> dict[str, Any]:
         "usdPerHour": cost.usd_per_hour,
         "unpriced": list(cost.unpriced),
         "warnings": list(spec.warnings),
-        "kvTransfer": (
-            {"connector": spec.kv_transfer.connector, "backend": spec.kv_transfer.backend}
-            if spec.mode == "disaggregated" else None
-        ),
+        "kvTransfer": kv_transfer_output(spec),
         "namespace": spec.namespace,
         "serviceName": spec.service_name,
         "hasHfToken": spec.hf_token is not None,
