@@ -120,9 +120,21 @@ def render_serve_config(spec: DeploymentSpec) -> dict[str, Any]:
     }
 
 
-def to_yaml(document: dict[str, Any]) -> str:
+class _ReadableDumper(yaml.SafeDumper):
+    """Multi-line strings (serveConfigV2 is a YAML document inside the manifest) as `|` blocks."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ReadableDumper.add_representer(str, _represent_str)
+
+
+def to_yaml(document: Any) -> str:
     """Block-style YAML in the renderer's key order (people read these files next to the docs)."""
-    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+    return yaml.dump(document, Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False)
 
 
 def render_serve_config_yaml(spec: DeploymentSpec) -> str:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 
 from components.outputs import kv_transfer_output
 from components.rayservice import render_rayservice
 from components.spec import DeploymentSpec
 from components.topology import estimate_cost, plan_gpu_groups
+from serve.config import to_yaml
 
 
 def phase_line(name: str, spec: DeploymentSpec) -> str:
@@ -80,23 +80,6 @@ def summarize(spec: DeploymentSpec) -> dict[str, Any]:
     }
 
 
-class _ReadableDumper(yaml.SafeDumper):
-    """Multi-line strings (serveConfigV2 is a YAML document inside the manifest) as `|` blocks."""
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    if "\n" in value:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
-
-
-_ReadableDumper.add_representer(str, _represent_str)
-
-
-def readable_yaml(document: Any) -> str:
-    return yaml.dump(document, Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False)
-
-
 def rayservice_yaml(spec: DeploymentSpec) -> str:
     """The RayService manifest as people read it (it references the HF token Secret, never the value)."""
-    return readable_yaml(render_rayservice(spec))
+    return to_yaml(render_rayservice(spec))
