@@ -32,6 +32,10 @@ PD_IMPORT_PATH = "ray.serve.llm:build_pd_openai_app"
 COLOCATED_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 HTTP_HOST = "0.0.0.0"  # Serve's proxy must listen beyond localhost for the Kubernetes Service
 KV_ROLE = "kv_both"
+# vLLM 0.26's default, written out: an image whose vLLM defaults to "recompute" would turn a failed KV
+# load into a decode that silently recomputes the prompt (and still answers 200). Verify still
+# checks the transfers, because a decode that never got KV params recomputes anyway.
+KV_LOAD_FAILURE_POLICY = "fail"
 # STRICT_PACK keeps all of one engine's GPU bundles on one node, which is what the node plan sized
 # for (TP/PP over NVLink/PCIe, never across the network). Ray's default is PACK (best effort).
 PIN_STRATEGY = "STRICT_PACK"
@@ -67,6 +71,7 @@ def _kv_transfer_config(spec: DeploymentSpec, phase_name: str) -> dict[str, Any]
         "kv_connector": spec.kv_transfer.connector,
         "kv_role": KV_ROLE,
         "engine_id": phase_name,
+        "kv_load_failure_policy": KV_LOAD_FAILURE_POLICY,
         # Without an explicit backend NIXL picks UCX, which runs at TCP speed on EFA, silently.
         "kv_connector_extra_config": {"backends": [spec.kv_transfer.backend]},
     }

@@ -25,6 +25,7 @@ def reference_llm_config(engine_id: str) -> dict[str, Any]:
                 "kv_connector": "NixlConnector",
                 "kv_role": "kv_both",
                 "engine_id": engine_id,
+                "kv_load_failure_policy": "fail",
                 "kv_connector_extra_config": {"backends": ["LIBFABRIC"]},
             },
         },
