@@ -23,6 +23,7 @@ plan: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) bench/plan_bench.py
+	$(PY) bench/preflight_bench.py
 	$(PY) bench/list_bench.py
 
 clean:
