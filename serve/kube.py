@@ -1,0 +1,552 @@
+"""Kubernetes API access for `serve.verify` and the web app's live status: read-only, bounded, no CLI.
+
+A thin client on the standard library (http.client + ssl) instead of the official `kubernetes`
+package, on purpose:
+- `kubernetes` 37 requires pydantic >= 2.14.2, and raypd pins pydantic 2.13.4; it also pulls in
+  aiohttp, oauthlib, websocket-client and friends (about 15 packages) for a dozen GET requests.
+- its kubeconfig loader runs a user's `exec` plugin itself; raypd must never run the kubeconfig's
+  command (pulumi-eks writes `aws eks get-token`), so we would be rewriting the user entry anyway.
+- its generated proxy calls take no request body, so the chat POST would go through the raw
+  `call_api` regardless, and its urllib3 pool retries by default.
+
+What this module does: parse a kubeconfig (YAML or JSON text), build an SSL context from its CA and
+client certificate, mint the EKS bearer token in Python when the user runs `aws eks get-token` or
+`aws-iam-authenticator token` (botocore presigned STS GetCallerIdentity, as the AWS CLI does), and
+make single requests with a timeout (default 10 s, no retries). Every failure becomes `KubeError`,
+whose text never contains the token or the kubeconfig.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import logging
+import os
+import socket
+import ssl
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+from urllib.parse import quote, urlencode, urlsplit
+
+import yaml
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 10.0
+# Bodies beyond this are cut: a node list of a big cluster is well under it, a log tail too.
+MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_KUBECONFIG_BYTES = 1024 * 1024
+
+# The EKS token recipe (aws-cli awscli/customizations/eks/get_token.py): a presigned STS
+# GetCallerIdentity GET URL, signed with header x-k8s-aws-id=<cluster>, valid 60 s, base64url
+# without padding behind this prefix.
+EKS_TOKEN_PREFIX = "k8s-aws-v1."
+EKS_CLUSTER_HEADER = "x-k8s-aws-id"
+EKS_URL_EXPIRES_SECONDS = 60
+# The CLI tells clients to refresh after 14 minutes; re-mint well before that.
+EKS_TOKEN_REUSE_SECONDS = 600
+
+RAYSERVICE_GROUP_VERSION = "ray.io/v1"
+RAYSERVICE_PLURAL = "rayservices"
+
+
+class _HTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS with an SNI/verification name other than the host (kubeconfig `tls-server-name`)."""
+
+    def __init__(self, host: str, port: Optional[int], *, timeout: float,
+                 context: Optional[ssl.SSLContext], server_name: Optional[str]):
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._server_name = server_name
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(  # type: ignore[attr-defined]
+            sock, server_hostname=self._server_name or self.host)
+
+
+class KubeError(Exception):
+    """A readable failure of a Kubernetes API call; never carries the token or the kubeconfig."""
+
+    def __init__(self, message: str, *, status: Optional[int] = None):
+        self.status = status
+        super().__init__(message)
+
+
+class KubeUnreachable(KubeError):
+    """No answer at all (refused, timed out, DNS, TLS): callers stop asking after the first one."""
+
+
+class KubeConfigError(KubeError):
+    """The kubeconfig itself cannot be used (not YAML, no context, an exec we will not run...)."""
+
+
+class KubeNotFound(KubeError):
+    """HTTP 404 from the API server for an object (not for a proxied path)."""
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """An answer of a proxied service or pod: the status is the upstream's (or the proxy's)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body.decode("utf-8"))
+
+
+# ---- the EKS token ----
+
+def mint_eks_token(
+    cluster: str,
+    region: str,
+    *,
+    session: Any = None,
+    profile: Optional[str] = None,
+    role_arn: Optional[str] = None,
+    session_name: Optional[str] = None,
+) -> str:
+    """The bearer token `aws eks get-token --cluster-name CLUSTER` prints, minted with botocore.
+
+    Presigning needs credentials but no network (unless `role_arn` asks for an AssumeRole first).
+    """
+    import botocore.session
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if session is None:
+        session = botocore.session.Session(profile=profile) if profile else botocore.session.Session()
+    # The AWS CLI v2 signs against the regional STS endpoint; EKS accepts either.
+    session.set_config_variable("sts_regional_endpoints", "regional")
+    config = Config(connect_timeout=DEFAULT_TIMEOUT, read_timeout=DEFAULT_TIMEOUT,
+                    retries={"max_attempts": 1})
+    try:
+        kwargs: dict[str, Any] = {"region_name": region, "config": config}
+        if role_arn:
+            sts = session.create_client("sts", **kwargs)
+            creds = sts.assume_role(RoleArn=role_arn,
+                                    RoleSessionName=session_name or "EKSGetTokenAuth")["Credentials"]
+            kwargs.update(aws_access_key_id=creds["AccessKeyId"],
+                          aws_secret_access_key=creds["SecretAccessKey"],
+                          aws_session_token=creds["SessionToken"])
+        sts = session.create_client("sts", **kwargs)
+
+        def take_cluster(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+            if EKS_CLUSTER_HEADER in params:
+                context[EKS_CLUSTER_HEADER] = params.pop(EKS_CLUSTER_HEADER)
+
+        def sign_cluster(request: Any, **_: Any) -> None:
+            if EKS_CLUSTER_HEADER in request.context:
+                request.headers[EKS_CLUSTER_HEADER] = request.context[EKS_CLUSTER_HEADER]
+
+        sts.meta.events.register("provide-client-params.sts.GetCallerIdentity", take_cluster)
+        sts.meta.events.register("before-sign.sts.GetCallerIdentity", sign_cluster)
+        url = sts.generate_presigned_url(
+            "get_caller_identity", Params={EKS_CLUSTER_HEADER: cluster},
+            ExpiresIn=EKS_URL_EXPIRES_SECONDS, HttpMethod="GET",
+        )
+    except (BotoCoreError, ClientError) as exc:
+        # botocore's messages name the missing piece (credentials, profile), never a secret key.
+        raise KubeConfigError(f"cannot sign an EKS token for cluster {cluster}: {exc}") from None
+    encoded = base64.urlsafe_b64encode(url.encode("utf-8")).decode("ascii").rstrip("=")
+    return EKS_TOKEN_PREFIX + encoded
+
+
+@dataclass(frozen=True)
+class EksTokenSource:
+    """What an `aws eks get-token` / `aws-iam-authenticator token` exec user asks for."""
+
+    cluster: str
+    region: Optional[str]
+    profile: Optional[str] = None
+    role_arn: Optional[str] = None
+    session_name: Optional[str] = None
+
+
+def _flag(args: list[str], *names: str) -> Optional[str]:
+    for index, arg in enumerate(args):
+        for name in names:
+            if arg == name and index + 1 < len(args):
+                return args[index + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def eks_token_source(exec_spec: Mapping[str, Any], region_hint: Optional[str]) -> EksTokenSource:
+    """Read the exec entry without running it; refuse commands that are not an EKS token."""
+    command = str(exec_spec.get("command") or "")
+    args = [str(a) for a in (exec_spec.get("args") or []) if a is not None]
+    env = {str(e.get("name")): str(e.get("value")) for e in (exec_spec.get("env") or [])
+           if isinstance(e, Mapping)}
+    program = os.path.basename(command)
+    profile = env.get("AWS_PROFILE")
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if program == "aws" and "eks" in args and "get-token" in args:
+        cluster = _flag(args, "--cluster-name", "--cluster-id")
+        region = _flag(args, "--region") or region
+        profile = _flag(args, "--profile") or profile
+        role = _flag(args, "--role-arn")
+        session_name = _flag(args, "--session-name")
+    elif program == "aws-iam-authenticator" and "token" in args:
+        cluster = _flag(args, "-i", "--cluster-id")
+        region = _flag(args, "--region") or region
+        role = _flag(args, "-r", "--role")
+        session_name = _flag(args, "-s", "--session-name")
+    else:
+        raise KubeConfigError(
+            f"the kubeconfig's user runs `{program or '?'}` to get credentials; raypd never runs "
+            "kubeconfig commands and only understands `aws eks get-token` or "
+            "`aws-iam-authenticator token`: pass a kubeconfig with one of those or a token"
+        )
+    if not cluster:
+        raise KubeConfigError("the kubeconfig's `aws eks get-token` names no --cluster-name")
+    return EksTokenSource(cluster=cluster, region=region or region_hint, profile=profile,
+                          role_arn=role, session_name=session_name)
+
+
+# ---- the kubeconfig ----
+
+def parse_kubeconfig_text(text: str) -> dict[str, Any]:
+    """YAML or JSON text to a dict; errors never quote the text (it holds credentials)."""
+    if not isinstance(text, str) or not text.strip():
+        raise KubeConfigError("the kubeconfig is empty")
+    if len(text.encode("utf-8", errors="replace")) > MAX_KUBECONFIG_BYTES:
+        raise KubeConfigError("the kubeconfig is larger than 1 MiB; that is not a kubeconfig")
+    try:
+        document = yaml.safe_load(text)  # JSON is YAML too
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise KubeConfigError(f"the kubeconfig is not valid YAML or JSON{where}") from None
+    except RecursionError:
+        raise KubeConfigError("the kubeconfig is nested too deeply to be a kubeconfig") from None
+    if not isinstance(document, dict):
+        raise KubeConfigError("the kubeconfig is not a YAML/JSON mapping (a `kind: Config` document)")
+    return document
+
+
+def _named(document: Mapping[str, Any], key: str, name: Optional[str], what: str) -> dict[str, Any]:
+    entries = document.get(key) or []
+    if not isinstance(entries, list):
+        raise KubeConfigError(f"the kubeconfig's `{key}` is not a list")
+    for entry in entries:
+        if isinstance(entry, Mapping) and entry.get("name") == name:
+            body = entry.get(what)
+            if not isinstance(body, Mapping):
+                raise KubeConfigError(f"the kubeconfig's {what} {name!r} has no `{what}` mapping")
+            return dict(body)
+    raise KubeConfigError(f"the kubeconfig has no {what} named {name!r}")
+
+
+def _select_context(document: Mapping[str, Any], context: Optional[str]) -> dict[str, Any]:
+    name = context or document.get("current-context")
+    if not name:
+        contexts = document.get("contexts") or []
+        if isinstance(contexts, list) and len(contexts) == 1 and isinstance(contexts[0], Mapping):
+            name = contexts[0].get("name")
+    if not name:
+        raise KubeConfigError("the kubeconfig has no current-context")
+    return _named(document, "contexts", name, "context")
+
+
+def _decode_b64(value: Any, what: str) -> bytes:
+    try:
+        return base64.b64decode(str(value), validate=False)
+    except (ValueError, TypeError):
+        raise KubeConfigError(f"the kubeconfig's {what} is not base64") from None
+
+
+def _ssl_context(cluster: Mapping[str, Any], user: Mapping[str, Any]) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    if cluster.get("insecure-skip-tls-verify"):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif cluster.get("certificate-authority-data"):
+        pem = _decode_b64(cluster["certificate-authority-data"], "certificate-authority-data")
+        try:
+            context.load_verify_locations(cadata=pem.decode("ascii", errors="replace"))
+        except (ssl.SSLError, ValueError):
+            raise KubeConfigError("the kubeconfig's certificate-authority-data is not a PEM "
+                                  "certificate") from None
+    elif cluster.get("certificate-authority"):
+        try:
+            context.load_verify_locations(cafile=str(cluster["certificate-authority"]))
+        except (OSError, ssl.SSLError):
+            raise KubeConfigError("cannot read the kubeconfig's certificate-authority file") from None
+    cert_data, key_data = user.get("client-certificate-data"), user.get("client-key-data")
+    cert_file, key_file = user.get("client-certificate"), user.get("client-key")
+    try:
+        if cert_data and key_data:
+            # ssl only loads a client certificate from files: write both to a private temp dir.
+            with tempfile.TemporaryDirectory() as directory:
+                cert_path, key_path = os.path.join(directory, "c.pem"), os.path.join(directory, "k.pem")
+                for path, data, what in ((cert_path, cert_data, "client-certificate-data"),
+                                         (key_path, key_data, "client-key-data")):
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "wb") as handle:
+                        handle.write(_decode_b64(data, what))
+                context.load_cert_chain(cert_path, key_path)
+        elif cert_file and key_file:
+            context.load_cert_chain(str(cert_file), str(key_file))
+    except (OSError, ssl.SSLError):
+        raise KubeConfigError("the kubeconfig's client certificate or key cannot be loaded") from None
+    return context
+
+
+@dataclass
+class KubeClient:
+    """One API server, one identity. Thread-safe for the web app: each call opens its connection."""
+
+    server: str
+    ssl_context: Optional[ssl.SSLContext]
+    token: Optional[str] = None
+    basic_auth: Optional[str] = None
+    eks: Optional[EksTokenSource] = None
+    tls_server_name: Optional[str] = None
+    timeout: float = DEFAULT_TIMEOUT
+    session: Any = None  # a botocore session for the EKS token (tests pass one with fake keys)
+    _minted_at: float = field(default=0.0, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __repr__(self) -> str:  # never the token
+        return f"KubeClient(server={self.server!r})"
+
+    # -- authentication --
+
+    def _bearer(self) -> Optional[str]:
+        if self.eks is None:
+            return self.token
+        with self._lock:
+            if self.token is None or time.monotonic() - self._minted_at > EKS_TOKEN_REUSE_SECONDS:
+                if not self.eks.region:
+                    raise KubeConfigError("no AWS region for the EKS token: the kubeconfig's "
+                                          "`aws eks get-token` has no --region and none was given")
+                self.token = mint_eks_token(
+                    self.eks.cluster, self.eks.region, session=self.session,
+                    profile=self.eks.profile, role_arn=self.eks.role_arn,
+                    session_name=self.eks.session_name,
+                )
+                self._minted_at = time.monotonic()
+            return self.token
+
+    def _scrub(self, text: str) -> str:
+        for secret in (self.token, self.basic_auth):
+            if secret:
+                text = text.replace(secret, "[token]")
+        return text
+
+    # -- raw requests --
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Mapping[str, Any]] = None,
+        body: Optional[bytes] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+        max_bytes: int = MAX_BODY_BYTES,
+    ) -> HttpResponse:
+        """One request to the API server; raises KubeError on transport and auth failures only."""
+        parts = urlsplit(self.server)
+        base_path = parts.path.rstrip("/")
+        target = base_path + path
+        if query:
+            target += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        send_headers = {"Accept": "application/json", "User-Agent": "raypd-verify"}
+        bearer = self._bearer()
+        if bearer:
+            send_headers["Authorization"] = f"Bearer {bearer}"
+        elif self.basic_auth:
+            send_headers["Authorization"] = f"Basic {self.basic_auth}"
+        if headers:
+            send_headers.update(headers)
+        if body is not None:
+            send_headers.setdefault("Content-Type", "application/json")
+        seconds = timeout if timeout is not None else self.timeout
+        host, port = parts.hostname or "", parts.port
+        try:
+            if parts.scheme == "https":
+                connection: http.client.HTTPConnection = _HTTPSConnection(
+                    host, port, timeout=seconds, context=self.ssl_context,
+                    server_name=self.tls_server_name)
+            else:
+                connection = http.client.HTTPConnection(host, port, timeout=seconds)
+            try:
+                connection.request(method, target, body=body, headers=send_headers)
+                response = connection.getresponse()
+                data = response.read(max_bytes + 1)[:max_bytes]
+                result = HttpResponse(response.status, {k.lower(): v for k, v in response.getheaders()},
+                                      data)
+            finally:
+                connection.close()
+        except ConnectionRefusedError:
+            raise KubeUnreachable(f"cannot reach the Kubernetes API at {self.server} "
+                            "(connection refused)") from None
+        except (socket.timeout, TimeoutError):
+            raise KubeUnreachable(f"the Kubernetes API at {self.server} did not answer within "
+                            f"{seconds:g} s") from None
+        except ssl.SSLError as exc:
+            raise KubeUnreachable(f"TLS with the Kubernetes API at {self.server} failed: "
+                            f"{self._scrub(getattr(exc, 'reason', None) or str(exc))}") from None
+        except socket.gaierror:
+            raise KubeUnreachable(f"cannot reach the Kubernetes API at {self.server} "
+                            "(the host name does not resolve)") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise KubeUnreachable(f"cannot reach the Kubernetes API at {self.server} "
+                            f"({self._scrub(type(exc).__name__ + ': ' + str(exc))})") from None
+        if result.status in (401, 403):
+            raise KubeError(
+                f"the kubeconfig's credentials were refused by the Kubernetes API at {self.server} "
+                f"(HTTP {result.status}{self._status_message(result)})", status=result.status)
+        return result
+
+    def _status_message(self, response: HttpResponse) -> str:
+        """The `message` of a Kubernetes Status body, if any, trimmed and scrubbed."""
+        try:
+            document = json.loads(response.body.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return ""
+        message = document.get("message") if isinstance(document, dict) else None
+        return f": {self._scrub(str(message))[:300]}" if message else ""
+
+    def get_json(self, path: str, query: Optional[Mapping[str, Any]] = None,
+                 timeout: Optional[float] = None) -> Any:
+        """GET an API object; 404 -> KubeNotFound, other non-2xx -> KubeError."""
+        response = self.request("GET", path, query=query, timeout=timeout)
+        if response.status == 404:
+            raise KubeNotFound(f"not found: {path}{self._status_message(response)}", status=404)
+        if not 200 <= response.status < 300:
+            raise KubeError(f"the Kubernetes API answered HTTP {response.status} for GET {path}"
+                            f"{self._status_message(response)}", status=response.status)
+        try:
+            return response.json()
+        except (ValueError, UnicodeDecodeError):
+            raise KubeError(f"the Kubernetes API answered GET {path} with something that is not "
+                            "JSON") from None
+
+    # -- the calls verify and the web app make --
+
+    def list_nodes(self, label_selector: Optional[str] = None) -> list[dict[str, Any]]:
+        return list(self.get_json("/api/v1/nodes", {"labelSelector": label_selector}).get("items") or [])
+
+    def list_pods(self, namespace: str, label_selector: Optional[str] = None) -> list[dict[str, Any]]:
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods"
+        return list(self.get_json(path, {"labelSelector": label_selector}).get("items") or [])
+
+    def get_rayservice(self, namespace: str, name: str) -> dict[str, Any]:
+        path = (f"/apis/{RAYSERVICE_GROUP_VERSION}/namespaces/{quote(namespace, safe='')}/"
+                f"{RAYSERVICE_PLURAL}/{quote(name, safe='')}")
+        return dict(self.get_json(path))
+
+    def pod_log(self, namespace: str, pod: str, *, container: Optional[str] = None,
+                tail_lines: Optional[int] = None, limit_bytes: Optional[int] = None) -> str:
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(pod, safe='')}/log"
+        response = self.request("GET", path, query={"container": container, "tailLines": tail_lines,
+                                                    "limitBytes": limit_bytes},
+                                headers={"Accept": "text/plain"})
+        if response.status == 404:
+            raise KubeNotFound(f"no log for pod {namespace}/{pod}{self._status_message(response)}",
+                               status=404)
+        if response.status != 200:
+            raise KubeError(f"the Kubernetes API answered HTTP {response.status} for the log of pod "
+                            f"{namespace}/{pod}{self._status_message(response)}", status=response.status)
+        return response.text()
+
+    def _proxy(self, kind: str, namespace: str, name: str, port: int | str, path: str, *,
+               method: str, query: Optional[Mapping[str, Any]], body: Optional[bytes],
+               headers: Optional[Mapping[str, str]], timeout: Optional[float]) -> HttpResponse:
+        proxied = path.lstrip("/")
+        full = (f"/api/v1/namespaces/{quote(namespace, safe='')}/{kind}/"
+                f"{quote(name, safe='')}:{port}/proxy/{quote(proxied, safe='/')}")
+        return self.request(method, full, query=query, body=body, headers=headers, timeout=timeout)
+
+    def service_proxy(self, namespace: str, service: str, port: int | str, path: str, *,
+                      method: str = "GET", query: Optional[Mapping[str, Any]] = None,
+                      body: Optional[bytes] = None, headers: Optional[Mapping[str, str]] = None,
+                      timeout: Optional[float] = None) -> HttpResponse:
+        """GET/POST `path` on a Service through the API server; the upstream's status is returned."""
+        return self._proxy("services", namespace, service, port, path, method=method, query=query,
+                           body=body, headers=headers, timeout=timeout)
+
+    def pod_proxy(self, namespace: str, pod: str, port: int | str, path: str, *,
+                  method: str = "GET", query: Optional[Mapping[str, Any]] = None,
+                  body: Optional[bytes] = None, headers: Optional[Mapping[str, str]] = None,
+                  timeout: Optional[float] = None) -> HttpResponse:
+        return self._proxy("pods", namespace, pod, port, path, method=method, query=query,
+                           body=body, headers=headers, timeout=timeout)
+
+
+def client_from_kubeconfig(
+    text: str,
+    *,
+    context: Optional[str] = None,
+    region_hint: Optional[str] = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    session: Any = None,
+) -> KubeClient:
+    """A KubeClient for the kubeconfig's current (or named) context; raises KubeConfigError.
+
+    `region_hint` (the stack's region) signs the EKS token when the exec entry names no region.
+    The exec command is read, never run.
+    """
+    document = parse_kubeconfig_text(text)
+    selected = _select_context(document, context)
+    cluster = _named(document, "clusters", selected.get("cluster"), "cluster")
+    user_name = selected.get("user")
+    user: dict[str, Any] = _named(document, "users", user_name, "user") if user_name else {}
+    server = str(cluster.get("server") or "")
+    parts = urlsplit(server)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise KubeConfigError("the kubeconfig's cluster has no https:// server address")
+    try:
+        parts.port
+    except ValueError:
+        raise KubeConfigError("the kubeconfig's server address has an invalid port") from None
+    client = KubeClient(
+        server=server.rstrip("/"),
+        ssl_context=_ssl_context(cluster, user) if parts.scheme == "https" else None,
+        tls_server_name=cluster.get("tls-server-name"),
+        timeout=timeout,
+        session=session,
+    )
+    if user.get("token"):
+        client.token = str(user["token"])
+    elif user.get("tokenFile"):
+        try:
+            with open(str(user["tokenFile"]), encoding="utf-8") as handle:
+                client.token = handle.read().strip()
+        except OSError:
+            raise KubeConfigError("cannot read the kubeconfig's tokenFile") from None
+    elif isinstance(user.get("exec"), Mapping):
+        client.eks = eks_token_source(user["exec"], region_hint)
+    elif user.get("username") and user.get("password"):
+        raw = f"{user['username']}:{user['password']}".encode("utf-8")
+        client.basic_auth = base64.b64encode(raw).decode("ascii")
+    elif user.get("auth-provider"):
+        raise KubeConfigError("the kubeconfig's user uses an auth-provider plugin, which raypd "
+                              "does not support: pass a kubeconfig with a token")
+    return client
+
+
+def read_kubeconfig_file(path: str) -> str:
+    """The text of a --kubeconfig file; KubeConfigError when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_KUBECONFIG_BYTES + 1)
+    except OSError as exc:
+        raise KubeConfigError(f"cannot read the kubeconfig file {path}: {exc.strerror}") from None
+    if len(data) > MAX_KUBECONFIG_BYTES:
+        raise KubeConfigError("the kubeconfig is larger than 1 MiB; that is not a kubeconfig")
+    return data.decode("utf-8", errors="replace")
+

@@ -1,0 +1,217 @@
+"""A small but real OpenAI-compatible HTTP server on 127.0.0.1, for verify and benchmark tests.
+
+Speaks the vLLM / Ray Serve LLM dialect of the OpenAI API: `GET /v1/models`,
+`POST /v1/chat/completions` with and without `stream` (Server-Sent Events: `data: {chunk}` lines,
+`data: [DONE]` at the end, a usage chunk with `stream_options.include_usage`), `usage` in
+non-streamed answers, OpenAI error bodies (`{"error": {...}}`) for bad requests and unknown models.
+The answer is deterministic: the words of `reply`, one token per word, cut at `max_tokens`.
+
+    with OpenAIServer("qwen3.5-9b") as server:
+        server.base_url        # http://127.0.0.1:PORT/v1
+        server.requests        # [(method, path, parsed JSON body or None), ...]
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Optional
+
+DEFAULT_REPLY = "ready . The prefill and decode engines answered together"
+MAX_REQUEST_BYTES = 1024 * 1024
+
+
+def models_document(model_id: str) -> dict[str, Any]:
+    return {"object": "list", "data": [{
+        "id": model_id, "object": "model", "created": 1764590000, "owned_by": "ray",
+        "root": model_id, "parent": None, "max_model_len": 4096,
+    }]}
+
+
+def error_document(message: str, kind: str, code: int) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _prompt_tokens(messages: Any) -> int:
+    if not isinstance(messages, list):
+        return 0
+    return sum(len(str(m.get("content", "")).split()) + 4 for m in messages if isinstance(m, dict))
+
+
+def completion_tokens(reply: str, max_tokens: Optional[int]) -> tuple[list[str], str]:
+    words = reply.split()
+    if max_tokens is not None and max_tokens < len(words):
+        return words[:max_tokens], "length"
+    return words, "stop"
+
+
+def chat_completion_document(model_id: str, request: dict[str, Any], reply: str = DEFAULT_REPLY
+                             ) -> dict[str, Any]:
+    tokens, finish = completion_tokens(reply, request.get("max_tokens"))
+    prompt = _prompt_tokens(request.get("messages"))
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model_id,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": " ".join(tokens), "tool_calls": []},
+            "logprobs": None,
+            "finish_reason": finish,
+            "stop_reason": None,
+        }],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": len(tokens),
+                  "total_tokens": prompt + len(tokens)},
+    }
+
+
+def chat_completion_chunks(model_id: str, request: dict[str, Any], reply: str = DEFAULT_REPLY
+                           ) -> list[dict[str, Any]]:
+    """The `chat.completion.chunk` objects of a streamed answer, in order (without [DONE])."""
+    tokens, finish = completion_tokens(reply, request.get("max_tokens"))
+    ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+
+    def chunk(delta: dict[str, Any], finish_reason: Optional[str] = None) -> dict[str, Any]:
+        return {"id": ident, "object": "chat.completion.chunk", "created": created,
+                "model": model_id, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                                "finish_reason": finish_reason}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    for index, token in enumerate(tokens):
+        chunks.append(chunk({"content": token if index == 0 else " " + token}))
+    chunks.append(chunk({}, finish))
+    options = request.get("stream_options") or {}
+    if isinstance(options, dict) and options.get("include_usage"):
+        prompt = _prompt_tokens(request.get("messages"))
+        chunks.append({"id": ident, "object": "chat.completion.chunk", "created": created,
+                       "model": model_id, "choices": [],
+                       "usage": {"prompt_tokens": prompt, "completion_tokens": len(tokens),
+                                 "total_tokens": prompt + len(tokens)}})
+    return chunks
+
+
+def validate_chat_request(model_id: str, request: Any) -> Optional[tuple[int, dict[str, Any]]]:
+    """An OpenAI error (status, body) for a request vLLM would refuse, else None."""
+    if not isinstance(request, dict):
+        return 400, error_document("request body must be a JSON object", "BadRequestError", 400)
+    if request.get("model") != model_id:
+        return 404, error_document(f"The model `{request.get('model')}` does not exist.",
+                                   "NotFoundError", 404)
+    messages = request.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return 400, error_document("messages must be a non-empty list", "BadRequestError", 400)
+    max_tokens = request.get("max_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        return 400, error_document("max_tokens must be at least 1", "BadRequestError", 400)
+    return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_Server"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def _send_json(self, status: int, document: Any) -> None:
+        body = json.dumps(document).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self.server.owner.requests.append(("GET", self.path, None))
+        if self.path.split("?", 1)[0] == "/v1/models":
+            self._send_json(200, models_document(self.server.owner.model_id))
+        else:
+            self._send_json(404, error_document(f"no route {self.path}", "NotFoundError", 404))
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_REQUEST_BYTES:
+            self._send_json(413, error_document("request too large", "BadRequestError", 413))
+            return
+        raw = self.rfile.read(length)
+        try:
+            request = json.loads(raw.decode("utf-8")) if raw else None
+        except (ValueError, UnicodeDecodeError):
+            request = None
+        owner.requests.append(("POST", self.path, request))
+        if self.path.split("?", 1)[0] != "/v1/chat/completions":
+            self._send_json(404, error_document(f"no route {self.path}", "NotFoundError", 404))
+            return
+        error = validate_chat_request(owner.model_id, request)
+        if error is not None:
+            self._send_json(*error)
+            return
+        assert isinstance(request, dict)
+        if owner.on_chat is not None:
+            owner.on_chat(request)
+        if not request.get("stream"):
+            self._send_json(200, chat_completion_document(owner.model_id, request, owner.reply))
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for chunk in chat_completion_chunks(owner.model_id, request, owner.reply):
+            self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode("utf-8"))
+        self._write_chunk(b"data: [DONE]\n\n")
+        self._write_chunk(b"")
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
+        self.wfile.flush()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, owner: "OpenAIServer"):
+        self.owner = owner
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+class OpenAIServer:
+    """Context manager: start on a free 127.0.0.1 port, stop on exit."""
+
+    def __init__(self, model_id: str, *, reply: str = DEFAULT_REPLY,
+                 on_chat: Optional[Callable[[dict[str, Any]], None]] = None):
+        self.model_id = model_id
+        self.reply = reply
+        self.on_chat = on_chat
+        self.requests: list[tuple[str, str, Any]] = []
+        self._server = _Server(self)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def start(self) -> "OpenAIServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> "OpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,399 @@
+"""serve.verify: the verify checks against a fake stack's Kubernetes API, and the CLI's contract.
+
+Each scenario of tests.fakes.kube_api is a deployment fault a user would hit; the report must name
+it in the right check. The CLI runs as users run it (`python -m serve.verify`), outputs from a file
+or stdin, and its exit codes (0 ok, 1 a check failed, 2 invalid input) are asserted.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from components.checks import Report, VERIFY_IDS
+from serve.verify import cluster_status, parse_prometheus, run_verify
+from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
+from tests.fakes.openai_server import OpenAIServer
+from tests.unit.cli_support import ROOT, run_module
+
+FAST = {"kv_wait_seconds": 0, "timeout": 5}
+
+
+def statuses(report: Report) -> dict[str, str]:
+    return {check.id: check.status for check in report.checks}
+
+
+def detail(report: Report, check_id: str) -> str:
+    return next(check.detail for check in report.checks if check.id == check_id)
+
+
+# ---- scenarios ----
+
+EXPECTED: dict[str, dict[str, str]] = {
+    "healthy": {cid: "pass" for cid in VERIFY_IDS},
+    "ucx-fallback": {"nixl-backend": "fail", "efa-devices": "pass", "kv-transfer": "pass"},
+    "efa-not-advertised": {"efa-devices": "fail", "gpu-nodes": "pass"},
+    "two-zones": {"one-zone": "fail", "gpu-nodes": "pass"},
+    "rayservice-not-ready": {"rayservice-ready": "fail", "serve-app-running": "fail",
+                             "replica-placement": "fail", "endpoint-models": "fail",
+                             "endpoint-chat": "fail", "kv-transfer": "skip"},
+    "no-kv-transfer": {"endpoint-chat": "pass", "kv-transfer": "warn"},
+    "failed-transfers": {"endpoint-chat": "pass", "kv-transfer": "fail"},
+    "colocated": {"efa-devices": "skip", "nixl-backend": "skip", "kv-transfer": "skip",
+                  "serve-app-running": "pass", "replica-placement": "pass", "endpoint-chat": "pass"},
+    "missing-node": {"gpu-nodes": "fail"},
+    "shared-node": {"replica-placement": "warn"},
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_scenarios_are_reported_in_the_right_check(scenario: str) -> None:
+    with FakeKubeApi(scenario) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    got = statuses(report)
+    assert list(got) == list(VERIFY_IDS)
+    for check_id, status in EXPECTED[scenario].items():
+        assert got[check_id] == status, f"{check_id}: {detail(report, check_id)}"
+    assert report.ok == ("fail" not in got.values())
+
+
+def test_healthy_report_says_where_the_evidence_came_from() -> None:
+    with FakeKubeApi("healthy") as kube:
+        report = run_verify(kube.outputs(), **FAST)
+        paths = [r["path"] for r in kube.requests]
+    assert "Ray metrics on the worker pods' port 8080" in detail(report, "kv-transfer")
+    assert "Ray log API" in detail(report, "nixl-backend")
+    assert "Prefill:qwen3_5-9b" in detail(report, "replica-placement")
+    assert "/api/v1/namespaces/inference/services/ray-llm-head-svc:8265/proxy/api/serve/applications/" in paths
+    assert any(p.endswith(":8080/proxy/metrics") for p in paths)
+    assert not any("/exec" in p or "/portforward" in p or "/attach" in p for p in paths)
+
+
+def test_ucx_fallback_detail_names_the_backend_and_the_source() -> None:
+    with FakeKubeApi("ucx-fallback") as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    text = detail(report, "nixl-backend")
+    assert "Backend UCX was instantiated" in text and "LIBFABRIC was asked" in text
+    assert "Ray log API" in text
+
+
+def test_without_ray_log_api_the_pod_logs_are_read() -> None:
+    with FakeKubeApi("ucx-fallback", ray_logs=False) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    assert statuses(report)["nixl-backend"] == "fail"
+    assert "worker pods' container logs" in detail(report, "nixl-backend")
+
+
+def test_without_metrics_the_kv_log_lines_are_the_evidence() -> None:
+    with FakeKubeApi("healthy", metrics=False) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    assert statuses(report)["kv-transfer"] == "pass"
+    assert "KV Transfer metrics" in detail(report, "kv-transfer")
+    with FakeKubeApi("no-kv-transfer", metrics=False, ray_logs=False) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    assert statuses(report)["kv-transfer"] == "warn"
+    assert "a 200 alone is not proof" in detail(report, "kv-transfer")
+
+
+def test_pinned_node_groups_map_by_phase_label() -> None:
+    config = {"raypd:prefill": {"instanceType": "p5.48xlarge", "tensorParallelSize": 8},
+              "raypd:decode": {"instanceType": "g6e.48xlarge", "tensorParallelSize": 8}}
+    with FakeKubeApi("healthy", config=config) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    got = statuses(report)
+    assert got["gpu-nodes"] == "pass", detail(report, "gpu-nodes")
+    assert got["replica-placement"] == "pass", detail(report, "replica-placement")
+    assert "nvidia.com/gpu=8" in detail(report, "gpu-nodes")
+
+
+def test_pinned_engine_on_the_other_group_fails_placement() -> None:
+    config = {"raypd:prefill": {"instanceType": "p5.48xlarge", "tensorParallelSize": 8},
+              "raypd:decode": {"instanceType": "g6e.48xlarge", "tensorParallelSize": 8}}
+    with FakeKubeApi("healthy", config=config) as kube:
+        kube.replicas["prefill"][0]["node_ip"] = kube.replicas["decode"][0]["node_ip"]
+        report = run_verify(kube.outputs(), **FAST)
+    assert statuses(report)["replica-placement"] == "fail"
+    text = detail(report, "replica-placement")
+    assert "instead of node group prefill" in text and "share node" in text
+
+
+def test_unreachable_api_fails_gpu_nodes_and_skips_what_needs_it() -> None:
+    kube = FakeKubeApi("healthy").start()
+    outputs = kube.outputs()
+    kube.stop()
+    report = run_verify(outputs, **FAST)
+    got = statuses(report)
+    assert got["gpu-nodes"] == "fail" and "cannot reach the Kubernetes API" in detail(report, "gpu-nodes")
+    assert got["one-zone"] == "skip" and got["rayservice-ready"] == "skip"
+    assert got["endpoint-models"] == "fail"
+    assert "pass" not in got.values()
+
+
+def test_a_silent_api_costs_one_timeout_and_every_check_still_reports() -> None:
+    import socket
+
+    with FakeKubeApi("healthy") as kube:
+        outputs = kube.outputs()
+    with socket.socket() as listener:  # accepts connections (backlog), never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        port = listener.getsockname()[1]
+        outputs["kubeconfig"] = outputs["kubeconfig"].replace(kube.url, f"http://127.0.0.1:{port}")
+        report = run_verify(outputs, timeout=0.5, chat_timeout=0.5, kv_wait_seconds=0)
+    got = statuses(report)
+    assert list(got) == list(VERIFY_IDS)
+    assert got["gpu-nodes"] == "fail" and "did not answer within 0.5 s" in detail(report, "gpu-nodes")
+    assert "did not answer within 0.5 s" in detail(report, "endpoint-chat")
+    assert "pass" not in got.values()
+
+
+def test_a_malformed_api_answer_warns_instead_of_crashing() -> None:
+    with FakeKubeApi("healthy") as kube:
+        kube.nodes[1]["status"]["conditions"] = "not a list of conditions"
+        report = run_verify(kube.outputs(), **FAST)
+        status = cluster_status(kube.outputs())
+    got = statuses(report)
+    assert list(got) == list(VERIFY_IDS)
+    assert got["gpu-nodes"] == "warn" and "could not be evaluated" in detail(report, "gpu-nodes")
+    assert got["rayservice-ready"] == "pass"
+    json.dumps(status)
+
+
+def test_outputs_without_any_kubeconfig_are_invalid_input() -> None:
+    from serve.verify import VerifyInputError
+
+    with FakeKubeApi("healthy") as kube:
+        outputs = kube.outputs()
+    del outputs["kubeconfig"]
+    with pytest.raises(VerifyInputError, match="no kubeconfig"):
+        run_verify(outputs)
+
+
+# ---- --endpoint: a real OpenAI-compatible server ----
+
+def test_endpoint_checks_run_against_a_given_openai_server() -> None:
+    with FakeKubeApi("healthy") as kube, \
+            OpenAIServer("qwen3.5-9b", on_chat=kube.record_chat) as openai:
+        report = run_verify(kube.outputs(), endpoint=openai.base_url, **FAST)
+        served = [(method, path) for method, path, _ in openai.requests]
+        kube_paths = [r["path"] for r in kube.requests]
+    got = statuses(report)
+    assert got["endpoint-models"] == got["endpoint-chat"] == got["kv-transfer"] == "pass"
+    assert ("GET", "/v1/models") in served and ("POST", "/v1/chat/completions") in served
+    assert openai.url in detail(report, "endpoint-chat")
+    assert not any("ray-llm-serve-svc" in p for p in kube_paths)
+    body = next(b for m, p, b in openai.requests if m == "POST")
+    assert body["max_tokens"] == 8 and body["temperature"] == 0 and body["model"] == "qwen3.5-9b"
+
+
+def test_endpoint_serving_another_model_fails() -> None:
+    with FakeKubeApi("healthy") as kube, OpenAIServer("some-other-model") as openai:
+        report = run_verify(kube.outputs(), endpoint=openai.url, **FAST)
+    got = statuses(report)
+    assert got["endpoint-models"] == "fail" and "not qwen3.5-9b" in detail(report, "endpoint-models")
+    assert got["endpoint-chat"] == "fail" and "HTTP 404" in detail(report, "endpoint-chat")
+    assert got["kv-transfer"] == "skip"
+
+
+def read_sse(response: http.client.HTTPResponse) -> list[str]:
+    events = []
+    for raw in response.read().decode("utf-8").split("\n\n"):
+        if raw.startswith("data: "):
+            events.append(raw[len("data: "):])
+    return events
+
+
+def test_openai_server_streams_sse_chunks_with_usage_and_done() -> None:
+    with OpenAIServer("m") as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        request = {"model": "m", "messages": [{"role": "user", "content": "hi there"}],
+                   "max_tokens": 3, "stream": True, "stream_options": {"include_usage": True}}
+        connection = http.client.HTTPConnection(host, int(port), timeout=5)
+        connection.request("POST", "/v1/chat/completions", json.dumps(request),
+                           {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.getheader("Content-Type").startswith("text/event-stream")
+        events = read_sse(response)
+        connection.close()
+        connection = http.client.HTTPConnection(host, int(port), timeout=5)
+        connection.request("POST", "/v1/chat/completions",
+                           json.dumps({**request, "stream": False}), {"Content-Type": "application/json"})
+        whole = json.loads(connection.getresponse().read())
+        connection.close()
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text == whole["choices"][0]["message"]["content"]
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "length"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 3
+    assert whole["usage"]["completion_tokens"] == 3
+
+
+# ---- the live status for the web app ----
+
+def test_cluster_status_is_json_and_names_nodes_pods_and_app() -> None:
+    with FakeKubeApi("healthy") as kube:
+        status = cluster_status(kube.outputs())
+    json.dumps(status)
+    assert {n["nodeGroup"] for n in status["nodes"]} == {"gpu"}
+    assert all(n["ready"] and n["zone"] == "us-east-2a" and n["gpus"] == 1 and n["efa"] == 1
+               for n in status["nodes"])
+    assert sorted(p["phase"] for p in status["rayPods"]) == ["decode", "prefill"]
+    assert status["ready"]["status"] == "True"
+    assert status["serveApplication"]["status"] == "RUNNING"
+    assert status["serveApplication"]["deployments"]["Decode:qwen3_5-9b"]["status"] == "HEALTHY"
+    assert DEFAULT_TOKEN not in json.dumps(status)
+
+
+def test_cluster_status_reports_errors_inside_never_raises() -> None:
+    kube = FakeKubeApi("healthy").start()
+    outputs = kube.outputs()
+    kube.stop()
+    status = cluster_status(outputs)
+    assert "cannot reach the Kubernetes API" in status["nodes"]["error"]
+    assert "error" in status["ready"]
+    assert cluster_status(outputs, kubeconfig="users: [broken")["error"].startswith("the kubeconfig")
+    assert "error" in cluster_status({"not": "outputs"})
+    assert DEFAULT_TOKEN not in json.dumps(cluster_status(outputs))
+
+
+def test_prometheus_parser_sums_labelled_samples_and_ignores_others() -> None:
+    text = ('# TYPE x counter\nx_total{a="1"} 2.0\nx_total{a="}"} 3 1764590000000\n'
+            'x_total_other 9\nbroken{ nonsense\n')
+    assert parse_prometheus(text, ["x_total"]) == 5.0
+    assert parse_prometheus(text, ["absent"]) is None
+
+
+# ---- the CLI ----
+
+def write_outputs(directory: Path, document: Any) -> Path:
+    path = directory / "outputs.json"
+    path.write_text(document if isinstance(document, str) else json.dumps(document), encoding="utf-8")
+    return path
+
+
+def run_stdin(*args: str, stdin: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "serve.verify", *args], cwd=ROOT, input=stdin,
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.fixture
+def healthy() -> Iterator[FakeKubeApi]:
+    with FakeKubeApi("healthy") as kube:
+        yield kube
+
+
+@pytest.mark.slow
+def test_cli_exit_0_and_json_report(healthy: FakeKubeApi, tmp_path: Path) -> None:
+    result = run_module("serve.verify", "--outputs", str(write_outputs(tmp_path, healthy.outputs())),
+                        "--json")
+    assert result.returncode == 0, result.stderr
+    report = Report.from_dict(json.loads(result.stdout))
+    assert report.kind == "verify" and report.ok and len(report.checks) == len(VERIFY_IDS)
+    assert DEFAULT_TOKEN not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_cli_reads_stdin_and_exits_1_on_a_failed_check() -> None:
+    with FakeKubeApi("failed-transfers") as kube:
+        result = run_stdin("--outputs", "-", stdin=json.dumps(kube.outputs()))
+    assert result.returncode == 1, result.stderr
+    assert "[FAIL] kv-transfer" in result.stdout and "verify: FAILED" in result.stdout
+    assert DEFAULT_TOKEN not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_cli_kubeconfig_file_overrides_the_outputs(healthy: FakeKubeApi, tmp_path: Path) -> None:
+    outputs = {**healthy.outputs(), "kubeconfig": "[secret]"}
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(healthy.kubeconfig(), encoding="utf-8")
+    result = run_module("serve.verify", "--outputs", str(write_outputs(tmp_path, outputs)),
+                        "--kubeconfig", str(kubeconfig))
+    assert result.returncode == 0, result.stdout + result.stderr
+    masked = run_module("serve.verify", "--outputs", str(write_outputs(tmp_path, outputs)))
+    assert masked.returncode == 2 and "--show-secrets" in masked.stderr
+
+
+def assert_invalid(result: subprocess.CompletedProcess[str], fragment: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stdin, fragment", [
+    ("this is not json", "not JSON"),
+    ("[1, 2, 3]", "must be a JSON object"),
+    ('{"schemaVersion": 1}', "break the stack-outputs contract"),
+    ("1" * 100_000, "not JSON"),
+    ("[" * 100_000, "not JSON"),
+], ids=["text", "array", "partial", "huge-number", "deep"])
+def test_cli_hostile_outputs_exit_2_with_one_line(stdin: str, fragment: str) -> None:
+    assert_invalid(run_stdin("--outputs", "-", stdin=stdin), fragment)
+
+
+@pytest.mark.slow
+def test_cli_huge_values_and_bad_kubeconfig(healthy: FakeKubeApi, tmp_path: Path) -> None:
+    outputs = healthy.outputs()
+    outputs["topology"]["prefill"]["nodes"] = 10 ** 30
+    outputs["modelId"] = "m" * 200_000
+    result = run_stdin("--outputs", "-", stdin=json.dumps(outputs))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "[FAIL] gpu-nodes" in result.stdout
+    broken = {**healthy.outputs(), "kubeconfig": f"users: [{{token: {DEFAULT_TOKEN}"}
+    result = run_stdin("--outputs", "-", stdin=json.dumps(broken))
+    assert_invalid(result, "not valid YAML or JSON")
+    assert DEFAULT_TOKEN not in result.stderr
+    missing = run_module("serve.verify", "--outputs", str(tmp_path / "nope.json"))
+    assert_invalid(missing, "cannot read the outputs file")
+    no_kubeconfig = run_module("serve.verify", "--outputs", str(write_outputs(tmp_path, healthy.outputs())),
+                               "--kubeconfig", str(tmp_path / "absent"))
+    assert_invalid(no_kubeconfig, "cannot read the kubeconfig file")
+
+
+@pytest.mark.slow
+def test_cli_refused_token_is_a_failed_check_without_the_token(healthy: FakeKubeApi) -> None:
+    outputs = {**healthy.outputs(), "kubeconfig": healthy.kubeconfig(token="leaky-token-0042")}
+    result = run_stdin("--outputs", "-", stdin=json.dumps(outputs))
+    assert result.returncode == 1
+    assert "the kubeconfig's credentials were refused" in result.stdout
+    assert "leaky-token-0042" not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_cli_mints_the_eks_token_and_never_runs_the_exec(tmp_path: Path) -> None:
+    marker = tmp_path / "exec-was-run"
+    script = tmp_path / "aws"
+    script.write_text(f"#!/bin/sh\ntouch '{marker}'\n", encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID="AKIAIOSFODNN7EXAMPLE",
+               AWS_SECRET_ACCESS_KEY="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+               AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+               AWS_EC2_METADATA_DISABLED="true", PATH=f"{tmp_path}:{env.get('PATH', '')}")
+    seen: list[str] = []
+
+    def accept(token: str) -> bool:
+        seen.append(token)
+        return token.startswith("k8s-aws-v1.")
+
+    with FakeKubeApi("healthy", accept_token=accept) as kube:
+        outputs = kube.outputs(exec_command=str(script))
+        result = run_stdin("--outputs", "-", "--json", stdin=json.dumps(outputs), env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not marker.exists(), "verify ran the kubeconfig's exec command"
+    assert seen and all(token.startswith("k8s-aws-v1.") for token in seen)
+    assert not any(token in result.stdout + result.stderr for token in seen)
+    assert "wJalrXUtnFEMI" not in result.stdout + result.stderr
