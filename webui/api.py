@@ -111,10 +111,9 @@ def get_deployment(name: str) -> Response:
     return jsonify(raypd().service.get(name))
 
 
-def _start(name: str, operation: str) -> tuple[Response, int, dict[str, str]]:
-    json_body(set())
+def _start(name: str, operation: str, force: bool = False) -> tuple[Response, int, dict[str, str]]:
     service = raypd().service
-    job_id = service.start(name, operation, g.actor)
+    job_id = service.start(name, operation, g.actor, force=force)
     answer: dict[str, Any] = {"job": job_id}
     job = service.job(job_id)
     if job["engine"] == "offline":
@@ -124,22 +123,50 @@ def _start(name: str, operation: str) -> tuple[Response, int, dict[str, str]]:
 
 @bp.post("/deployments/<name>/preview")
 def preview_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
+    json_body(set())
     return _start(name, "preview")
 
 
 @bp.post("/deployments/<name>/up")
 def up_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
-    return _start(name, "up")
+    force = json_body({"force"}).get("force", False)
+    if not isinstance(force, bool):
+        raise BodyError([FieldError("force", "must be true or false")])
+    return _start(name, "up", force=force)
 
 
 @bp.post("/deployments/<name>/refresh")
 def refresh_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
+    json_body(set())
     return _start(name, "refresh")
 
 
 @bp.delete("/deployments/<name>")
 def destroy_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
+    json_body(set())
     return _start(name, "destroy")
+
+
+@bp.post("/deployments/<name>/preflight")
+def preflight_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
+    json_body(set())
+    return _start(name, "preflight")
+
+
+@bp.post("/deployments/<name>/verify")
+def verify_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
+    json_body(set())
+    return _start(name, "verify")
+
+
+@bp.get("/deployments/<name>/checks")
+def deployment_checks(name: str) -> Response:
+    return jsonify(raypd().service.checks(name))
+
+
+@bp.get("/deployments/<name>/status")
+def deployment_status(name: str) -> Response:
+    return jsonify(raypd().service.live_status(name))
 
 
 @bp.get("/jobs/<job_id>")

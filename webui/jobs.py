@@ -130,7 +130,7 @@ class JobRunner:
         except Exception:  # noqa: BLE001
             logger.exception("job %s: recording the result failed", job_id)
             status, error = "failed", "the operation ended but its result could not be recorded"
-        summary = result.summary if result is not None else None
+        summary = {**ctx.findings, **(result.summary if result is not None else {})} or None
         if self.store.finish_job(job_id, status, error=error, summary=summary):
             self._end(job_id, deployment, operation, actor, status, error)
 

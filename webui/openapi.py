@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.checks import Report
 from components.spec import MAX_STACK_NAME
 
 _ERRORS = {"$ref": "#/components/schemas/Errors"}
@@ -45,6 +46,44 @@ def _operation(name: str, summary: str) -> dict[str, Any]:
             },
         }
     }
+
+
+def _report_schemas() -> dict[str, Any]:
+    """The Contract 5 report, written once as the pydantic model and derived here."""
+    schema = Report.model_json_schema(mode="serialization", ref_template="#/components/schemas/{model}")
+    definitions = schema.pop("$defs", {})
+    return {**definitions, "CheckReport": schema}
+
+
+def _read(operation_id: str, summary: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "get": {
+            "operationId": operation_id,
+            "summary": summary,
+            "parameters": [_NAME],
+            "responses": {"200": _json(schema, summary), "404": _errors("no such deployment"), **_COMMON},
+        }
+    }
+
+
+def _up_operation() -> dict[str, Any]:
+    up = _operation("up", "Create or update the deployment's resources (runs the preflight first)")
+    up["post"]["requestBody"] = {
+        "required": False,
+        "content": {"application/json": {"schema": {
+            "type": "object", "additionalProperties": False,
+            "properties": {"force": {
+                "type": "boolean", "default": False,
+                "description": "launch even when a preflight check fails (the job says so)",
+            }},
+        }}},
+    }
+    return up
+
+
+_REPORT_REF = {"$ref": "#/components/schemas/CheckReport"}
+_LAST_REPORT = {"allOf": [_REPORT_REF, {"type": "object", "properties": {
+    "job": {"type": "string", "nullable": True}, "at": {"type": "string"}}}], "nullable": True}
 
 
 def openapi_document() -> dict[str, Any]:
@@ -105,7 +144,28 @@ def openapi_document() -> dict[str, Any]:
                 },
             },
             "/deployments/{name}/preview": _operation("preview", "Preview the changes an update would make"),
-            "/deployments/{name}/up": _operation("up", "Create or update the deployment's resources"),
+            "/deployments/{name}/up": _up_operation(),
+            "/deployments/{name}/preflight": _operation(
+                "preflight", "Check AWS (credentials, types, zone, quota) and the GPU memory fit; the job's result is a Contract 5 report"),
+            "/deployments/{name}/verify": _operation(
+                "verify", "Check what really runs (nodes, EFA, RayService, NIXL backend, KV transfers); the job's result is a Contract 5 report"),
+            "/deployments/{name}/checks": _read("getDeploymentChecks", "The last report of each kind", {
+                "type": "object", "required": ["preflight", "verify"],
+                "properties": {"preflight": _LAST_REPORT, "verify": _LAST_REPORT},
+            }),
+            "/deployments/{name}/status": _read("getDeploymentStatus", "What runs now: nodes, pods per phase, RayService and Serve (real engine)", {
+                "type": "object", "required": ["available"],
+                "properties": {
+                    "available": {"type": "boolean"},
+                    "reason": {"type": "string", "description": "why there is no live status"},
+                    "checkedAt": {"type": "string"},
+                    "error": {"type": "string"},
+                    "nodes": {"type": "array", "items": {"type": "object"}},
+                    "pods": {"type": "array", "items": {"type": "object"}},
+                    "rayService": {"type": "object"},
+                    "serve": {"type": "object"},
+                },
+            }),
             "/deployments/{name}/refresh": _operation("refresh", "Read back the real state of the resources"),
             "/jobs/{id}": {
                 "get": {
@@ -163,6 +223,7 @@ def openapi_document() -> dict[str, Any]:
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
+                **_report_schemas(),
                 "Errors": {
                     "type": "object", "required": ["errors"],
                     "properties": {"errors": {"type": "array", "items": {
@@ -194,7 +255,8 @@ def openapi_document() -> dict[str, Any]:
                     "properties": {
                         "id": {"type": "string"},
                         "deployment": {"type": "string"},
-                        "operation": {"type": "string", "enum": ["preview", "up", "refresh", "destroy"]},
+                        "operation": {"type": "string", "enum": [
+                            "preview", "up", "refresh", "destroy", "preflight", "verify"]},
                         "engine": {"type": "string", "enum": ["pulumi", "offline"]},
                         "status": {"type": "string", "enum": [
                             "queued", "running", "succeeded", "failed", "cancelled", "interrupted"]},
@@ -202,6 +264,9 @@ def openapi_document() -> dict[str, Any]:
                         "error": {"type": "string", "nullable": True},
                         "hint": {"type": "string"},
                         "notice": {"type": "string"},
+                        "result": {**_REPORT_REF, "description": "preflight and verify jobs: their report"},
+                        "reports": {"type": "object", "description": "every report the job made, by kind",
+                                    "additionalProperties": _REPORT_REF},
                     },
                 },
                 "DeploymentSummary": {

@@ -24,7 +24,9 @@ from webui.summary import rayservice_yaml, summarize
 
 bp = Blueprint("pages", __name__)
 
-OPERATION_LABELS = {"preview": "Preview", "up": "Deploy", "refresh": "Refresh", "destroy": "Tear down"}
+OPERATION_LABELS = {"preview": "Preview", "up": "Deploy", "refresh": "Refresh", "destroy": "Tear down",
+                    "preflight": "Preflight", "verify": "Verify"}
+FORCE_FIELD = "force"  # the "launch anyway" box: launch despite a failed preflight
 
 
 def render_error(status: int, message: str) -> tuple[str, int]:
@@ -120,12 +122,18 @@ def new_deployment_post() -> Any:
         errors.append(FieldError(forms.NAME_FIELD, f"a deployment named {spec.stack} already exists"))
     if errors or spec is None:
         return _render_form(values, errors, draft, status=400)
-    if action != "launch":
-        return render_template(
-            "preview.html", spec=spec, summary=summarize(spec), values=values, draft=draft,
-            has_token=token is not None, diagram=architecture_svg(spec),
-            rayservice=rayservice_yaml(spec), engine=app.engines.default,
-        )
+    force = request.form.get(FORCE_FIELD) == "1"
+    if action != "launch" or not force:
+        # Read-only AWS calls with short timeouts, and the memory fit: the page shows the report.
+        report = app.service.checker.preflight(spec, None)
+        if action != "launch" or not report.ok:
+            blocked = action == "launch"
+            return render_template(
+                "preview.html", spec=spec, summary=summarize(spec), values=values, draft=draft,
+                has_token=token is not None, diagram=architecture_svg(spec),
+                rayservice=rayservice_yaml(spec), engine=app.engines.default,
+                preflight=report.as_dict(), blocked=blocked,
+            ), (409 if blocked else 200)
     try:
         app.service.create(name, config, g.actor)
     except Conflict as exc:
@@ -133,7 +141,7 @@ def new_deployment_post() -> Any:
     except EngineError as exc:
         return _render_form(values, [FieldError("engine", exc.message)], draft, status=exc.http_status)
     app.drafts.drop(draft)
-    job_id = app.service.start(spec.stack, "up", g.actor)
+    job_id = app.service.start(spec.stack, "up", g.actor, force=force)
     return redirect(url_for("pages.deployment", name=spec.stack, job=job_id))
 
 
@@ -159,8 +167,10 @@ def deployment(name: str) -> Any:
     if job is None and detail["jobs"]:
         job = app.store.get_job(detail["jobs"][0]["id"])
     events = app.store.events_after(job["id"], 0, limit=2000) if job else []
+    checks = app.service.checks(name)
     return render_template(
-        "deployment.html", d=detail, job=job, events=events,
+        "deployment.html", d=detail, job=job, events=events, checks=checks,
+        job_reports=((job.get("summary") or {}).get("reports") or {}) if job else {},
         active=job is not None and job["status"] in ACTIVE_STATUSES,
         diagram=architecture_svg(spec) if spec else None,
         rayservice=rayservice_yaml(spec) if spec else None,
@@ -169,10 +179,10 @@ def deployment(name: str) -> Any:
     )
 
 
-def _start(name: str, operation: str) -> Response:
+def _start(name: str, operation: str, force: bool = False) -> Response:
     app = raypd()
     try:
-        job_id = app.service.start(name, operation, g.actor)
+        job_id = app.service.start(name, operation, g.actor, force=force)
     except NotFound:
         flash(f"There is no deployment named {name}.", "error")
         return redirect(url_for("pages.index"))
@@ -192,7 +202,17 @@ def deployment_preview(name: str) -> Response:
 
 @bp.post("/deployments/<name>/up")
 def deployment_up(name: str) -> Response:
-    return _start(name, "up")
+    return _start(name, "up", force=request.form.get(FORCE_FIELD) == "1")
+
+
+@bp.post("/deployments/<name>/preflight")
+def deployment_preflight(name: str) -> Response:
+    return _start(name, "preflight")
+
+
+@bp.post("/deployments/<name>/verify")
+def deployment_verify(name: str) -> Response:
+    return _start(name, "verify")
 
 
 @bp.post("/deployments/<name>/refresh")

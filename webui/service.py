@@ -16,6 +16,8 @@ from components import defaults
 from components.errors import FieldError, SpecError
 from components.outputs import render_stack_outputs
 from components.spec import HF_TOKEN_KEY, NAMESPACE, REGION_KEY, DeploymentSpec, validate_stack_name
+from components.checks import Check, Report
+from webui.checking import CHECK_OPERATIONS, Checker
 from webui.engines.base import (
     OFFLINE_NOTICE,
     OPERATIONS,
@@ -35,7 +37,7 @@ logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")
 
 RUNNING_STATUS = {"preview": "previewing", "up": "updating", "refresh": "refreshing",
-                  "destroy": "destroying"}
+                  "destroy": "destroying", "preflight": "checking", "verify": "verifying"}
 # Statuses that say what exists; a preview or refresh leaves them as they were.
 STANDING = ("planned (offline)", "deployed")
 
@@ -52,6 +54,41 @@ def status_tone(status: Optional[str]) -> str:
     if "cancel" in status:
         return "warn"
     return "neutral"
+
+
+class PreflightBlocked(EngineError):
+    """A launch stopped before any cloud action because a preflight check failed."""
+
+    http_status = 409
+
+    def __init__(self, report: Report):
+        ids = ", ".join(check.id for check in report.failed)
+        super().__init__(
+            f"preflight failed ({ids}): nothing was launched. Fix what the report says, or launch "
+            "anyway (\"force\": true in the API, \"Launch anyway\" on the page)"
+        )
+
+
+def check_events(report: Report, counted: bool) -> list[dict[str, Any]]:
+    """One progress line per check, so the event log reads like the CLI's report.
+
+    `counted`: the checks are the job's progress (a preflight or verify job); inside a deploy
+    the progress counts resources, and the checks must not overwrite it.
+    """
+    severity = {"pass": "info", "skip": "info", "warn": "warning", "fail": "error"}
+    total = len(report.checks)
+    events = []
+    for number, check in enumerate(report.checks, start=1):
+        event: dict[str, Any] = {
+            "kind": "check", "check": check.id, "status": check.status,
+            "severity": severity[check.status],
+            "message": f"{report.kind} {check.status.upper()} {check.id}: {check.detail}"
+                       + (f" Fix: {check.remedy}" if check.remedy and check.status != "pass" else ""),
+        }
+        if counted:
+            event.update(done=number, total=total)
+        events.append(event)
+    return events
 
 
 class NotFound(Exception):
@@ -113,10 +150,13 @@ def connect_info(spec: DeploymentSpec, outputs: Optional[Mapping[str, Any]]) -> 
 
 
 class DeploymentService:
-    def __init__(self, store: Store, runner: JobRunner, engines: EngineSet):
+    def __init__(self, store: Store, runner: JobRunner, engines: EngineSet,
+                 checker: Optional[Checker] = None):
         self.store = store
         self.runner = runner
         self.engines = engines
+        self.checker = checker or Checker()
+        self._blocked_jobs: set[str] = set()  # launches a preflight stopped: nothing changed
         self._create_lock = threading.Lock()
 
     # ---- reading (SQLite only) ----
@@ -244,8 +284,10 @@ class DeploymentService:
         self.audit(actor, "create", spec.stack, "succeeded", None)
         return self.get(spec.stack)
 
-    def start(self, name: str, operation: str, actor: str) -> str:
-        if operation not in OPERATIONS:
+    def start(self, name: str, operation: str, actor: str, force: bool = False) -> str:
+        """Queue one operation as a job. `preview` and `up` run the preflight first; a failed
+        preflight stops `up` before any cloud action unless `force`; a real `up` ends with verify."""
+        if operation not in OPERATIONS and operation not in CHECK_OPERATIONS:
             raise NotFound(f"unknown operation {operation}")
         record = self.record(name)
         engine = self.engines.get(record["engine"])
@@ -255,9 +297,30 @@ class DeploymentService:
                 "here (is the Pulumi CLI installed?)"
             )
         known = record["resources"]
+        spec, problem = self.spec_of(record)
+        # Until a deployment's config can change, a deployed stack's update replaces its own nodes.
+        deployed = spec if record["status"] == "deployed" else None
 
         def work(ctx: JobContext) -> OperationResult:
-            return engine.run(name, operation, ctx, known_resources=known)
+            if operation == "preflight":
+                self._preflight(ctx, name, spec, deployed, problem, counted=True)
+                return OperationResult()
+            if operation == "verify":
+                self._verify(ctx, name, engine, counted=True)
+                return OperationResult()
+            if operation in ("preview", "up") and not ctx.cancelled:
+                report = self._preflight(ctx, name, spec, deployed, problem, counted=False)
+                if operation == "up" and not report.ok:
+                    if not force:
+                        self._blocked_jobs.add(ctx.job_id)
+                        raise PreflightBlocked(report)
+                    ctx.emit({"kind": "diagnostic", "severity": "warning", "message": (
+                        "launching despite a failed preflight (force): "
+                        + ", ".join(check.id for check in report.failed))})
+            result = engine.run(name, operation, ctx, known_resources=known)
+            if operation == "up" and engine.real and not ctx.cancelled:
+                self._verify(ctx, name, engine, counted=False)
+            return result
 
         def finish(job_id: str, status: str, result: Optional[OperationResult]) -> None:
             self._finish(job_id, name, operation, engine, status, result)
@@ -271,8 +334,58 @@ class DeploymentService:
                 f"{name} is busy: job {busy.job_id} is still running; wait for it or cancel it",
                 job=busy.job_id, field="job",
             ) from None
-        self.audit(actor, f"{operation} requested", name, "accepted", f"job {job_id}")
+        detail = f"job {job_id}" + (" (force)" if force and operation == "up" else "")
+        self.audit(actor, f"{operation} requested", name, "accepted", detail)
         return job_id
+
+    def _record_report(self, ctx: JobContext, name: str, report: Report, counted: bool) -> Report:
+        """Stream the checks, keep the report with the job, and as the deployment's last of its kind."""
+        for event in check_events(report, counted):
+            ctx.emit(event)
+        document = report.as_dict()
+        ctx.findings.setdefault("reports", {})[report.kind] = document
+        self.store.save_check(name, document, ctx.job_id)
+        return report
+
+    def _preflight(
+        self, ctx: JobContext, name: str, spec: Optional[DeploymentSpec],
+        deployed: Optional[DeploymentSpec], problem: Optional[str], counted: bool,
+    ) -> Report:
+        ctx.emit({"kind": "status", "status": "checking", "message": "preflight: checking AWS and the model fit"})
+        if spec is None:
+            report = Report.of("preflight", [Check.failed(
+                "instance-types", "Configuration", problem or "the configuration does not validate",
+                "create the deployment again with a configuration this raypd accepts")])
+        else:
+            report = self.checker.preflight(spec, deployed)
+        return self._record_report(ctx, name, report, counted)
+
+    def _verify(self, ctx: JobContext, name: str, engine: Any, counted: bool) -> Report:
+        ctx.emit({"kind": "status", "status": "verifying", "message": "verify: checking what really runs"})
+        self.checker.forget(name)
+        return self._record_report(ctx, name, self.checker.verify(engine, name), counted)
+
+    def checks(self, name: str) -> dict[str, Any]:
+        """The last report of each kind (None where that kind never ran), with its job and time."""
+        self.record(name)
+        stored = self.store.last_checks(name)
+        answer: dict[str, Any] = {}
+        for kind in CHECK_OPERATIONS:
+            item = stored.get(kind)
+            answer[kind] = None if item is None else {
+                **Report.from_dict(item["report"]).as_dict(), "job": item["job"], "at": _iso(item["time"]),
+            }
+        return answer
+
+    def live_status(self, name: str) -> dict[str, Any]:
+        record = self.record(name)
+        engine = self.engines.get(record["engine"])
+        if engine is None:
+            return {"available": False, "reason": f"the {record['engine']} engine is not available here"}
+        try:
+            return self.checker.status(engine, name, deployed=record["status"] == "deployed")
+        except EngineError as exc:
+            return {"available": False, "reason": exc.message}
 
     def _finish(
         self, job_id: str, name: str, operation: str, engine: Any, status: str,
@@ -281,6 +394,14 @@ class DeploymentService:
         """Move the deployment to where the operation left it (called on the job's thread)."""
         job = self.store.get_job(job_id) or {}
         previous = job.get("previousStatus") or "created"
+        self.checker.forget(name)
+        blocked = job_id in self._blocked_jobs
+        self._blocked_jobs.discard(job_id)
+        if operation in CHECK_OPERATIONS or blocked:
+            # Checks only read, and a launch its preflight stopped never started: what exists
+            # is as it was, whatever they found.
+            self.store.update_deployment(name, status=previous)
+            return
         if status != "succeeded" or result is None:
             self.store.update_deployment(name, status=f"{operation} {status}")
             return
@@ -343,8 +464,14 @@ def public_job(job: Mapping[str, Any]) -> dict[str, Any]:
     }
     if job.get("hint"):
         answer["hint"] = job["hint"]
-    if job.get("summary"):
-        answer["summary"] = job["summary"]
+    summary = dict(job.get("summary") or {})
+    reports = summary.pop("reports", None) or {}
+    if summary:
+        answer["summary"] = summary
+    if reports:
+        answer["reports"] = reports  # every Contract 5 report the job made (preflight, verify)
+    if job["operation"] in CHECK_OPERATIONS and job["operation"] in reports:
+        answer["result"] = reports[job["operation"]]
     if job["engine"] == "offline":
         answer["notice"] = OFFLINE_NOTICE
     return answer
@@ -357,5 +484,5 @@ def _iso(timestamp: Optional[float]) -> Optional[str]:
 
 
 __all__ = [
-    "Conflict", "DeploymentService", "EngineNotFound", "NotFound", "connect_info", "public_job",
+    "Conflict", "PreflightBlocked", "DeploymentService", "EngineNotFound", "NotFound", "connect_info", "public_job",
 ]

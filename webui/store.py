@@ -72,6 +72,14 @@ CREATE TABLE IF NOT EXISTS events (
     data TEXT NOT NULL,
     PRIMARY KEY (job, seq)
 );
+CREATE TABLE IF NOT EXISTS checks (
+    deployment TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    job TEXT,
+    time REAL NOT NULL,
+    report TEXT NOT NULL,
+    PRIMARY KEY (deployment, kind)
+);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     time REAL NOT NULL,
@@ -218,8 +226,10 @@ class Store:
             conn.execute(f"UPDATE deployments SET {', '.join(sets)} WHERE name = ?", (*values, name))
 
     def delete_deployment(self, name: str) -> None:
-        with self._connection() as conn:
+        with self._transaction() as conn:
             conn.execute("DELETE FROM deployments WHERE name = ?", (name,))
+            # Reports describe what was there; a new deployment of the same name starts clean.
+            conn.execute("DELETE FROM checks WHERE deployment = ?", (name,))
 
     # ---- jobs ----
 
@@ -371,6 +381,26 @@ class Store:
             event["time"] = row["time"]
             events.append(event)
         return events
+
+    # ---- check reports (Contract 5): the last one of each kind per deployment ----
+
+    def save_check(self, deployment: str, report: dict[str, Any], job: Optional[str]) -> None:
+        with self._connection() as conn:
+            conn.execute(
+                "INSERT INTO checks (deployment, kind, job, time, report) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (deployment, kind) DO UPDATE SET job = excluded.job, "
+                "time = excluded.time, report = excluded.report",
+                (deployment, report["kind"], job, time.time(), _dumps(redact_value(report))),
+            )
+
+    def last_checks(self, deployment: str) -> dict[str, dict[str, Any]]:
+        """{kind: {"report", "job", "time"}} for the kinds that ever ran on this deployment."""
+        with self._connection() as conn:
+            rows = conn.execute(
+                "SELECT kind, job, time, report FROM checks WHERE deployment = ?", (deployment,)
+            ).fetchall()
+        return {row["kind"]: {"report": json.loads(row["report"]), "job": row["job"],
+                              "time": row["time"]} for row in rows}
 
     # ---- audit ----
 

@@ -175,6 +175,51 @@ def test_launch_watch_and_tear_down_in_a_browser(server, page):
     assert page.console_errors == []  # no CSP violation, no script error
 
 
+def _logged_in(page, base: str) -> None:
+    page.goto(base + "/")
+    if "/login" in page.url:
+        page.fill("#token", TOKEN)
+        page.click("button[type=submit]")
+
+
+def test_failed_preflight_blocks_launch_until_forced_then_verify_from_status(server, page):
+    from playwright.sync_api import expect
+
+    base = server["base"]
+    _logged_in(page, base)
+    page.goto(base + "/deployments/new")
+    page.fill("#f-name", "too-big")
+    page.fill("#f-raypd-model-id", "qwen3-32b")
+    page.fill("#f-raypd-model-source", "Qwen/Qwen3-32B")
+    page.click("#preview-button")
+    report = page.locator("#preflight-report")
+    expect(report).to_have_attribute("data-ok", "0")
+    expect(report.locator('tr[data-check="gpu-memory-fit"]')).to_contain_text("fail")
+    expect(report.locator('tr[data-check="gpu-memory-fit"]')).to_contain_text("Fix:")
+    expect(report.locator('tr[data-check="aws-credentials"]')).to_contain_text("skip")
+    launch = page.locator("#launch-button")
+    expect(launch).to_be_disabled()  # until "Launch anyway" is ticked
+    shot(page, "10-preview-preflight-failed")
+    page.check("#force-launch")
+    expect(launch).to_be_enabled()
+    launch.click()
+    expect(page).to_have_url(re.compile(r"/deployments/too-big\?job="))
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
+    expect(page.locator("#event-log")).to_contain_text("launching despite a failed preflight (force)")
+
+    # The Status panel: offline has nothing live; Verify reports every check as skipped.
+    status = page.locator("#status")
+    expect(status.locator("#live-status")).to_contain_text("nothing was created in AWS")
+    expect(status.locator("#preflight-report")).to_have_attribute("data-ok", "0")
+    page.click("#verify-now")
+    expect(page).to_have_url(re.compile(r"/deployments/too-big\?job="))
+    expect(page.locator("#job-count")).to_contain_text("checks", timeout=30_000)
+    expect(page.locator("#verify-report")).to_have_count(1, timeout=30_000)
+    expect(page.locator('#verify-report tr[data-check="kv-transfer"]')).to_contain_text("skip")
+    shot(page, "11-status-verify-offline")
+    assert page.console_errors == []
+
+
 def test_home_holds_no_token_after_the_browser_flow(server):
     for path in Path(server["home"]).rglob("*"):
         if path.is_file():

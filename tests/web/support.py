@@ -50,6 +50,7 @@ class FakeEngine:
         self.created: list[tuple[str, bool]] = []  # (stack, whether a token came along)
         self.released: list[str] = []
         self.removed: list[str] = []
+        self.live: Optional[dict[str, Any]] = None  # what live_outputs answers (secrets in clear)
 
     def create(self, spec: Any, hf_token: Optional[str]) -> None:
         self.created.append((spec.stack, hf_token is not None))
@@ -81,6 +82,9 @@ class FakeEngine:
 
     def release(self, stack: str) -> None:
         self.released.append(stack)
+
+    def live_outputs(self, stack: str) -> Optional[dict[str, Any]]:
+        return self.live
 
 
 def wait_for_job(client: FlaskClient, job_id: str, timeout: float = 60.0,

@@ -145,9 +145,20 @@ def test_huge_body_is_refused_with_413(client):
 
 def test_operation_endpoints_refuse_unknown_body_keys(client):
     create(client, "demo")
-    response = client.post("/api/v1/deployments/demo/up", json={"force": True}, headers=AUTH)
+    response = client.post("/api/v1/deployments/demo/up", json={"dryRun": True}, headers=AUTH)
+    assert response.status_code == 400
+    assert response.get_json()["errors"][0]["field"] == "dryRun"
+    response = client.post("/api/v1/deployments/demo/verify", json={"force": True}, headers=AUTH)
     assert response.status_code == 400
     assert response.get_json()["errors"][0]["field"] == "force"
+
+
+@pytest.mark.parametrize("force", ["true", 1, None, {"x": 1}, "\ud800"])
+def test_up_force_must_be_a_boolean(client, force):
+    create(client, "demo")
+    response = client.post("/api/v1/deployments/demo/up", json={"force": force}, headers=AUTH)
+    assert response.status_code == 400
+    assert response.get_json()["errors"] == [{"field": "force", "message": "must be true or false"}]
 
 
 # ---- 404s ----

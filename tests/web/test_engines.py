@@ -252,6 +252,12 @@ class FakeStack:
     def cancel(self) -> None:
         self.cancelled += 1
 
+    def outputs(self) -> dict[str, auto.OutputValue]:
+        if self.fail:
+            raise self.fail
+        return {"kubeconfig": auto.OutputValue("apiVersion: v1\nkind: Config", True),
+                "modelId": auto.OutputValue("qwen3.5-9b", False)}
+
     def history(self, page_size: int | None = None, show_secrets: bool = True) -> list[auto.UpdateSummary]:
         self.calls.append(("history", {"page_size": page_size, "show_secrets": show_secrets}))
         return [auto.UpdateSummary(
@@ -288,6 +294,18 @@ def test_pulumi_up_reports_progress_and_keeps_no_secret(tmp_path):
     assert records[-1]["kind"] == "summary" and records[-1]["done"] == records[-1]["total"]
     name, kwargs = stack.calls[0]
     assert name == "up" and kwargs["show_secrets"] is False and kwargs["color"] == "never"
+
+
+def test_live_outputs_hand_verify_the_kubeconfig_in_clear(tmp_path):
+    outputs = SteppedEngine(settings_for(tmp_path), FakeStack()).live_outputs("demo")
+    assert outputs == {"kubeconfig": "apiVersion: v1\nkind: Config", "modelId": "qwen3.5-9b"}
+
+
+def test_live_outputs_of_a_locked_stack_is_a_conflict(tmp_path):
+    failing = FakeStack(fail=create_command_error(
+        CommandResult("", "error: the stack is currently locked by 1 lock(s)", 255)))
+    with pytest.raises(EngineConflict):
+        SteppedEngine(settings_for(tmp_path), failing).live_outputs("demo")
 
 
 def test_pulumi_history_lists_updates_without_their_config(tmp_path):

@@ -85,6 +85,9 @@ class JobContext:
         self._cancel = threading.Event()
         self._cancel_hooks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
+        # What the job found along the way (check reports), kept whether or not it succeeds:
+        # a launch refused by its preflight must still show the report that refused it.
+        self.findings: dict[str, Any] = {}
 
     def emit(self, record: dict[str, Any]) -> None:
         try:
@@ -138,6 +141,9 @@ class Engine(Protocol):
 
     def release(self, stack: str) -> None:
         """Release a lock left by an interrupted update (best effort)."""
+
+    def live_outputs(self, stack: str) -> Optional[dict[str, Any]]:
+        """Stack outputs with secrets in plain text (for verify), or None where nothing runs."""
 
 
 def resource_record(

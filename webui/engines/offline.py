@@ -94,6 +94,10 @@ class OfflineEngine:
     def release(self, stack: str) -> None:
         """Nothing holds a lock offline."""
 
+    def live_outputs(self, stack: str) -> None:
+        """Nothing runs offline: there is no cluster to read."""
+        return None
+
     # ---- running the plan ----
 
     def _plan(self, stack: str, ctx: JobContext) -> dict[str, Any]:

@@ -288,6 +288,16 @@ class PulumiEngine:
         # that removed the stack must remove the deployment too. The job runner notes the late cancel.
         return result
 
+    def live_outputs(self, stack: str) -> dict[str, Any]:
+        """The stack outputs WITH secrets (the kubeconfig verify needs), for the caller to use
+        at once and drop: never stored, never returned by the API (`stack output --show-secrets`)."""
+        selected = self._select(stack)
+        try:
+            outputs = selected.outputs()
+        except auto.CommandError as exc:
+            raise map_command_error(exc, stack) from None
+        return {key: getattr(output, "value", output) for key, output in outputs.items()}
+
     def history(self, stack: str, limit: int = 20) -> list[dict[str, Any]]:
         """Pulumi's own update history (kind, result, times, changes), secrets never shown."""
         selected = self._select(stack)

@@ -56,13 +56,14 @@
     var log = document.getElementById("event-log");
     var errorLine = document.getElementById("job-error");
     var badge = job.querySelector(".job-head .badge");
+    var unit = (job.querySelector(".progress-row") || job).getAttribute("data-unit") || "resources";
     var url = job.getAttribute("data-events-url") + "?after=" + encodeURIComponent(job.getAttribute("data-after") || "0");
     var source = new EventSource(url);
 
     function setProgress(done, total) {
       bar.max = total > 0 ? total : 1;
       bar.value = total > 0 ? done : 0;
-      count.textContent = done + " / " + total + " resources";
+      count.textContent = done + " / " + total + " " + unit;
       percent.textContent = (total > 0 ? Math.round((done / total) * 100) : 0) + "%";
     }
 
@@ -92,7 +93,7 @@
           bar.max = Math.max(1, record.total || 1);
           bar.value = bar.max;
           percent.textContent = "100%";
-          count.textContent = (record.total || 0) + " / " + (record.total || 0) + " resources";
+          count.textContent = (record.total || 0) + " / " + (record.total || 0) + " " + unit;
         }
         if (record.error) {
           errorLine.textContent = record.error;
@@ -112,10 +113,109 @@
     };
   }
 
+  // "Launch anyway": the guarded button stays disabled until the box is ticked.
+  function setupForceBoxes() {
+    document.querySelectorAll("input[data-guards]").forEach(function (box) {
+      var button = document.getElementById(box.getAttribute("data-guards"));
+      if (!button) return;
+      var busy = button.disabled;
+      function apply() { button.disabled = busy || !box.checked; }
+      box.addEventListener("change", apply);
+      apply();
+    });
+  }
+
+  function element(tag, text, className) {
+    var node = document.createElement(tag);
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    if (className) node.className = className;
+    return node;
+  }
+
+  function table(headers, rows) {
+    var t = element("table", null, "table");
+    var head = t.createTHead().insertRow();
+    headers.forEach(function (h) { head.appendChild(element("th", h)); });
+    var body = t.createTBody();
+    rows.forEach(function (cells) {
+      var row = body.insertRow();
+      cells.forEach(function (cell) { row.appendChild(element("td", cell)); });
+    });
+    return t;
+  }
+
+  function yesNo(value) { return value ? "yes" : "no"; }
+
+  function sectionError(box, section, what) {
+    if (section && section.error) {
+      box.appendChild(element("p", what + ": " + section.error, "notice notice-bad"));
+      return true;
+    }
+    return false;
+  }
+
+  // Live status (real engine): nodes, Ray pods per group, RayService and Serve, refreshed in place.
+  // The shape is serve.verify.cluster_status's; a section that could not be read carries `error`.
+  function renderStatus(box, status) {
+    box.textContent = "";
+    if (!status.available) {
+      box.appendChild(element("p", status.reason || "No live status.", "muted"));
+      return;
+    }
+    if (sectionError(box, status, "Cluster")) return;
+    var ready = status.ready || {};
+    var app = status.serveApplication || {};
+    if (!sectionError(box, ready, "RayService")) {
+      box.appendChild(element("p", "RayService " + (status.rayService || "") + ": " +
+        (ready.status === "True" ? "Ready" : "not Ready") + (ready.reason ? " (" + ready.reason + ")" : "") +
+        (ready.message ? ": " + ready.message : ""), "strong"));
+    }
+    if (!sectionError(box, app, "Serve")) {
+      box.appendChild(element("p", "Serve application " + (app.name || "") + ": " + (app.status || "UNKNOWN") +
+        (app.message ? ": " + app.message : "")));
+      var deployments = app.deployments || {};
+      var names = Object.keys(deployments);
+      if (names.length) {
+        box.appendChild(table(["Serve deployment", "Status", "Message"], names.map(function (name) {
+          var d = deployments[name] || {};
+          return [name, d.status || "", d.message || ""];
+        })));
+      }
+    }
+    if (!sectionError(box, status.nodes, "Nodes")) {
+      box.appendChild(table(["GPU node", "Group", "Type", "Zone", "Ready", "GPUs", "EFA"], (status.nodes || []).map(function (n) {
+        return [n.name, n.nodeGroup || n.eksNodeGroup || "", n.instanceType || "", n.zone || "", yesNo(n.ready), n.gpus, n.efa];
+      })));
+    }
+    if (!sectionError(box, status.rayPods, "Ray pods")) {
+      box.appendChild(table(["Ray worker pod", "Group", "Phase", "Node", "Status"], (status.rayPods || []).map(function (p) {
+        return [p.name, p.group || "", p.phase || "", p.node || "", p.status || ""];
+      })));
+    }
+    if (status.checkedAt) box.appendChild(element("p", "checked " + status.checkedAt, "muted small"));
+  }
+
+  function setupStatus() {
+    var card = document.getElementById("status");
+    var box = document.getElementById("live-status");
+    if (!card || !box || !window.fetch) return;
+    var url = card.getAttribute("data-status-url");
+    function load() {
+      window.fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+        .then(function (response) { return response.json(); })
+        .then(function (status) { renderStatus(box, status); })
+        .catch(function () { box.textContent = ""; box.appendChild(element("p", "Could not load the live status; retrying.", "muted")); });
+    }
+    load();
+    window.setInterval(load, 15000);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     setupModeSections();
     setupTeardown();
     setupConfirms();
     setupProgress();
+    setupForceBoxes();
+    setupStatus();
   });
 })();
