@@ -59,6 +59,9 @@ GPU_ROLE_LABEL = {"role": "gpu-worker"}
 PHASE_LABEL_KEY = "raypd.io/phase"
 SERVE_PORT = 8000
 DASHBOARD_PORT = 8265
+# KubeRay adds a container port named "metrics" on 8080 to every Ray pod (DefaultMetricsPort);
+# vLLM's engine metrics (NIXL transfers among them) are exported there through Ray's metrics.
+RAY_METRICS_PORT = 8080
 GCS_PORT = 6379
 
 # Root volume: the reference's 200 GB holds the image (~30 GB) and one ~18 GiB checkpoint; bigger

@@ -7,23 +7,11 @@ APIs on the head Service, the OpenAI endpoint on the Serve Service, Ray's metric
 pods). Each check says where its evidence came from; a check that could not get evidence is warn or
 skip, never pass.
 
-Formats, as their sources define them:
-- RayService status (KubeRay 1.4, ray-operator/apis/ray/v1/rayservice_types.go): condition type
-  `Ready` (reasons NonZeroServeEndpoints, ZeroServeEndpoints, Initializing, ...),
-  `status.activeServiceStatus.applicationStatuses.<app>.{status, message, serveDeploymentStatuses}`.
-- Pod labels (KubeRay utils/constant.go): ray.io/cluster, ray.io/group, ray.io/node-type,
-  ray.io/originated-from-cr-name; metrics port 8080 (DefaultMetricsPort).
-- Serve deployments (Ray 2.58 ray.llm, `_get_deployment_name`): `<prefix><model id>` with "/" ->
-  "--" and "." -> "_"; prefixes `Prefill:`/`Decode:` (build_pd_openai_app) or `LLMServer:`
-  (build_openai_app), ingress `OpenAiIngress`.
-- `GET /api/serve/applications/` (ray.serve.schema.ServeInstanceDetails): applications -> name ->
-  deployments -> name -> replicas[] {node_id, node_ip, actor_id, log_file_path, replica_id, state}.
-- `GET /api/v0/logs/file` (ray.util.state GetLogOptions: node_id, filename, actor_id, suffix,
-  lines): plain text, each chunk prefixed "1" (success) or "0" (error text).
-- NIXL: `Backend <NAME> was instantiated`; vLLM: `KV Transfer metrics: Num successful
-  transfers=N, ...` and metrics vllm:nixl_xfer_time_seconds (histogram),
-  vllm:nixl_num_failed_transfers (counter), exported by Ray as ray_vllm_nixl_xfer_time_seconds_count
-  and ray_vllm_nixl_num_failed_transfers_total.
+What is checked and how is in docs/troubleshooting.md; the evidence and its formats in
+serve/evidence.py. NIXL logs `Backend <NAME> was instantiated`; vLLM logs `KV Transfer metrics: Num
+successful transfers=N, ...` and has the metrics vllm:nixl_xfer_time_seconds (histogram) and
+vllm:nixl_num_failed_transfers (counter), which Ray exports as ray_vllm_nixl_xfer_time_seconds_count
+and ray_vllm_nixl_num_failed_transfers_total.
 
 Exit 0 when no check failed, 1 when one did, 2 on invalid input (one line on stderr).
 """
@@ -36,48 +24,52 @@ import logging
 import re
 import sys
 import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from components import defaults
 from components.checks import Check, Report, exit_code, format_report
-from components.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
-from components.rayservice import EFA_RESOURCE, GPU_RESOURCE, WORKER_CONTAINER
-from components.spec import SECRET_PLACEHOLDER
-from serve.config import APP_NAME
+from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
+from serve.evidence import (
+    LOG_LINES,
+    MAX_OUTPUTS_BYTES,
+    RAY_GROUP_LABEL,
+    ZONE_LABEL,
+    Endpoint,
+    Evidence,
+    VerifyInputError,
+    VerifyPlan,
+    allocatable,
+    check_outputs,
+    condition_of,
+    direct_endpoint,
+    labels_of,
+    name_list,
+    name_of,
+    node_ready,
+    parse_outputs_text,
+    proxied_endpoint,
+    resolve_kubeconfig,
+    shorten,
+)
 from serve.kube import (
     DEFAULT_TIMEOUT,
     KubeClient,
     KubeConfigError,
     KubeError,
     KubeNotFound,
-    KubeUnreachable,
     client_from_kubeconfig,
     read_kubeconfig_file,
 )
+from serve.live_status import cluster_status
+
+__all__ = ["VerifyInputError", "cluster_status", "main", "parse_prometheus", "run_verify"]
 
 log = logging.getLogger(__name__)
-
 EXIT_INVALID = 2
-MAX_OUTPUTS_BYTES = 10 * 1024 * 1024
-# KubeRay adds a container port named "metrics" on 8080 to every Ray pod (DefaultMetricsPort).
-RAY_METRICS_PORT = 8080
 CHAT_TIMEOUT = 60.0
 KV_WAIT_SECONDS = 20.0  # Ray exports metrics every ~10 s: wait up to two rounds for the counters
 KV_POLL_SECONDS = 5.0
-LOG_LINES = 5000
-
-ZONE_LABEL = "topology.kubernetes.io/zone"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
-RAY_GROUP_LABEL = "ray.io/group"
-RAY_NODE_TYPE_LABEL = "ray.io/node-type"
-RAY_CLUSTER_LABEL = "ray.io/cluster"
-RAY_CR_NAME_LABEL = "ray.io/originated-from-cr-name"
-INGRESS_DEPLOYMENT = "OpenAiIngress"
-PHASE_PREFIXES = {"prefill": "Prefill:", "decode": "Decode:", "colocated": "LLMServer:"}
 NIXL_BACKEND_LINE = re.compile(r"Backend (\w+) was instantiated")
 KV_LOG_LINE = re.compile(r"KV Transfer metrics: (.*)$")
 KV_SUCCESS_SERIES = ("ray_vllm_nixl_xfer_time_seconds_count",)
@@ -96,310 +88,6 @@ TITLES = {
     "endpoint-chat": "OpenAI endpoint answers a chat completion",
     "kv-transfer": "KV cache moved from prefill to decode for a real request",
 }
-
-
-class VerifyInputError(ValueError):
-    """Input verify cannot work with: the CLI's exit 2, one readable line."""
-
-
-# ---- the plan, as the outputs describe it ----
-
-def serve_safe_model_id(model_id: str) -> str:
-    """Ray Serve LLM's deployment-name form of a model id ("/" -> "--", "." -> "_")."""
-    return model_id.replace("/", "--").replace(".", "_")
-
-
-@dataclass(frozen=True)
-class GroupPlan:
-    name: str
-    nodes: int
-    gpus_per_node: Optional[int]
-    instance_type: str
-    phases: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class PhasePlan:
-    name: str
-    deployment: str
-    replicas: int
-    group: str
-
-
-@dataclass(frozen=True)
-class VerifyPlan:
-    namespace: str
-    rayservice: str
-    serve_service: str
-    dashboard_service: str
-    app: str
-    model_id: str
-    mode: str
-    availability_zone: str
-    region: str
-    kv_backend: Optional[str]
-    groups: dict[str, GroupPlan]
-    phases: dict[str, PhasePlan]
-
-    @property
-    def pinned(self) -> bool:
-        """More than one GPU node group: each carries raypd.io/phase=<group> (components.topology)."""
-        return len(self.groups) > 1
-
-    @property
-    def deployments(self) -> list[str]:
-        return [phase.deployment for phase in self.phases.values()] + [INGRESS_DEPLOYMENT]
-
-    def group_of_node(self, node: Mapping[str, Any]) -> Optional[str]:
-        labels = _labels(node)
-        if defaults.PHASE_LABEL_KEY in labels:
-            return labels[defaults.PHASE_LABEL_KEY]
-        if len(self.groups) == 1:
-            return next(iter(self.groups))
-        return None
-
-    @classmethod
-    def from_outputs(cls, outputs: Mapping[str, Any]) -> "VerifyPlan":
-        safe = serve_safe_model_id(outputs["modelId"])
-        groups: dict[str, dict[str, Any]] = {}
-        phases: dict[str, PhasePlan] = {}
-        for phase, entry in outputs["topology"].items():
-            group = groups.setdefault(entry["nodeGroup"], {
-                "nodes": 0, "gpus": entry.get("gpusPerNode"), "type": entry["instanceType"],
-                "phases": []})
-            group["nodes"] += entry["nodes"]
-            group["phases"].append(phase)
-            phases[phase] = PhasePlan(phase, PHASE_PREFIXES[phase] + safe, entry["replicas"],
-                                      entry["nodeGroup"])
-        kv = outputs.get("kvTransfer")
-        return cls(
-            namespace=outputs["namespace"],
-            rayservice=outputs["rayServiceName"],
-            serve_service=outputs["serveService"],
-            dashboard_service=outputs.get("dashboardService") or f"{outputs['rayServiceName']}-head-svc",
-            app=outputs.get("serveApplication") or APP_NAME,
-            model_id=outputs["modelId"],
-            mode=outputs["mode"],
-            availability_zone=outputs["availabilityZone"],
-            region=outputs["region"],
-            kv_backend=kv.get("backend") if isinstance(kv, Mapping) else None,
-            groups={name: GroupPlan(name, g["nodes"], g["gpus"], g["type"], tuple(g["phases"]))
-                    for name, g in groups.items()},
-            phases=phases,
-        )
-
-
-# ---- small readers of Kubernetes objects ----
-
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "?")
-
-
-def _quantity(value: Any) -> int:
-    """Extended resources are plain integers ("1", "32"); anything else counts as 0."""
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return 0
-
-
-def _allocatable(node: Mapping[str, Any], resource: str) -> int:
-    return _quantity(((node.get("status") or {}).get("allocatable") or {}).get(resource))
-
-
-def _node_ready(node: Mapping[str, Any]) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
-
-
-def _condition(obj: Mapping[str, Any], kind: str) -> Optional[dict[str, Any]]:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == kind:
-            return dict(condition)
-    return None
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _names(items: Sequence[str], limit: int = 6) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
-
-
-# ---- the OpenAI endpoint, direct or through the API server ----
-
-@dataclass
-class Endpoint:
-    """GET/POST on the OpenAI server: a URL given by the user, or the Serve Service via the proxy."""
-
-    describe: str
-    call: Callable[[str, str, Optional[bytes], float], tuple[int, bytes]]
-
-    def get(self, path: str, timeout: float) -> tuple[int, bytes]:
-        return self.call("GET", path, None, timeout)
-
-    def post_json(self, path: str, body: Mapping[str, Any], timeout: float) -> tuple[int, bytes]:
-        return self.call("POST", path, json.dumps(body).encode("utf-8"), timeout)
-
-
-def direct_endpoint(url: str) -> Endpoint:
-    base = url.rstrip("/")
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    if not re.match(r"^https?://[^/\s]+", base):
-        raise VerifyInputError(f"--endpoint must be an http(s) URL, got {url!r}")
-
-    def call(method: str, path: str, body: Optional[bytes], timeout: float) -> tuple[int, bytes]:
-        request = urllib.request.Request(base + path, data=body, method=method,
-                                         headers={"Content-Type": "application/json",
-                                                  "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, response.read(4 * 1024 * 1024)
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read(64 * 1024)
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise KubeError(f"cannot reach the endpoint {base}: {reason}") from None
-
-    return Endpoint(describe=base, call=call)
-
-
-def proxied_endpoint(ev: "Evidence") -> Endpoint:
-    plan = ev.plan
-
-    def call(method: str, path: str, body: Optional[bytes], timeout: float) -> tuple[int, bytes]:
-        response = ev._client().service_proxy(plan.namespace, plan.serve_service, defaults.SERVE_PORT,
-                                        path, method=method, body=body, timeout=timeout)
-        return response.status, response.body
-
-    return Endpoint(describe=(f"service {plan.namespace}/{plan.serve_service}:{defaults.SERVE_PORT} "
-                              "through the Kubernetes API proxy"), call=call)
-
-
-# ---- evidence gathered once, shared by the checks ----
-
-@dataclass
-class Evidence:
-    client: Optional[KubeClient]
-    plan: VerifyPlan
-    log_lines: int = LOG_LINES
-    _cache: dict[str, Any] = field(default_factory=dict)
-
-    down: Optional[KubeUnreachable] = None
-
-    def _once(self, key: str, fetch: Callable[[], Any]) -> Any:
-        """Fetch once; errors are cached too, and after one unanswered call the API counts as down,
-        so an unreachable cluster costs one timeout, not one per check."""
-        if key not in self._cache:
-            if self.down is not None:
-                raise self.down
-            try:
-                self._cache[key] = fetch()
-            except KubeUnreachable as exc:
-                self.down = exc
-                self._cache[key] = exc
-            except KubeError as exc:
-                self._cache[key] = exc
-        value = self._cache[key]
-        if isinstance(value, KubeError):
-            raise value
-        return value
-
-    def _require_client(self) -> KubeClient:
-        if self.client is None:
-            raise KubeError("no Kubernetes API client")
-        return self.client
-
-    def gpu_nodes(self) -> list[dict[str, Any]]:
-        selector = ",".join(f"{k}={v}" for k, v in defaults.GPU_ROLE_LABEL.items())
-        return self._once("nodes", lambda: self._require_client().list_nodes(selector))
-
-    def rayservice(self) -> dict[str, Any]:
-        return self._once("rayservice", lambda: self._require_client().get_rayservice(
-            self.plan.namespace, self.plan.rayservice))
-
-    def worker_pods(self) -> list[dict[str, Any]]:
-        """Ray worker pods of this RayService's active cluster (not a pending upgrade's)."""
-        def fetch() -> list[dict[str, Any]]:
-            pods = self._require_client().list_pods(
-                self.plan.namespace, f"{RAY_NODE_TYPE_LABEL}=worker")
-            active = None
-            try:
-                active = ((self.rayservice().get("status") or {}).get("activeServiceStatus") or {}
-                          ).get("rayClusterName")
-            except KubeError:
-                pass
-            mine = [p for p in pods if _labels(p).get(RAY_CR_NAME_LABEL) in (None, self.plan.rayservice)]
-            if active:
-                mine = [p for p in mine if _labels(p).get(RAY_CLUSTER_LABEL) == active] or mine
-            return mine
-        return self._once("pods", fetch)
-
-    def serve_details(self) -> dict[str, Any]:
-        """The dashboard's ServeInstanceDetails, through the head Service proxy."""
-        def fetch() -> dict[str, Any]:
-            response = self._require_client().service_proxy(
-                self.plan.namespace, self.plan.dashboard_service, defaults.DASHBOARD_PORT,
-                "api/serve/applications/")
-            if response.status != 200:
-                raise KubeError(f"the Ray dashboard answered HTTP {response.status} for "
-                                f"/api/serve/applications/: {_short(response.text(), 160)}")
-            try:
-                document = response.json()
-            except ValueError:
-                raise KubeError("the Ray dashboard's /api/serve/applications/ is not JSON") from None
-            if not isinstance(document, dict):
-                raise KubeError("the Ray dashboard's /api/serve/applications/ is not an object")
-            return document
-        return self._once("serve", fetch)
-
-    def engine_replicas(self) -> dict[str, list[dict[str, Any]]]:
-        """phase -> its deployment's replicas, from the dashboard."""
-        app = (self.serve_details().get("applications") or {}).get(self.plan.app) or {}
-        deployments = app.get("deployments") or {}
-        return {phase: list((deployments.get(p.deployment) or {}).get("replicas") or [])
-                for phase, p in self.plan.phases.items()}
-
-    def _client(self) -> KubeClient:
-        """The client for uncached calls; refuses at once when the API is known to be down."""
-        if self.down is not None:
-            raise self.down
-        return self._require_client()
-
-    def ray_log(self, query: Mapping[str, Any]) -> str:
-        """A log file through Ray's log API (`/api/v0/logs/file`) on the head Service."""
-        response = self._client().service_proxy(
-            self.plan.namespace, self.plan.dashboard_service, defaults.DASHBOARD_PORT,
-            "api/v0/logs/file", query={**query, "lines": self.log_lines})
-        if response.status != 200:
-            raise KubeError(f"Ray's log API answered HTTP {response.status}: "
-                            f"{_short(response.text(), 160)}")
-        data = response.body
-        if data[:1] == b"0":
-            raise KubeError(f"Ray's log API: {_short(data[1:].decode('utf-8', 'replace'), 160)}")
-        return (data[1:] if data[:1] == b"1" else data).decode("utf-8", errors="replace")
-
-    def replica_log(self, replica: Mapping[str, Any]) -> str:
-        """Everything Ray keeps for one replica actor: its worker's .err and .out files."""
-        actor = replica.get("actor_id")
-        if not actor:
-            raise KubeError("the replica has no actor_id")
-        texts = [self.ray_log({"actor_id": actor, "suffix": suffix}) for suffix in ("err", "out")]
-        return "\n".join(texts)
-
-    def pod_log(self, pod: Mapping[str, Any]) -> str:
-        return self._client().pod_log(self.plan.namespace, _name(pod),
-                                              container=WORKER_CONTAINER, tail_lines=self.log_lines)
 
 
 # ---- the checks ----
@@ -425,28 +113,28 @@ def check_gpu_nodes(ev: Evidence) -> Check:
         if group in by_group:
             by_group[group].append(node)
         else:
-            stray.append(_name(node))
+            stray.append(name_of(node))
     for name, group in ev.plan.groups.items():
         members = by_group[name]
         if len(members) < group.nodes:
             problems.append(f"node group {name}: {len(members)} of {group.nodes} planned "
                             f"{group.instance_type} node(s) registered")
-        not_ready = [_name(n) for n in members if not _node_ready(n)]
+        not_ready = [name_of(n) for n in members if not node_ready(n)]
         if not_ready:
-            problems.append(f"node group {name}: not Ready: {_names(not_ready)}")
+            problems.append(f"node group {name}: not Ready: {name_list(not_ready)}")
         want = group.gpus_per_node
-        short = [f"{_name(n)} ({_allocatable(n, GPU_RESOURCE)})" for n in members
-                 if (_allocatable(n, GPU_RESOURCE) != want if want else _allocatable(n, GPU_RESOURCE) < 1)]
+        short = [f"{name_of(n)} ({allocatable(n, GPU_RESOURCE)})" for n in members
+                 if (allocatable(n, GPU_RESOURCE) != want if want else allocatable(n, GPU_RESOURCE) < 1)]
         if short:
             problems.append(f"node group {name}: {GPU_RESOURCE} allocatable is not "
-                            f"{want or '>= 1'} on {_names(short)}")
+                            f"{want or '>= 1'} on {name_list(short)}")
         if members:
             evidence.append(f"{name}: {len(members)}/{group.nodes} Ready node(s) "
-                            f"({_names([_name(n) for n in members], 4)}), {GPU_RESOURCE}="
-                            f"{want or _allocatable(members[0], GPU_RESOURCE)} each")
+                            f"({name_list([name_of(n) for n in members], 4)}), {GPU_RESOURCE}="
+                            f"{want or allocatable(members[0], GPU_RESOURCE)} each")
     if stray and ev.plan.pinned:
         problems.append(f"GPU node(s) without a {defaults.PHASE_LABEL_KEY} label of a planned "
-                        f"group: {_names(stray)}")
+                        f"group: {name_list(stray)}")
     if problems:
         return Check.failed(cid, title, "; ".join(problems),
                             "look at the node groups in the EKS console (capacity, health); a "
@@ -472,14 +160,14 @@ def check_efa_devices(ev: Evidence) -> Check:
         return _api_unavailable(cid, exc)
     if not nodes:
         return Check.skipped(cid, title, "no GPU nodes to look at (see gpu-nodes)")
-    missing = [_name(n) for n in nodes if _allocatable(n, EFA_RESOURCE) < 1]
+    missing = [name_of(n) for n in nodes if allocatable(n, EFA_RESOURCE) < 1]
     if missing:
         return Check.failed(
             cid, title, f"{EFA_RESOURCE} is not advertised (allocatable 0 or absent) on "
-            f"{_names(missing)}: NIXL's LIBFABRIC backend cannot use EFA there",
+            f"{name_list(missing)}: NIXL's LIBFABRIC backend cannot use EFA there",
             "check that the aws-efa-k8s-device-plugin daemonset runs on the GPU nodes and that "
             "the node group was created with EFA interfaces (enable_efa_support)")
-    counts = ", ".join(f"{_name(n)}={_allocatable(n, EFA_RESOURCE)}" for n in nodes[:6])
+    counts = ", ".join(f"{name_of(n)}={allocatable(n, EFA_RESOURCE)}" for n in nodes[:6])
     return Check.passed(cid, title, f"{EFA_RESOURCE} allocatable on every GPU node: {counts}")
 
 
@@ -494,20 +182,20 @@ def check_one_zone(ev: Evidence) -> Check:
     zones: dict[str, list[str]] = {}
     unlabelled = []
     for node in nodes:
-        zone = _labels(node).get(ZONE_LABEL)
+        zone = labels_of(node).get(ZONE_LABEL)
         if zone:
-            zones.setdefault(zone, []).append(_name(node))
+            zones.setdefault(zone, []).append(name_of(node))
         else:
-            unlabelled.append(_name(node))
+            unlabelled.append(name_of(node))
     want = ev.plan.availability_zone
     if len(zones) > 1 or (zones and want not in zones):
-        spread = "; ".join(f"{zone}: {_names(names, 3)}" for zone, names in sorted(zones.items()))
+        spread = "; ".join(f"{zone}: {name_list(names, 3)}" for zone, names in sorted(zones.items()))
         return Check.failed(cid, title, f"GPU nodes are in {spread}; the stack's zone is {want} "
                             "(EFA traffic cannot cross availability zones)",
                             "every GPU node group must use the one private subnet of the GPU zone; "
                             "run `pulumi up` again to replace the stray group")
     if unlabelled or not zones:
-        return Check.warned(cid, title, f"no {ZONE_LABEL} label on {_names(unlabelled)}")
+        return Check.warned(cid, title, f"no {ZONE_LABEL} label on {name_list(unlabelled)}")
     return Check.passed(cid, title, f"all {len(nodes)} GPU node(s) in {want} ({ZONE_LABEL})")
 
 
@@ -521,13 +209,13 @@ def check_rayservice_ready(ev: Evidence) -> Check:
                             "run `pulumi up`; check that the KubeRay operator is installed")
     except KubeError as exc:
         return _api_unavailable(cid, exc)
-    ready = _condition(service, "Ready")
+    ready = condition_of(service, "Ready")
     if ready is None:
         legacy = (service.get("status") or {}).get("serviceStatus")
         return Check.warned(cid, title, f"RayService {target} has no Ready condition (KubeRay older "
                             f"than 1.3?); serviceStatus={legacy!r}",
                             "upgrade the KubeRay operator to 1.4 or later")
-    reason, message = ready.get("reason", ""), _short(ready.get("message", ""))
+    reason, message = ready.get("reason", ""), shorten(ready.get("message", ""))
     if ready.get("status") == "True":
         return Check.passed(cid, title, f"RayService {target}: Ready=True ({reason})"
                             + (f": {message}" if message else ""))
@@ -555,15 +243,15 @@ def check_serve_app(ev: Evidence) -> Check:
     problems = []
     if app.get("status") != "RUNNING":
         problems.append(f"application {ev.plan.app} is {app.get('status')!r}"
-                        + (f": {_short(app.get('message', ''))}" if app.get("message") else ""))
+                        + (f": {shorten(app.get('message', ''))}" if app.get("message") else ""))
     statuses = app.get("serveDeploymentStatuses") or {}
     for name in ev.plan.deployments:
         deployment = statuses.get(name)
         if not isinstance(deployment, Mapping):
-            problems.append(f"deployment {name} missing (has: {_names(sorted(statuses))})")
+            problems.append(f"deployment {name} missing (has: {name_list(sorted(statuses))})")
         elif deployment.get("status") != "HEALTHY":
             problems.append(f"deployment {name} is {deployment.get('status')!r}"
-                            + (f": {_short(deployment.get('message', ''), 200)}"
+                            + (f": {shorten(deployment.get('message', ''), 200)}"
                                if deployment.get("message") else ""))
     if problems:
         return Check.failed(cid, title, "; ".join(problems),
@@ -583,7 +271,7 @@ def check_replica_placement(ev: Evidence) -> Check:
         return Check.warned(cid, title, f"no evidence of placement: {exc}",
                             "check that the Ray head pod runs and its dashboard (8265) answers")
     pod_by_ip = {str((p.get("status") or {}).get("podIP")): p for p in pods}
-    node_by_name = {_name(n): n for n in nodes}
+    node_by_name = {name_of(n): n for n in nodes}
     problems: list[str] = []
     warnings: list[str] = []
     evidence: list[str] = []
@@ -603,17 +291,17 @@ def check_replica_placement(ev: Evidence) -> Check:
                                 f"Ray node {ip}, which is no worker pod of {ev.plan.rayservice}")
                 continue
             node_name = str((pod.get("spec") or {}).get("nodeName"))
-            group = _labels(pod).get(RAY_GROUP_LABEL)
+            group = labels_of(pod).get(RAY_GROUP_LABEL)
             node = node_by_name.get(node_name)
             node_group = ev.plan.group_of_node(node) if node else None
             if group != plan.group or (node_group is not None and node_group != plan.group):
-                problems.append(f"{plan.deployment} replica on pod {_name(pod)} (worker group "
+                problems.append(f"{plan.deployment} replica on pod {name_of(pod)} (worker group "
                                 f"{group}, node {node_name}) instead of node group {plan.group}")
             phases_on_node.setdefault(node_name, set()).add(phase)
             places.append(f"{node_name} ({group})")
         if running:
             evidence.append(f"{plan.deployment}: {len(running)}/{plan.replicas} RUNNING on "
-                            f"{_names(places, 4)}")
+                            f"{name_list(places, 4)}")
     shared = {node: sorted(p) for node, p in phases_on_node.items() if len(p) > 1}
     for node, phases in shared.items():
         message = f"{' and '.join(phases)} engines share node {node}"
@@ -650,11 +338,11 @@ def check_nixl_backend(ev: Evidence) -> Check:
         if not seen:
             raise KubeError("no RUNNING engine replica to read")
     except KubeError as ray_error:
-        source = f"worker pods' container logs (Ray log API: {_short(str(ray_error), 120)})"
+        source = f"worker pods' container logs (Ray log API: {shorten(str(ray_error), 120)})"
         seen = {}
         try:
             for pod in ev.worker_pods():
-                seen[f"pod {_name(pod)}"] = _backends_in(ev.pod_log(pod))
+                seen[f"pod {name_of(pod)}"] = _backends_in(ev.pod_log(pod))
         except KubeError as exc:
             return Check.warned(cid, title, f"no logs to read: {exc}",
                                 "check the Ray dashboard's logs for 'Backend ... was instantiated'")
@@ -669,10 +357,10 @@ def check_nixl_backend(ev: Evidence) -> Check:
     found = [label for label, b in seen.items() if want in b]
     if not found or silent:
         return Check.warned(cid, title, f"no 'Backend {want} was instantiated' line for "
-                            f"{_names(silent) or 'any engine'}; source: {source}",
+                            f"{name_list(silent) or 'any engine'}; source: {source}",
                             "the line may have rotated out of the log tail; look in the Ray dashboard")
     return Check.passed(cid, title, f"'Backend {want} was instantiated' in the logs of "
-                        f"{_names(found)}; no other backend; source: {source}")
+                        f"{name_list(found)}; no other backend; source: {source}")
 
 
 def check_endpoint_models(endpoint: Optional[Endpoint], ev: Evidence, timeout: float) -> Check:
@@ -685,7 +373,7 @@ def check_endpoint_models(endpoint: Optional[Endpoint], ev: Evidence, timeout: f
         return Check.failed(cid, title, str(exc), "check the Serve Service and the Ray head pod")
     if status != 200:
         return Check.failed(cid, title, f"GET /v1/models on {endpoint.describe} answered HTTP "
-                            f"{status}: {_short(body.decode('utf-8', 'replace'), 200)}",
+                            f"{status}: {shorten(body.decode('utf-8', 'replace'), 200)}",
                             "the Serve application may not be RUNNING yet (see serve-app-running)")
     try:
         ids = [str(m.get("id")) for m in json.loads(body.decode("utf-8")).get("data") or []
@@ -695,7 +383,7 @@ def check_endpoint_models(endpoint: Optional[Endpoint], ev: Evidence, timeout: f
                             "model list", "is --endpoint the OpenAI server of this stack?")
     if ev.plan.model_id not in ids:
         return Check.failed(cid, title, f"GET /v1/models on {endpoint.describe} lists "
-                            f"{_names(ids) or 'no models'}, not {ev.plan.model_id}",
+                            f"{name_list(ids) or 'no models'}, not {ev.plan.model_id}",
                             "is --endpoint the OpenAI server of this stack?")
     return Check.passed(cid, title, f"GET /v1/models on {endpoint.describe} lists {ev.plan.model_id}")
 
@@ -712,7 +400,7 @@ def check_endpoint_chat(endpoint: Optional[Endpoint], ev: Evidence, timeout: flo
         return Check.failed(cid, title, str(exc), "check the Serve Service and the engines' logs")
     if status != 200:
         return Check.failed(cid, title, f"POST /v1/chat/completions answered HTTP {status}: "
-                            f"{_short(answer.decode('utf-8', 'replace'), 200)}",
+                            f"{shorten(answer.decode('utf-8', 'replace'), 200)}",
                             "read the OpenAiIngress and engine replicas' logs in the Ray dashboard")
     try:
         document = json.loads(answer.decode("utf-8"))
@@ -725,7 +413,7 @@ def check_endpoint_chat(endpoint: Optional[Endpoint], ev: Evidence, timeout: flo
     tokens = usage.get("completion_tokens")
     return Check.passed(cid, title, f"POST /v1/chat/completions on {endpoint.describe}: 200, "
                         f"finish_reason={choice.get('finish_reason')}, "
-                        f"{tokens if tokens is not None else '?'} token(s): {_short(str(content), 80)!r}")
+                        f"{tokens if tokens is not None else '?'} token(s): {shorten(str(content), 80)!r}")
 
 
 # ---- KV transfer counters ----
@@ -766,7 +454,7 @@ def _kv_from_metrics(ev: Evidence) -> Optional[KvSnapshot]:
     failures: Optional[float] = None
     for pod in ev.worker_pods():
         try:
-            response = client.pod_proxy(ev.plan.namespace, _name(pod), RAY_METRICS_PORT, "metrics")
+            response = client.pod_proxy(ev.plan.namespace, name_of(pod), defaults.RAY_METRICS_PORT, "metrics")
         except KubeError:
             continue
         if response.status != 200:
@@ -779,7 +467,7 @@ def _kv_from_metrics(ev: Evidence) -> Optional[KvSnapshot]:
             failures = (failures or 0.0) + bad
     if successes is None and failures is None:
         return None
-    return KvSnapshot(f"Ray metrics on the worker pods' port {RAY_METRICS_PORT} "
+    return KvSnapshot(f"Ray metrics on the worker pods' port {defaults.RAY_METRICS_PORT} "
                       "(ray_vllm_nixl_xfer_time_seconds_count, ray_vllm_nixl_num_failed_transfers)",
                       successes, failures)
 
@@ -795,7 +483,7 @@ def _decode_logs(ev: Evidence) -> tuple[str, str]:
     except KubeError:
         pass
     group = ev.plan.phases[phase].group
-    texts = [ev.pod_log(p) for p in ev.worker_pods() if _labels(p).get(RAY_GROUP_LABEL) == group]
+    texts = [ev.pod_log(p) for p in ev.worker_pods() if labels_of(p).get(RAY_GROUP_LABEL) == group]
     return "\n".join(texts), "worker pods' container logs"
 
 
@@ -866,50 +554,6 @@ def check_kv_transfer(ev: Evidence, before: Optional[KvSnapshot], after: Optiona
 
 # ---- running it all ----
 
-def parse_outputs_text(text: str) -> dict[str, Any]:
-    """JSON text of `pulumi stack output --json --show-secrets` to a dict; VerifyInputError."""
-    if len(text) > MAX_OUTPUTS_BYTES:
-        raise VerifyInputError("the outputs document is larger than 10 MiB; that is not a stack's "
-                               "outputs")
-    try:
-        document = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        where = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise VerifyInputError(f"the outputs are not JSON{where}: give the output of "
-                               "`pulumi stack output --json --show-secrets`") from None
-    if not isinstance(document, dict):
-        raise VerifyInputError("the outputs must be a JSON object (from `pulumi stack output "
-                               "--json --show-secrets`)")
-    return document
-
-
-def check_outputs(outputs: Mapping[str, Any], have_kubeconfig: bool) -> None:
-    if not isinstance(outputs, Mapping):
-        raise VerifyInputError("the outputs must be a JSON object")
-    document = dict(outputs)
-    missing = KUBECONFIG_KEY not in document
-    if missing or (have_kubeconfig and not isinstance(document.get(KUBECONFIG_KEY), str)):
-        document[KUBECONFIG_KEY] = SECRET_PLACEHOLDER  # judged below; only the rest is validated here
-    try:
-        validate_outputs(document)
-    except OutputsError as exc:
-        raise VerifyInputError(f"the outputs break the stack-outputs contract: {exc}") from None
-    except RecursionError:
-        raise VerifyInputError("the outputs are nested too deeply") from None
-    if missing and not have_kubeconfig:
-        raise VerifyInputError("no kubeconfig: the outputs have none and --kubeconfig was not given")
-
-
-def resolve_kubeconfig(outputs: Mapping[str, Any], kubeconfig: Optional[str]) -> str:
-    text = kubeconfig if kubeconfig is not None else outputs.get(KUBECONFIG_KEY)
-    if not isinstance(text, str) or not text.strip():
-        raise VerifyInputError("no kubeconfig: the outputs have none and --kubeconfig was not given")
-    if text.strip() == SECRET_PLACEHOLDER:
-        raise VerifyInputError("the outputs' kubeconfig is masked ([secret]): run `pulumi stack "
-                               "output --json --show-secrets`, or pass --kubeconfig FILE")
-    return text
-
-
 def run_verify(
     outputs: Mapping[str, Any],
     kubeconfig: Optional[str] = None,
@@ -975,7 +619,7 @@ def _guarded(check_id: str, check: Callable[..., Check], *args: Any) -> Check:
     except Exception as exc:  # noqa: BLE001 - one bad answer must not cost the other nine checks
         log.debug("check %s could not be evaluated", check_id, exc_info=True)
         return Check.warned(check_id, TITLES[check_id], f"could not be evaluated: "
-                            f"{type(exc).__name__}: {_short(str(exc), 200)}")
+                            f"{type(exc).__name__}: {shorten(str(exc), 200)}")
 
 
 def _guarded_snapshot(ev: Evidence) -> Optional[KvSnapshot]:
@@ -987,97 +631,6 @@ def _guarded_snapshot(ev: Evidence) -> Optional[KvSnapshot]:
 
 
 # ---- the web app's live status ----
-
-def _pod_status(pod: Mapping[str, Any]) -> str:
-    status = pod.get("status") or {}
-    for container in status.get("containerStatuses") or []:
-        waiting = (container.get("state") or {}).get("waiting")
-        if waiting and waiting.get("reason"):
-            return str(waiting["reason"])
-    return str(status.get("phase") or "Unknown")
-
-
-def cluster_status(outputs: Mapping[str, Any], kubeconfig: Optional[str] = None, *,
-                   client: Optional[KubeClient] = None, timeout: float = DEFAULT_TIMEOUT,
-                   aws_session: Any = None) -> dict[str, Any]:
-    """A JSON-able snapshot for the web app's Status panel; never raises, never holds secrets.
-
-    Sections that could not be read carry `{"error": "..."}`; a whole-snapshot failure (bad
-    outputs, unusable kubeconfig) is `{"error": "..."}` alone. At most four API calls of
-    `timeout` seconds each, and one when the API does not answer at all.
-    """
-    try:
-        return _cluster_status(outputs, kubeconfig, client, timeout, aws_session)
-    except Exception as exc:  # noqa: BLE001 - the Status panel must render whatever the API says
-        log.debug("live status failed", exc_info=True)
-        return {"error": f"cannot read the cluster's status: {type(exc).__name__}"}
-
-
-def _cluster_status(outputs: Mapping[str, Any], kubeconfig: Optional[str],
-                    client: Optional[KubeClient], timeout: float, aws_session: Any) -> dict[str, Any]:
-    try:
-        check_outputs(outputs, have_kubeconfig=kubeconfig is not None or client is not None)
-        plan = VerifyPlan.from_outputs(outputs)
-        if client is None:
-            client = client_from_kubeconfig(resolve_kubeconfig(outputs, kubeconfig),
-                                            region_hint=plan.region, timeout=timeout,
-                                            session=aws_session)
-    except (VerifyInputError, KubeError) as exc:
-        return {"error": str(exc)}
-    ev = Evidence(client, plan)
-    result: dict[str, Any] = {"namespace": plan.namespace, "rayService": plan.rayservice}
-    try:
-        result["nodes"] = [{
-            "name": _name(n),
-            "ready": _node_ready(n),
-            "zone": _labels(n).get(ZONE_LABEL),
-            "instanceType": _labels(n).get(INSTANCE_TYPE_LABEL),
-            "nodeGroup": plan.group_of_node(n),
-            "eksNodeGroup": _labels(n).get(EKS_NODEGROUP_LABEL),
-            "gpus": _allocatable(n, GPU_RESOURCE),
-            "efa": _allocatable(n, EFA_RESOURCE),
-        } for n in ev.gpu_nodes()]
-    except KubeError as exc:
-        result["nodes"] = {"error": str(exc)}
-    phase_of_group = {g.name: "+".join(g.phases) for g in plan.groups.values()}
-    phases_on_ip: dict[str, set[str]] = {}
-    try:  # which engines each pod hosts, when the dashboard answers (optional detail)
-        for phase, replicas in ev.engine_replicas().items():
-            for replica in replicas:
-                phases_on_ip.setdefault(str(replica.get("node_ip")), set()).add(phase)
-    except KubeError as exc:
-        log.info("live status without engine placement: %s", exc)
-    try:
-        pods = [{
-            "name": _name(p),
-            "group": _labels(p).get(RAY_GROUP_LABEL),
-            "phase": "+".join(sorted(phases_on_ip.get(str((p.get("status") or {}).get("podIP")), ())))
-            or phase_of_group.get(str(_labels(p).get(RAY_GROUP_LABEL))),
-            "node": (p.get("spec") or {}).get("nodeName"),
-            "status": _pod_status(p),
-        } for p in ev.worker_pods()]
-        result["rayPods"] = pods
-    except KubeError as exc:
-        result["rayPods"] = {"error": str(exc)}
-    try:
-        service = ev.rayservice()
-        ready = _condition(service, "Ready") or {}
-        result["ready"] = {"status": ready.get("status", "Unknown"), "reason": ready.get("reason"),
-                           "message": ready.get("message")}
-        app = ((((service.get("status") or {}).get("activeServiceStatus") or {})
-                .get("applicationStatuses") or {}).get(plan.app) or {})
-        result["serveApplication"] = {
-            "name": plan.app,
-            "status": app.get("status", "UNKNOWN"),
-            "message": app.get("message"),
-            "deployments": {name: {"status": d.get("status"), "message": d.get("message")}
-                            for name, d in (app.get("serveDeploymentStatuses") or {}).items()
-                            if isinstance(d, Mapping)},
-        }
-    except KubeError as exc:
-        result["ready"] = {"error": str(exc)}
-        result["serveApplication"] = {"error": str(exc)}
-    return result
 
 
 # ---- the CLI ----

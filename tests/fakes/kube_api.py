@@ -635,7 +635,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if pod in fake._counters:
             self._json(503, _status(503, "ServiceUnavailable",
-                                    f"error trying to reach service: dial tcp: connection refused"))
+                                    "error trying to reach service: dial tcp: connection refused"))
             return
         self._json(404, _status(404, "NotFound", f'pods "{pod}" not found'))
 
