@@ -115,3 +115,13 @@ def test_no_size_at_all_warns(make_spec: MakeSpec) -> None:
     check = memory_fit(_model(make_spec, source="someorg/mystery"))
     assert check.status == "warn"
     assert "cannot estimate" in check.detail
+
+
+def test_cuda_context_overhead_counts_against_the_budget(make_spec: MakeSpec) -> None:
+    # Llama-3.1-8B on one L4: 15.0 GiB of weights + 4.5 GiB of KV (36864 tokens x 128 KiB) = 19.5 GiB
+    # fits the 20.1 GiB budget on paper, but not with the CUDA context and activations on top.
+    check = memory_fit(_model(make_spec, source="meta-llama/Llama-3.1-8B-Instruct", maxModelLen=36864))
+    assert check.status == "fail", check.detail
+    assert "overhead 1.5 GiB" in check.detail
+    shorter = memory_fit(_model(make_spec, source="meta-llama/Llama-3.1-8B-Instruct", maxModelLen=16384))
+    assert shorter.status == "pass", shorter.detail
