@@ -17,7 +17,7 @@ from webui.jobs import JobRunner
 from webui.redact import remember_secret
 from webui.security import api_error, init_security
 from webui.service import DeploymentService, status_tone
-from webui.settings import Settings, prepare_home
+from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
 from webui.store import Store
 
@@ -49,6 +49,8 @@ def create_app(
 ) -> Flask:
     """Build the app. `discover` and `engines` exist for tests (a fake CLI finder or engine)."""
     prepare_home(settings)
+    for name in drop_empty_passphrase():
+        logger.warning("ignoring the empty %s in the environment (it would override the passphrase file)", name)
     # Neither may ever be shown again; mask them should a CLI or a library echo one.
     remember_secret(settings.token)
     remember_secret(settings.passphrase)

@@ -137,6 +137,21 @@ def prepare_home(settings: Settings) -> None:
         os.chmod(path, 0o600)
 
 
+def drop_empty_passphrase(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> list[str]:
+    """Remove PULUMI_CONFIG_PASSPHRASE[_FILE] set to "" from this process's environment.
+
+    The Automation API starts the CLI with this process's environment plus ours, and the CLI reads
+    PULUMI_CONFIG_PASSPHRASE first: an empty one (`export PULUMI_CONFIG_PASSPHRASE=` in a shell
+    profile) would override the passphrase file and open the secrets with the wrong key.
+    Returns the names dropped, for the start-up log.
+    """
+    dropped = [name for name in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+               if name in environ and not environ[name]]
+    for name in dropped:
+        del environ[name]
+    return dropped
+
+
 def pulumi_env(settings: Settings) -> dict[str, str]:
     """Environment for Pulumi CLI runs: backend and passphrase, by file where we can.
 

@@ -25,9 +25,11 @@ from webui.redact import redact, redact_value
 ACTIVE_STATUSES = ("queued", "running")
 FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
 _ACTIVE_MARKS = ", ".join("?" for _ in ACTIVE_STATUSES)
+# In the order that works: a refresh cannot run while the dead update's lock is held.
 INTERRUPTED_HINT = (
-    "the server stopped while this job was running. Run 'refresh' to bring the recorded state "
-    "back in line with the cloud; if the stack stays locked, cancel this job to release the lock"
+    "the server stopped while this job was running. 1) Close this job: that releases the stack's "
+    "lock. 2) Run Refresh to read back what exists in the cloud. 3) If pending operations are "
+    "listed, check those resources in the AWS console before clearing them"
 )
 
 _SCHEMA = """

@@ -335,7 +335,8 @@ def test_restart_marks_running_jobs_interrupted_with_a_hint(make_app, tmp_path, 
     client2 = second.test_client()
     job = client2.get(f"/api/v1/jobs/{job_id}", headers=AUTH).get_json()
     assert job["status"] == "interrupted"
-    assert "refresh" in job["hint"] and "cancel" in job["hint"]
+    hint = job["hint"]
+    assert hint.index("Close this job") < hint.index("releases the stack's lock") < hint.index("Run Refresh")
     assert client2.get("/api/v1/deployments/crashy", headers=AUTH).get_json()["status"] == "interrupted"
     events = sse_records(client2.get(f"/api/v1/jobs/{job_id}/events", headers=AUTH).get_data(as_text=True))
     assert events[-1]["status"] == "interrupted"

@@ -31,3 +31,22 @@ def test_unworkable_settings_stop_the_server_with_a_clear_message(tmp_path, args
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_empty_passphrase_in_the_environment_is_dropped_at_start(tmp_path, monkeypatch):
+    from tests.web.support import settings_for
+    from webui import close_app, create_app
+    from webui.settings import pulumi_env
+
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "")
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", "")
+    settings = settings_for(tmp_path / "home", PULUMI_CONFIG_PASSPHRASE="", PULUMI_CONFIG_PASSPHRASE_FILE="")
+    app = create_app(settings)
+    try:
+        # The CLI gets os.environ plus pulumi_env: only the passphrase file may speak.
+        cli_env = {**os.environ, **pulumi_env(settings)}
+        assert "PULUMI_CONFIG_PASSPHRASE" not in cli_env
+        assert cli_env["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(settings.default_passphrase_file)
+        assert settings.default_passphrase_file.read_text()
+    finally:
+        close_app(app)

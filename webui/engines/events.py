@@ -12,6 +12,7 @@ and becomes exactly `done` when the summary arrives, so a finished job reads 100
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, Callable, Optional
 
 from pulumi.automation import events as pulumi_events
@@ -26,6 +27,13 @@ STACK_TYPE = "pulumi:pulumi:Stack"
 # new resource behind under the same URN, so it is not one of them).
 GONE_OPS = ("delete", "discard", "read-discard")
 _SEVERITIES = {"info": "info", "info#err": "info", "warning": "warning", "error": "error", "debug": None}
+# The CLI's colour markup (`<{%fg 3%}>`, `<{%reset%}>`, `<{%bold%}>`): diagnostics carry it whatever
+# `color=` the Automation API asked for; people must see the words only.
+_MARKUP = re.compile(r"<\{%.*?%\}>")
+
+
+def strip_markup(text: str) -> str:
+    return _MARKUP.sub("", text)
 
 
 def urn_name(urn: str) -> str:
@@ -39,8 +47,17 @@ def _op(metadata: pulumi_events.StepEventMetadata) -> str:
 
 
 class EventTranslator:
-    def __init__(self, emit: Callable[[dict[str, Any]], None], expected_total: int = 0):
+    """Engine events -> progress records.
+
+    `cancel_requested` says whether the user asked to cancel: the CLI ends EVERY operation's stream
+    with a cancelEvent (the SDK's `CancelEvent` docstring: "... or the update successfully
+    completes"), so that event alone means nothing; it is a cancel only when one was asked for.
+    """
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None], expected_total: int = 0,
+                 cancel_requested: Callable[[], bool] = lambda: False):
         self._emit = emit
+        self._cancel_requested = cancel_requested
         self.expected_total = expected_total
         self.seen: dict[str, dict[str, Any]] = {}  # urn -> {"type", "name", "state"}
         self.done = 0
@@ -81,8 +98,9 @@ class EventTranslator:
             return self._diagnostic(event.diagnostic_event)
         if event.summary_event is not None:
             return self._summary(event.summary_event)
-        if event.cancel_event is not None:
-            return [{"kind": "diagnostic", "severity": "warning", "message": "the update was cancelled"}]
+        if event.cancel_event is not None and self._cancel_requested():
+            return [{"kind": "diagnostic", "severity": "warning",
+                     "message": "the update stopped on the cancel request"}]
         return []
 
     def _pre(self, metadata: pulumi_events.StepEventMetadata) -> list[dict[str, Any]]:
@@ -111,7 +129,7 @@ class EventTranslator:
 
     def _diagnostic(self, diagnostic: pulumi_events.DiagnosticEvent) -> list[dict[str, Any]]:
         severity = _SEVERITIES.get(diagnostic.severity, "info")
-        message = redact(diagnostic.message or "").strip()
+        message = redact(strip_markup(diagnostic.message or "")).strip()
         if severity is None or diagnostic.ephemeral or not message:
             return []
         record: dict[str, Any] = {"kind": "diagnostic", "severity": severity, "message": message}
