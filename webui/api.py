@@ -111,9 +111,10 @@ def get_deployment(name: str) -> Response:
     return jsonify(raypd().service.get(name))
 
 
-def _start(name: str, operation: str, force: bool = False) -> tuple[Response, int, dict[str, str]]:
+def _start(name: str, operation: str, force: bool = False,
+           confirm: Any = None) -> tuple[Response, int, dict[str, str]]:
     service = raypd().service
-    job_id = service.start(name, operation, g.actor, force=force)
+    job_id = service.start(name, operation, g.actor, force=force, confirm=confirm)
     answer: dict[str, Any] = {"job": job_id}
     job = service.job(job_id)
     if job["engine"] == "offline":
@@ -157,6 +158,19 @@ def preflight_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
 def verify_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
     json_body(set())
     return _start(name, "verify")
+
+
+@bp.get("/deployments/<name>/pending")
+def deployment_pending(name: str) -> Response:
+    return jsonify(raypd().service.pending(name))
+
+
+@bp.post("/deployments/<name>/clear-pending")
+def clear_pending(name: str) -> tuple[Response, int, dict[str, str]]:
+    confirm = json_body({"confirm"}, required={"confirm"})["confirm"]
+    if not isinstance(confirm, str):
+        raise BodyError([FieldError("confirm", "must be the deployment's name")])
+    return _start(name, "clear-pending", confirm=confirm)
 
 
 @bp.get("/deployments/<name>/checks")

@@ -81,6 +81,18 @@ def _up_operation() -> dict[str, Any]:
     return up
 
 
+def _confirmed(operation: dict[str, Any]) -> dict[str, Any]:
+    operation["post"]["requestBody"] = {
+        "required": True,
+        "content": {"application/json": {"schema": {
+            "type": "object", "additionalProperties": False, "required": ["confirm"],
+            "properties": {"confirm": {"type": "string", "description": "the deployment's name, typed"}},
+        }}},
+    }
+    operation["post"]["responses"]["400"] = _errors("confirm missing or not the deployment's name")
+    return operation
+
+
 _REPORT_REF = {"$ref": "#/components/schemas/CheckReport"}
 _LAST_REPORT = {"allOf": [_REPORT_REF, {"type": "object", "properties": {
     "job": {"type": "string", "nullable": True}, "at": {"type": "string"}}}], "nullable": True}
@@ -149,6 +161,17 @@ def openapi_document() -> dict[str, Any]:
                 "preflight", "Check AWS (credentials, types, zone, quota) and the GPU memory fit; the job's result is a Contract 5 report"),
             "/deployments/{name}/verify": _operation(
                 "verify", "Check what really runs (nodes, EFA, RayService, NIXL backend, KV transfers); the job's result is a Contract 5 report"),
+            "/deployments/{name}/pending": _read("getPendingOperations", "Operations an interrupted update left pending in the state (real engine)", {
+                "type": "object", "required": ["operations"],
+                "properties": {
+                    "operations": {"type": "array", "items": {"type": "object", "properties": {
+                        "urn": {"type": "string"}, "type": {"type": "string"}, "name": {"type": "string"},
+                        "operation": {"type": "string"}, "check": {"type": "string"}}}},
+                    "reason": {"type": "string"},
+                },
+            }),
+            "/deployments/{name}/clear-pending": _confirmed(_operation(
+                "clearPending", "After checking them in the AWS console: drop pending operations from the state (refresh with clear_pending_creates)")),
             "/deployments/{name}/checks": _read("getDeploymentChecks", "The last report of each kind", {
                 "type": "object", "required": ["preflight", "verify"],
                 "properties": {"preflight": _LAST_REPORT, "verify": _LAST_REPORT},
@@ -256,7 +279,7 @@ def openapi_document() -> dict[str, Any]:
                         "id": {"type": "string"},
                         "deployment": {"type": "string"},
                         "operation": {"type": "string", "enum": [
-                            "preview", "up", "refresh", "destroy", "preflight", "verify"]},
+                            "preview", "up", "refresh", "destroy", "clear-pending", "preflight", "verify"]},
                         "engine": {"type": "string", "enum": ["pulumi", "offline"]},
                         "status": {"type": "string", "enum": [
                             "queued", "running", "succeeded", "failed", "cancelled", "interrupted"]},

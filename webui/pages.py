@@ -25,7 +25,8 @@ from webui.summary import rayservice_yaml, summarize
 bp = Blueprint("pages", __name__)
 
 OPERATION_LABELS = {"preview": "Preview", "up": "Deploy", "refresh": "Refresh", "destroy": "Tear down",
-                    "preflight": "Preflight", "verify": "Verify"}
+                    "preflight": "Preflight", "verify": "Verify",
+                    "clear-pending": "Clear pending operations"}
 FORCE_FIELD = "force"  # the "launch anyway" box: launch despite a failed preflight
 
 
@@ -171,6 +172,7 @@ def deployment(name: str) -> Any:
     return render_template(
         "deployment.html", d=detail, job=job, events=events, checks=checks,
         job_reports=((job.get("summary") or {}).get("reports") or {}) if job else {},
+        pending=((job.get("summary") or {}).get("pendingOperations") or []) if job else [],
         active=job is not None and job["status"] in ACTIVE_STATUSES,
         diagram=architecture_svg(spec) if spec else None,
         rayservice=rayservice_yaml(spec) if spec else None,
@@ -179,10 +181,10 @@ def deployment(name: str) -> Any:
     )
 
 
-def _start(name: str, operation: str, force: bool = False) -> Response:
+def _start(name: str, operation: str, force: bool = False, confirm: Optional[str] = None) -> Response:
     app = raypd()
     try:
-        job_id = app.service.start(name, operation, g.actor, force=force)
+        job_id = app.service.start(name, operation, g.actor, force=force, confirm=confirm)
     except NotFound:
         flash(f"There is no deployment named {name}.", "error")
         return redirect(url_for("pages.index"))
@@ -191,6 +193,9 @@ def _start(name: str, operation: str, force: bool = False) -> Response:
         return redirect(url_for("pages.deployment", name=name, job=exc.job))
     except EngineError as exc:
         flash(exc.message, "error")
+        return redirect(url_for("pages.deployment", name=name))
+    except SpecError as exc:
+        flash("; ".join(error.message for error in exc.errors), "error")
         return redirect(url_for("pages.deployment", name=name))
     return redirect(url_for("pages.deployment", name=name, job=job_id))
 
@@ -203,6 +208,11 @@ def deployment_preview(name: str) -> Response:
 @bp.post("/deployments/<name>/up")
 def deployment_up(name: str) -> Response:
     return _start(name, "up", force=request.form.get(FORCE_FIELD) == "1")
+
+
+@bp.post("/deployments/<name>/clear-pending")
+def deployment_clear_pending(name: str) -> Response:
+    return _start(name, "clear-pending", confirm=request.form.get("confirm", "").strip())
 
 
 @bp.post("/deployments/<name>/preflight")

@@ -26,6 +26,7 @@ from webui.engines.base import (
     EngineUnavailable,
     JobContext,
     OperationResult,
+    PendingOperations,
 )
 from webui.engines.select import EngineSet
 from webui.jobs import Busy, JobRunner
@@ -37,7 +38,8 @@ logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")
 
 RUNNING_STATUS = {"preview": "previewing", "up": "updating", "refresh": "refreshing",
-                  "destroy": "destroying", "preflight": "checking", "verify": "verifying"}
+                  "destroy": "destroying", "preflight": "checking", "verify": "verifying",
+                  "clear-pending": "clearing pending operations"}
 # Statuses that say what exists; a preview or refresh leaves them as they were.
 STANDING = ("planned (offline)", "deployed")
 
@@ -284,7 +286,8 @@ class DeploymentService:
         self.audit(actor, "create", spec.stack, "succeeded", None)
         return self.get(spec.stack)
 
-    def start(self, name: str, operation: str, actor: str, force: bool = False) -> str:
+    def start(self, name: str, operation: str, actor: str, force: bool = False,
+              confirm: Optional[str] = None) -> str:
         """Queue one operation as a job. `preview` and `up` run the preflight first; a failed
         preflight stops `up` before any cloud action unless `force`; a real `up` ends with verify."""
         if operation not in OPERATIONS and operation not in CHECK_OPERATIONS:
@@ -296,6 +299,14 @@ class DeploymentService:
                 f"{name} was created with the {record['engine']} engine, which is not available "
                 "here (is the Pulumi CLI installed?)"
             )
+        if operation == "clear-pending":
+            if not engine.real:
+                raise Conflict(f"{name} is an offline plan: nothing was created, nothing is pending",
+                               field="operation")
+            if confirm != name:
+                raise SpecError.single("confirm", (
+                    f"type the deployment name ({name}) to confirm that you checked the pending "
+                    "resources in the AWS console: clearing drops them from the state"))
         known = record["resources"]
         spec, problem = self.spec_of(record)
         # Until a deployment's config can change, a deployed stack's update replaces its own nodes.
@@ -317,7 +328,11 @@ class DeploymentService:
                     ctx.emit({"kind": "diagnostic", "severity": "warning", "message": (
                         "launching despite a failed preflight (force): "
                         + ", ".join(check.id for check in report.failed))})
-            result = engine.run(name, operation, ctx, known_resources=known)
+            try:
+                result = engine.run(name, operation, ctx, known_resources=known)
+            except PendingOperations as pending:
+                ctx.findings["pendingOperations"] = pending.operations  # the page offers to clear them
+                raise
             if operation == "up" and engine.real and not ctx.cancelled:
                 self._verify(ctx, name, engine, counted=False)
             return result
@@ -376,6 +391,14 @@ class DeploymentService:
                 **Report.from_dict(item["report"]).as_dict(), "job": item["job"], "at": _iso(item["time"]),
             }
         return answer
+
+    def pending(self, name: str) -> dict[str, Any]:
+        """Operations a crashed update left pending in the state, read now (real engine)."""
+        record = self.record(name)
+        engine = self.engines.get(record["engine"])
+        if engine is None or not engine.real:
+            return {"operations": [], "reason": f"{OFFLINE_NOTICE}: nothing can be pending"}
+        return {"operations": engine.pending_operations(name)}
 
     def live_status(self, name: str) -> dict[str, Any]:
         record = self.record(name)

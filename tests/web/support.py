@@ -23,6 +23,7 @@ from webui.engines.base import (
     OperationCancelled,
     OperationFailed,
     OperationResult,
+    PendingOperations,
     resource_record,
 )
 
@@ -51,6 +52,7 @@ class FakeEngine:
         self.released: list[str] = []
         self.removed: list[str] = []
         self.live: Optional[dict[str, Any]] = None  # what live_outputs answers (secrets in clear)
+        self.pending: list[dict[str, Any]] = []  # pending operations "in the state"
 
     def create(self, spec: Any, hf_token: Optional[str]) -> None:
         self.created.append((spec.stack, hf_token is not None))
@@ -58,6 +60,10 @@ class FakeEngine:
     def run(self, stack: str, operation: str, ctx: JobContext,
             known_resources: Optional[list[dict[str, Any]]] = None) -> OperationResult:
         ctx.on_cancel(self.gate.set)
+        if operation in ("up", "destroy") and self.pending:
+            raise PendingOperations(self.pending)  # as the real engine does before it starts
+        if operation == "clear-pending":
+            self.pending = []
         ctx.emit(resource_record("started", "create", "aws:ec2/vpc:Vpc", "vpc", 0, 2, "create vpc"))
         self.started.set()
         if not self.gate.wait(20):
@@ -85,6 +91,9 @@ class FakeEngine:
 
     def live_outputs(self, stack: str) -> Optional[dict[str, Any]]:
         return self.live
+
+    def pending_operations(self, stack: str) -> list[dict[str, Any]]:
+        return list(self.pending)
 
 
 def wait_for_job(client: FlaskClient, job_id: str, timeout: float = 60.0,

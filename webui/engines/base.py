@@ -23,7 +23,7 @@ from components.spec import DeploymentSpec
 
 logger = logging.getLogger(__name__)
 
-OPERATIONS = ("preview", "up", "refresh", "destroy")
+OPERATIONS = ("preview", "up", "refresh", "destroy", "clear-pending")
 OFFLINE_NOTICE = "offline plan: nothing was created in AWS"
 
 
@@ -59,6 +59,22 @@ class OperationFailed(EngineError):
     """The operation ran and failed; the message is cleaned for people (no traceback, no secret)."""
 
     http_status = 500
+
+
+class PendingOperations(EngineError):
+    """The state holds operations a crashed update left pending: resources that may exist in AWS
+    with no record. Up, destroy and stack removal stop until a person checked them and cleared
+    them (`clear-pending`, a refresh with clear_pending_creates)."""
+
+    http_status = 409
+
+    def __init__(self, operations: list[dict[str, Any]]):
+        self.operations = list(operations)
+        listed = "; ".join(f"{op.get('operation')} {op.get('type')} {op.get('name')}" for op in self.operations)
+        super().__init__(
+            f"{len(self.operations)} pending operation(s) left by an interrupted update: {listed}. "
+            "Check these resources in the AWS console, then clear the pending operations"
+        )
 
 
 class OperationCancelled(Exception):
@@ -144,6 +160,9 @@ class Engine(Protocol):
 
     def live_outputs(self, stack: str) -> Optional[dict[str, Any]]:
         """Stack outputs with secrets in plain text (for verify), or None where nothing runs."""
+
+    def pending_operations(self, stack: str) -> list[dict[str, Any]]:
+        """Operations an interrupted update left pending: [{urn, type, name, operation, check}]."""
 
 
 def resource_record(

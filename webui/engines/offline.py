@@ -98,6 +98,10 @@ class OfflineEngine:
         """Nothing runs offline: there is no cluster to read."""
         return None
 
+    def pending_operations(self, stack: str) -> list[dict[str, Any]]:
+        """Nothing is ever half-created offline."""
+        return []
+
     # ---- running the plan ----
 
     def _plan(self, stack: str, ctx: JobContext) -> dict[str, Any]:
