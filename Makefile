@@ -24,6 +24,7 @@ plan: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) bench/plan_bench.py
 	$(PY) bench/preflight_bench.py
+	$(PY) bench/serving_time_bench.py
 	$(PY) bench/list_bench.py
 
 clean:

@@ -173,6 +173,7 @@ def deployment(name: str) -> Any:
         "deployment.html", d=detail, job=job, events=events, checks=checks,
         job_reports=((job.get("summary") or {}).get("reports") or {}) if job else {},
         pending=((job.get("summary") or {}).get("pendingOperations") or []) if job else [],
+        job_eta=next((e["etaSeconds"] for e in reversed(events) if isinstance(e.get("etaSeconds"), (int, float))), None),
         active=job is not None and job["status"] in ACTIVE_STATUSES,
         diagram=architecture_svg(spec) if spec else None,
         rayservice=rayservice_yaml(spec) if spec else None,

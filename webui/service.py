@@ -30,6 +30,7 @@ from webui.engines.base import (
 )
 from webui.engines.select import EngineSet
 from webui.jobs import Busy, JobRunner
+from webui.progress import ProgressPlan, durations_for, planned_total
 from webui.redact import remember_secret
 from webui.store import ACTIVE_STATUSES, NameTaken, Store
 from webui.summary import summarize
@@ -328,6 +329,8 @@ class DeploymentService:
                     ctx.emit({"kind": "diagnostic", "severity": "warning", "message": (
                         "launching despite a failed preflight (force): "
                         + ", ".join(check.id for check in report.failed))})
+            if operation == "up" and engine.real and spec is not None and not ctx.cancelled:
+                self._plan_progress(ctx, name, spec)
             try:
                 result = engine.run(name, operation, ctx, known_resources=known)
             except PendingOperations as pending:
@@ -352,6 +355,28 @@ class DeploymentService:
         detail = f"job {job_id}" + (" (force)" if force and operation == "up" else "")
         self.audit(actor, f"{operation} requested", name, "accepted", detail)
         return job_id
+
+    def _plan_progress(self, ctx: JobContext, name: str, spec: DeploymentSpec) -> None:
+        """Give a real update its total and ETA before the first resource (webui/progress.py)."""
+        offline = self.engines.get("offline")
+        if offline is None:
+            return
+        try:
+            plan = offline.plan_of(spec, ctx)
+        except EngineError as exc:
+            ctx.emit({"kind": "diagnostic", "severity": "info",
+                      "message": f"no ETA for this update: the offline plan failed ({exc.message})"})
+            return
+        planned = [r for r in plan["resources"] if isinstance(r, dict)]
+        preview = next((job for job in self.store.jobs_for(name, limit=20)
+                        if job["operation"] == "preview" and job["status"] == "succeeded"), None)
+        changes = ((preview or {}).get("summary") or {}).get("changes")
+        progress = ProgressPlan(
+            planned, durations_for(planned, self.store.resource_durations("pulumi", "up")),
+            planned_total(planned, changes),
+        )
+        ctx.emit(progress.opening_record())
+        ctx.decorate(progress.decorate)
 
     def _record_report(self, ctx: JobContext, name: str, report: Report, counted: bool) -> Report:
         """Stream the checks, keep the report with the job, and as the deployment's last of its kind."""

@@ -104,9 +104,16 @@ class JobContext:
         # What the job found along the way (check reports), kept whether or not it succeeds:
         # a launch refused by its preflight must still show the report that refused it.
         self.findings: dict[str, Any] = {}
+        self._decorators: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
+
+    def decorate(self, decorator: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Let the service add to every record on its way out (an ETA), whichever engine emits."""
+        self._decorators.append(decorator)
 
     def emit(self, record: dict[str, Any]) -> None:
         try:
+            for decorator in self._decorators:
+                record = decorator(record)
             self._sink(record)
         except Exception:  # noqa: BLE001 - see class docstring
             logger.exception("could not record a progress event for job %s", self.job_id)

@@ -104,10 +104,22 @@ class OfflineEngine:
 
     # ---- running the plan ----
 
+    def plan_of(self, spec: DeploymentSpec, ctx: JobContext) -> dict[str, Any]:
+        """The offline plan (Contract 2) of any spec, e.g. a real deployment's: what it will create
+        and in which order, for the real engine's progress total and ETA. Written beside, never over,
+        a real stack's own settings file."""
+        path = self.settings.workspace_dir(spec.stack) / "offline-plan" / f"Pulumi.{spec.stack}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(stack_file_document(spec), sort_keys=False), encoding="utf-8")
+        return self._run_plan(path, spec.stack, ctx)
+
     def _plan(self, stack: str, ctx: JobContext) -> dict[str, Any]:
         path = self.stack_file(stack)
         if not path.exists():
             raise OperationFailed(f"the stack file for {stack} is missing ({path}); recreate the deployment")
+        return self._run_plan(path, stack, ctx)
+
+    def _run_plan(self, path: Path, stack: str, ctx: JobContext) -> dict[str, Any]:
         env = {k: v for k, v in os.environ.items() if k not in _WITHHELD_ENV}
         command = [
             str(self.settings.python), "-m", "components.plan",

@@ -39,6 +39,13 @@
     });
   }
 
+  // "about 12 min left": minutes are what a person plans around; the last minute says so.
+  function etaText(seconds) {
+    if (seconds <= 0) return "";
+    if (seconds < 60) return "less than a minute left";
+    return "about " + Math.round(seconds / 60) + " min left";
+  }
+
   function cssClassesFor(record) {
     var classes = ["ev", "ev-" + (record.kind || "log")];
     if (record.severity) classes.push("ev-" + record.severity);
@@ -80,11 +87,16 @@
       if (typeof record.done === "number" && typeof record.total === "number") {
         setProgress(record.done, record.total);
       }
+      var eta = document.getElementById("job-eta");
+      if (eta && typeof record.etaSeconds === "number") {
+        eta.textContent = etaText(record.etaSeconds);
+      }
       if (record.kind === "status" && badge) {
         badge.textContent = record.status;
       }
       if (record.kind === "end") {
         source.close();
+        if (eta) eta.textContent = "";
         if (badge) {
           badge.textContent = record.status;
           badge.className = "badge badge-" + (record.status === "succeeded" ? "ok" : (record.status === "failed" ? "bad" : "warn"));
