@@ -247,4 +247,7 @@ def test_checks_inside_a_deploy_do_not_overwrite_its_resource_progress(fake_app,
     fake_engine.live = {"kubeconfig": KUBECONFIG_SECRET}
     create(client, "real")
     job = _start(client, "real", "up")
-    assert job["progress"] == {"done": 2, "total": 2}  # the fake engine's two resources, not 10 checks
+    events = fake_app.extensions["raypd"].store.events_after(job["id"])
+    planned = next(e["total"] for e in events if "etaSeconds" in e)  # the plan's resources
+    assert planned != len(VERIFY_IDS)
+    assert job["progress"] == {"done": planned, "total": planned}  # resources, not the 10 checks
