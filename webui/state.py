@@ -68,6 +68,13 @@ class Raypd:
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
 
     def close(self) -> None:
+        # Cancel every job first (the real engine SIGINTs its CLIs), give the CLIs a bounded time
+        # to exit (PulumiEngine.stop_processes), then wait for the job threads to record the end.
+        self.runner.shutdown(wait=False)
+        for engine in self.engines.engines.values():
+            stop = getattr(engine, "stop_processes", None)
+            if stop is not None:
+                stop()
         self.runner.shutdown(wait=True)
         self.store.close()
 

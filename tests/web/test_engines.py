@@ -30,6 +30,7 @@ from webui.engines.base import (
     JobContext,
     OperationCancelled,
     OperationFailed,
+    PendingOperations,
 )
 from webui.engines.events import EventTranslator, urn_name
 from webui.engines.offline import OfflineEngine, stack_file_document
@@ -41,6 +42,7 @@ from webui.engines.pulumi_engine import (
     find_pulumi_cli,
     map_command_error,
     masked_outputs,
+    pending_from_deployment,
     write_config,
 )
 from webui.engines.select import select_engines
@@ -205,12 +207,20 @@ def test_command_errors_are_cut_down_to_the_lines_people_need():
     assert "hf_ShouldNeverShow12345" not in message
 
 
+def test_command_errors_lose_the_clis_colour_markup():
+    stderr = "<{%fg 1%}>error: <{%reset%}>creating EKS Cluster: ResourceInUseException<{%reset%}>\n"
+    message = clean_command_error(auto.CommandError(CommandResult("", stderr, 255)))
+    assert message == "error: creating EKS Cluster: ResourceInUseException"
+
+
 # ---- the engine's run(), with a stand-in Stack (the CLI-free part of it) ----
 
 class FakeStack:
     def __init__(self, fail: Exception | None = None):
         self.fail = fail
         self.cancelled = 0
+        self.pending: list[dict[str, Any]] = []  # the export's pending_operations
+        self.pending_after: list[dict[str, Any]] = []  # ... once an operation ran
         self.removed: list[str] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         outer = self
@@ -223,6 +233,7 @@ class FakeStack:
 
     def _run(self, name: str, on_event, **kwargs: Any) -> None:
         self.calls.append((name, kwargs))
+        self.pending = self.pending_after or self.pending
         for event in reference_events()[:5]:
             on_event(event)
         on_event(engine_event(11, resOutputsEvent=step("create", EKS, "eks:index:Cluster")))
@@ -252,6 +263,13 @@ class FakeStack:
     def cancel(self) -> None:
         self.cancelled += 1
 
+    def export_stack(self) -> auto.Deployment:
+        self.calls.append(("export", {}))
+        deployment: dict[str, Any] = {"resources": [{"urn": EKS, "outputs": {"token": HF_TOKEN}}]}
+        if self.pending:
+            deployment["pending_operations"] = self.pending
+        return auto.Deployment(version=3, deployment=deployment)
+
     def outputs(self) -> dict[str, auto.OutputValue]:
         if self.fail:
             raise self.fail
@@ -271,10 +289,12 @@ class SteppedEngine(PulumiEngine):
     """The real engine with `_select` answering a FakeStack instead of asking the CLI."""
 
     def __init__(self, settings: Settings, stack: FakeStack):
-        super().__init__(settings, command=None)
+        super().__init__(settings, command=FakeCommand())
         self.stack = stack
 
-    def _select(self, stack: str) -> Any:
+    def _select(self, stack: str, command: Any = None) -> Any:
+        if isinstance(self.stack.fail, auto.StackNotFoundError):
+            raise map_command_error(self.stack.fail, stack)
         return self.stack
 
 
@@ -292,7 +312,8 @@ def test_pulumi_up_reports_progress_and_keeps_no_secret(tmp_path):
     assert HF_TOKEN not in json.dumps(result.summary) and HF_TOKEN not in json.dumps(records)
     assert {"type": "eks:index:Cluster", "name": "cluster-eks"} in result.resources
     assert records[-1]["kind"] == "summary" and records[-1]["done"] == records[-1]["total"]
-    name, kwargs = stack.calls[0]
+    name, kwargs = stack.calls[1]
+    assert stack.calls[0][0] == "export"  # pending operations are looked for first
     assert name == "up" and kwargs["show_secrets"] is False and kwargs["color"] == "never"
 
 
@@ -328,8 +349,10 @@ def test_pulumi_concurrent_update_fails_the_job_as_a_conflict(tmp_path):
         run_job(SteppedEngine(settings_for(tmp_path), FakeStack(fail=locked)), "up")
 
 
-def test_pulumi_cancel_calls_stack_cancel_and_ends_cancelled(tmp_path):
-    failure = create_command_error(CommandResult("", "error: update canceled", 255))
+def test_pulumi_cancel_during_an_update_ends_cancelled_without_pulumi_cancel(tmp_path):
+    # The CLI is SIGINTed through its CliSession (tests/web/test_cli_process.py); `pulumi cancel`
+    # would only drop the lock under a CLI that goes on creating resources.
+    failure = create_command_error(CommandResult("", "error: update canceled", 1))
     stack = FakeStack(fail=failure)
     engine = SteppedEngine(settings_for(tmp_path), stack)
     records: list[dict[str, Any]] = []
@@ -343,10 +366,8 @@ def test_pulumi_cancel_calls_stack_cancel_and_ends_cancelled(tmp_path):
     stack._run = cancel_midway  # type: ignore[method-assign]
     with pytest.raises(OperationCancelled):
         engine.run("demo", "up", ctx)
-    deadline = time.monotonic() + 5
-    while stack.cancelled == 0 and time.monotonic() < deadline:  # `pulumi cancel` runs in background
-        time.sleep(0.01)
-    assert stack.cancelled == 1
+    time.sleep(0.1)
+    assert stack.cancelled == 0
 
 
 def test_pulumi_destroy_that_finishes_after_a_cancel_request_is_reported_done(tmp_path):
@@ -364,6 +385,68 @@ def test_pulumi_destroy_that_finishes_after_a_cancel_request_is_reported_done(tm
     stack._run = cancel_midway  # type: ignore[method-assign]
     result = engine.run("demo", "destroy", ctx)
     assert result.resources == [] and stack.removed == ["demo"]
+
+
+PENDING_EKS = {"resource": {"urn": EKS, "type": "eks:index:Cluster", "custom": True,
+                             "inputs": {"token": HF_TOKEN}, "outputs": {"kubeconfig": HF_TOKEN}},
+               "type": "creating"}
+
+
+def test_pending_operations_keep_only_what_is_safe_to_show():
+    listed = pending_from_deployment({
+        "resources": [{"urn": VPC, "outputs": {"secret": HF_TOKEN}}],
+        "pending_operations": [PENDING_EKS, {"resource": {"urn": VPC, "type": "aws:ec2/vpc:Vpc"},
+                                             "type": "deleting"}],
+    })
+    assert [set(op) for op in listed] == [{"urn", "type", "name", "operation", "check"}] * 2
+    assert [(op["operation"], op["name"]) for op in listed] == [("creating", "cluster-eks"),
+                                                                ("deleting", "network-vpc")]
+    assert listed[0]["check"].startswith("EKS console > Clusters") and "cluster-eks" in listed[0]["check"]
+    assert "VPC console" in listed[1]["check"]
+    assert HF_TOKEN not in json.dumps(listed)
+    assert pending_from_deployment({"resources": []}) == [] and pending_from_deployment(None) == []
+
+
+@pytest.mark.parametrize("operation", ["up", "destroy"])
+def test_pending_operations_stop_up_and_destroy_before_the_cli_runs(tmp_path, operation):
+    stack = FakeStack()
+    stack.pending = [PENDING_EKS]
+    with pytest.raises(PendingOperations) as raised:
+        run_job(SteppedEngine(settings_for(tmp_path), stack), operation)
+    assert raised.value.http_status == 409
+    assert [op["name"] for op in raised.value.operations] == ["cluster-eks"]
+    assert "cluster-eks" in raised.value.message and HF_TOKEN not in raised.value.message
+    assert [name for name, _ in stack.calls] == ["export"] and stack.removed == []
+
+
+def test_a_stack_with_pending_operations_is_never_removed(tmp_path):
+    stack = FakeStack()
+    stack.pending_after = [PENDING_EKS]  # the destroy itself left one behind
+    with pytest.raises(PendingOperations):
+        run_job(SteppedEngine(settings_for(tmp_path), stack), "destroy")
+    assert stack.removed == []
+
+
+def test_clear_pending_is_a_refresh_that_clears_pending_creates(tmp_path):
+    stack = FakeStack()
+    stack.refresh = lambda on_event, **kwargs: (  # type: ignore[attr-defined]
+        stack._run("refresh", on_event, **kwargs),
+        auto.RefreshResult("", "", auto.UpdateSummary(
+            kind="refresh", start_time=datetime(2025, 1, 1), message="", environment={}, config={},
+            result="succeeded", version=4, resource_changes={"same": 3})))[1]
+    result, _, _ = run_job(SteppedEngine(settings_for(tmp_path), stack), "clear-pending")
+    name, kwargs = stack.calls[0]
+    assert name == "refresh" and kwargs["clear_pending_creates"] is True
+    assert result.summary["kind"] == "refresh"
+
+
+def test_destroy_of_a_stack_the_backend_does_not_have_is_already_done(tmp_path):
+    missing = create_command_error(CommandResult("", "error: no stack named 'demo' found", 255))
+    result, records, _ = run_job(SteppedEngine(settings_for(tmp_path), FakeStack(fail=missing)), "destroy")
+    assert result.resources == [] and result.summary["alreadyDestroyed"] is True
+    assert any("already destroyed" in r["message"] for r in records if r["kind"] == "diagnostic")
+    with pytest.raises(EngineNotFound):  # any other operation on it is still a 404
+        run_job(SteppedEngine(settings_for(tmp_path), FakeStack(fail=missing)), "up")
 
 
 # ---- work dir, backend, passphrase ----

@@ -11,6 +11,16 @@ Config is written from the validated spec: every Contract 1 key, structured valu
 reads both), `raypd:hfToken` as a secret. Results never ask for plaintext secrets
 (`show_secrets=False`), and outputs are masked by `OutputValue.secret`.
 
+Cancel: each job runs its CLI calls through a `CliSession` (cli_process.py) that keeps the process,
+so a cancel sends SIGINT (the CLI's graceful cancel) and the job, which is the deployment's lock,
+ends only after the CLI exited. `pulumi cancel` is used only to clear a stale lock when no CLI of
+ours is alive (`release`, after an interruption).
+
+Pending operations (a CLI killed mid-step leaves them in the state; the next `up` would create
+those resources again) block up, destroy and stack removal with `PendingOperations` until a person
+checked them in the AWS console and ran `clear-pending`. Only URN, type, name and operation are read
+from the export, which otherwise holds plaintext secrets.
+
 Needs the Pulumi CLI; `find_pulumi_cli` says whether there is one and, if not, why.
 """
 
@@ -20,8 +30,10 @@ import json
 import logging
 import re
 import shutil
+import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -37,8 +49,10 @@ from webui.engines.base import (
     OperationCancelled,
     OperationFailed,
     OperationResult,
+    PendingOperations,
 )
-from webui.engines.events import EventTranslator, expected_total_from
+from webui.engines.cli_process import CliSession, cli_alive
+from webui.engines.events import EventTranslator, expected_total_from, strip_markup, urn_name
 from webui.redact import MASK, redact
 from webui.settings import Settings, pulumi_env
 
@@ -47,6 +61,12 @@ logger = logging.getLogger(__name__)
 PROJECT_NAME = "raypd"
 MAX_ERROR_CHARS = 2000
 CLI_NOT_FOUND = "Pulumi CLI not found on PATH"
+# What this engine runs; "clear-pending" is a refresh that drops pending creates (see run()).
+ENGINE_OPERATIONS = ("preview", "up", "refresh", "destroy", "clear-pending")
+# App shutdown: how long a cancelled CLI gets to finish its in-flight steps before the second
+# SIGINT (terminate), and how long after that before SIGKILL.
+SHUTDOWN_GRACE_SECONDS = 60.0
+TERMINATE_GRACE_SECONDS = 10.0
 
 
 # ---- CLI discovery ----
@@ -129,7 +149,7 @@ _SECTIONS = re.compile(r"\n\s*(code|stdout|stderr):\s?")
 
 def clean_command_error(exc: BaseException) -> str:
     """A CommandError's text (code, whole stdout, whole stderr) cut down to what a person needs."""
-    text = redact(str(exc))
+    text = redact(strip_markup(str(exc)))
     parts: dict[str, str] = {}
     pieces = _SECTIONS.split("\n" + text)
     for label, body in zip(pieces[1::2], pieces[2::2], strict=True):
@@ -177,6 +197,63 @@ def _update_summary(summary: Any) -> dict[str, Any]:
     }
 
 
+# ---- pending operations (pure) ----
+
+PENDING_KINDS = ("creating", "updating", "deleting", "reading")
+
+# Where a person looks for a resource an interrupted update may or may not have made, by type
+# prefix (first match wins). Physical names are the logical name plus a random suffix.
+_CONSOLE_CHECKS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("eks:index:ManagedNodeGroup", "eks:index:NodeGroup", "aws:eks/nodeGroup:", "aws:autoscaling/"),
+     "EKS console > Clusters > the cluster > Compute > Node groups, and EC2 console > Auto Scaling "
+     "groups: a group whose name starts with '{name}'"),
+    (("eks:index:Cluster", "aws:eks/cluster:"),
+     "EKS console > Clusters: a cluster whose name starts with '{name}'"),
+    (("aws:eks/",), "EKS console > Clusters > the cluster (add-ons, access entries): '{name}'"),
+    (("aws:ec2/vpc:", "aws:ec2/subnet:", "aws:ec2/natGateway:", "aws:ec2/internetGateway:",
+      "aws:ec2/routeTable", "aws:ec2/route:", "aws:ec2/eip:", "aws:ec2/securityGroup",
+      "aws:ec2/vpcEndpoint:", "awsx:ec2:Vpc"),
+     "VPC console (Your VPCs, Subnets, NAT gateways, Elastic IPs, Security groups): "
+     "Name tag starting with '{name}'"),
+    (("aws:iam/",), "IAM console > Roles / Policies: a name starting with '{name}'"),
+    (("aws:ec2/",), "EC2 console (Launch templates, Placement groups, Instances): '{name}'"),
+    (("kubernetes:helm.sh/",), "on the cluster: `helm list -A` and `kubectl get all -A` for '{name}'"),
+    (("kubernetes:",), "on the cluster: `kubectl get {kind} -A` for '{name}'"),
+)
+
+
+def console_check(type_: str, name: str) -> str:
+    """What to check, and where, before clearing a pending operation on this resource type."""
+    kind = type_.rsplit(":", 1)[-1].lower() if type_ else "all"
+    for prefixes, text in _CONSOLE_CHECKS:
+        if type_.startswith(prefixes):
+            return text.format(name=name, kind=kind)
+    return f"the AWS console page for {type_ or 'this resource'}: a resource named like '{name}'"
+
+
+def pending_from_deployment(deployment: Optional[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The pending operations of an exported deployment, cut down to what is safe to show.
+
+    The export holds every resource's inputs and outputs in plaintext (the kubeconfig, the HF
+    token): only urn, type, the logical name and the operation are read, nothing else is kept.
+    """
+    operations: list[dict[str, str]] = []
+    for item in (deployment or {}).get("pending_operations") or []:
+        if not isinstance(item, Mapping):
+            continue
+        resource = item.get("resource") if isinstance(item.get("resource"), Mapping) else {}
+        urn = str(resource.get("urn") or "")
+        type_ = str(resource.get("type") or "")
+        operation = str(item.get("type") or "")
+        name = urn_name(urn)
+        operations.append({
+            "urn": urn, "type": type_, "name": name,
+            "operation": operation if operation in PENDING_KINDS else "unknown",
+            "check": console_check(type_, name),
+        })
+    return operations
+
+
 def _in_background(call: Callable[[], Any], what: str) -> threading.Thread:
     """Run a CLI call off the request thread; log (never raise) how it went."""
 
@@ -199,10 +276,16 @@ class PulumiEngine:
     name = "pulumi"
     real = True
     notice = None
+    operations = ENGINE_OPERATIONS
 
     def __init__(self, settings: Settings, command: Any):
         self.settings = settings
         self.command = command
+        # Bounds of `stop_processes` (app shutdown); tests shorten them.
+        self.shutdown_grace = SHUTDOWN_GRACE_SECONDS
+        self.terminate_grace = TERMINATE_GRACE_SECONDS
+        self._sessions_lock = threading.Lock()
+        self._sessions: set[CliSession] = set()
 
     def project_settings(self) -> auto.ProjectSettings:
         options = {"toolchain": "pip"}
@@ -215,19 +298,19 @@ class PulumiEngine:
             description="raypd (generated by the web app; the program is main:)",
         )
 
-    def workspace(self, stack: str) -> auto.LocalWorkspace:
+    def workspace(self, stack: str, command: Any = None) -> auto.LocalWorkspace:
         work_dir = self.settings.workspace_dir(stack)
         work_dir.mkdir(parents=True, exist_ok=True)
         return auto.LocalWorkspace(
             work_dir=str(work_dir),
             project_settings=self.project_settings(),
             env_vars=pulumi_env(self.settings),
-            pulumi_command=self.command,
+            pulumi_command=command or self.command,
         )
 
-    def _select(self, stack: str) -> auto.Stack:
+    def _select(self, stack: str, command: Any = None) -> auto.Stack:
         try:
-            return auto.Stack.select(stack, self.workspace(stack))
+            return auto.Stack.select(stack, self.workspace(stack, command))
         except auto.CommandError as exc:
             raise map_command_error(exc, stack) from None
 
@@ -248,45 +331,170 @@ class PulumiEngine:
             self.remove(spec.stack)
             raise map_command_error(exc, spec.stack) from None
 
+    # ---- operations ----
+
     def run(
         self, stack: str, operation: str, ctx: JobContext,
         known_resources: Optional[list[dict[str, Any]]] = None,
     ) -> OperationResult:
-        selected = self._select(stack)
-        translator = EventTranslator(ctx.emit, expected_total_from(known_resources))
-        # No handle on the CLI process: `pulumi cancel` is the only way to stop an update. It is
-        # a CLI call of its own, so it runs beside the request that asked for it.
-        ctx.on_cancel(lambda: _in_background(selected.cancel, f"pulumi cancel {stack}"))
+        """Run one operation; a cancel SIGINTs the CLI and this returns only after it exited."""
+        if operation not in ENGINE_OPERATIONS:
+            raise OperationFailed(f"unknown operation {operation}")
+        session = self._open_session(stack)
         try:
-            if operation == "preview":
-                preview = selected.preview(on_event=translator, color="never")
-                result = OperationResult(summary={"changes": dict(preview.change_summary or {})})
-            elif operation == "up":
-                up = selected.up(on_event=translator, color="never", show_secrets=False)
-                result = OperationResult(
-                    outputs=masked_outputs(up.outputs), resources=translator.resources(),
-                    summary=_update_summary(up.summary),
-                )
-            elif operation == "refresh":
-                refresh = selected.refresh(on_event=translator, color="never", show_secrets=False)
-                result = OperationResult(
-                    outputs=masked_outputs(selected.outputs()), resources=translator.resources(),
-                    summary=_update_summary(refresh.summary),
-                )
-            elif operation == "destroy":
-                destroy = selected.destroy(on_event=translator, color="never", show_secrets=False)
-                selected.workspace.remove_stack(stack)
-                result = OperationResult(outputs=None, resources=[], summary=_update_summary(destroy.summary))
-            else:
-                raise OperationFailed(f"unknown operation {operation}")
-        except auto.CommandError as exc:
+            ctx.on_cancel(session.interrupt)
             if ctx.cancelled:
+                raise OperationCancelled()  # cancelled before anything started: no CLI runs
+            return self._run(stack, operation, ctx, session, known_resources)
+        except auto.CommandError as exc:
+            if session.died_by_signal is not None:
+                self._after_a_killed_cli(stack, ctx, session.died_by_signal)
+            if ctx.cancelled or session.cancelled:
                 raise OperationCancelled() from None
+            if session.died_by_signal is not None:
+                raise OperationFailed(
+                    f"the Pulumi CLI was killed ({_signal_name(session.died_by_signal)}) during "
+                    f"{operation}; steps it had in flight may be left as pending operations"
+                ) from None
             raise map_command_error(exc, stack) from None
-        # Finished although a cancel was asked for (with the file backend `pulumi cancel` only drops
-        # the lock): the update happened, so its outputs and resources are recorded, and a destroy
-        # that removed the stack must remove the deployment too. The job runner notes the late cancel.
-        return result
+        finally:
+            self._close_session(session)
+
+    def _after_a_killed_cli(self, stack: str, ctx: JobContext, signum: int) -> None:
+        """A CLI killed by a signal leaves its lock: ours was the only CLI on the stack (the job is
+        the lock), so the lock is stale and `pulumi cancel` drops it. Pending operations stay."""
+        ctx.emit({"kind": "diagnostic", "severity": "warning", "message": (
+            f"the Pulumi CLI was killed ({_signal_name(signum)}); releasing the lock it left. "
+            "Resources it was changing may be pending operations: the next up or destroy lists them"
+        )})
+        try:
+            self._select(stack).cancel()
+        except (EngineError, auto.CommandError) as exc:
+            logger.warning("could not release the lock of %s: %s", stack,
+                           redact(getattr(exc, "message", None) or str(exc)))
+
+    def _run(
+        self, stack: str, operation: str, ctx: JobContext, session: CliSession,
+        known_resources: Optional[list[dict[str, Any]]],
+    ) -> OperationResult:
+        translator = EventTranslator(ctx.emit, expected_total_from(known_resources),
+                                     cancel_requested=lambda: ctx.cancelled)
+        try:
+            selected = self._select(stack, session)
+        except EngineNotFound:
+            if operation == "destroy":
+                return _already_destroyed(stack, ctx)
+            raise
+        if operation == "preview":
+            preview = selected.preview(on_event=translator, color="never")
+            return OperationResult(summary={"changes": dict(preview.change_summary or {})})
+        if operation == "up":
+            self._refuse_pending(selected, stack)
+            up = selected.up(on_event=translator, color="never", show_secrets=False)
+            return OperationResult(
+                outputs=masked_outputs(up.outputs), resources=translator.resources(),
+                summary=_update_summary(up.summary),
+            )
+        if operation in ("refresh", "clear-pending"):
+            # clear-pending: `refresh --clear-pending-creates`. The CLI drops pending creates from
+            # the state first; the refresh's new checkpoint then keeps no pending update, delete
+            # or read either (only creates are carried over between checkpoints).
+            refresh = selected.refresh(
+                on_event=translator, color="never", show_secrets=False,
+                clear_pending_creates=True if operation == "clear-pending" else None,
+            )
+            return OperationResult(
+                outputs=masked_outputs(selected.outputs()), resources=translator.resources(),
+                summary=_update_summary(refresh.summary),
+            )
+        # destroy
+        self._refuse_pending(selected, stack)
+        try:
+            destroy = selected.destroy(on_event=translator, color="never", show_secrets=False)
+        except auto.StackNotFoundError:
+            return _already_destroyed(stack, ctx)
+        self._refuse_pending(selected, stack)  # never remove a stack while any remain
+        try:
+            selected.workspace.remove_stack(stack)
+        except auto.StackNotFoundError:
+            pass
+        # Finished although a cancel may have been asked for (it came after the last step): the
+        # stack is gone, so the job must not claim it was cancelled; the runner notes the late cancel.
+        return OperationResult(outputs=None, resources=[], summary=_update_summary(destroy.summary))
+
+    # ---- pending operations ----
+
+    def pending_operations(self, stack: Any) -> list[dict[str, str]]:
+        """[{urn, type, name, operation, check}] from the stack's state; nothing else is kept.
+
+        `stack` is a stack name or a selected `auto.Stack`. `stack export` answers with plaintext
+        secrets: the document is read here and dropped; only these five fields leave.
+        """
+        name = stack if isinstance(stack, str) else getattr(stack, "name", "?")
+        selected = self._select(stack) if isinstance(stack, str) else stack
+        try:
+            exported = selected.export_stack()
+        except auto.CommandError as exc:
+            raise map_command_error(exc, name) from None
+        return pending_from_deployment(getattr(exported, "deployment", None))
+
+    def _refuse_pending(self, selected: Any, stack: str) -> None:
+        operations = self.pending_operations(selected)
+        if operations:
+            raise PendingOperations(operations)
+
+    # ---- CLI processes ----
+
+    def _open_session(self, stack: str) -> CliSession:
+        work_dir = self.settings.workspace_dir(stack)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        session = CliSession(self.command, label=stack, pid_dir=work_dir)
+        with self._sessions_lock:
+            self._sessions.add(session)
+        return session
+
+    def _close_session(self, session: CliSession) -> None:
+        with self._sessions_lock:
+            self._sessions.discard(session)
+
+    def _live_session(self, stack: str) -> bool:
+        with self._sessions_lock:
+            return any(s.label == stack and s.running for s in self._sessions)
+
+    def stop_processes(self) -> list[str]:
+        """App shutdown: SIGINT every CLI this engine runs and wait, bounded.
+
+        Each CLI gets `shutdown_grace` seconds (60 by default) to finish its in-flight steps and
+        exit. One still running then gets a second SIGINT (the CLI's terminate: in-flight steps
+        stay as pending operations, which the next up/destroy reports), and after
+        `terminate_grace` more seconds (10) SIGKILL, logged as an error. Returns the stacks whose
+        CLI needed more than the grace period.
+        """
+        with self._sessions_lock:
+            sessions = list(self._sessions)
+        running = [session.label for session in sessions if session.running]
+        if running:
+            logger.warning("stopping: waiting up to %.0f s for the Pulumi CLI of %s to finish its "
+                           "in-flight steps (cancelled)", self.shutdown_grace, ", ".join(running))
+        for session in sessions:
+            session.interrupt()
+        deadline = time.monotonic() + self.shutdown_grace
+        for session in sessions:
+            session.wait_idle(max(0.0, deadline - time.monotonic()))
+        overdue = [session for session in sessions if session.running]
+        for session in overdue:
+            logger.warning("pulumi %s: still running %.0f s after the cancel; terminating it "
+                           "(its in-flight steps stay as pending operations)",
+                           session.label, self.shutdown_grace)
+            session.terminate()
+        deadline = time.monotonic() + self.terminate_grace
+        for session in overdue:
+            if not session.wait_idle(max(0.0, deadline - time.monotonic())):
+                session.kill()
+                session.wait_idle(5.0)
+        return [session.label for session in overdue]
+
+    # ---- reads and bookkeeping ----
 
     def live_outputs(self, stack: str) -> dict[str, Any]:
         """The stack outputs WITH secrets (the kubeconfig verify needs), for the caller to use
@@ -317,6 +525,34 @@ class PulumiEngine:
     def remove(self, stack: str) -> None:
         shutil.rmtree(self.settings.workspace_dir(stack), ignore_errors=True)
 
-    def release(self, stack: str) -> None:
-        """`pulumi cancel` after an interruption, to drop a lock the dead update left behind."""
-        _in_background(lambda: self._select(stack).cancel(), f"pulumi cancel {stack}")
+    def release(self, stack: str) -> Optional[threading.Thread]:
+        """`pulumi cancel` after an interruption, to drop a lock the dead update left behind.
+
+        Only when no CLI of ours runs on the stack (in this process, or one that outlived the
+        previous server): removing the lock under a live CLI would let a second update run beside it.
+        """
+        pid = cli_alive(self.settings.workspace_dir(stack))
+        if pid is not None or self._live_session(stack):
+            logger.warning("not releasing the lock of %s: its Pulumi CLI%s is still running",
+                           stack, f" (pid {pid})" if pid else "")
+            return None
+        return _in_background(lambda: self._select(stack).cancel(), f"pulumi cancel {stack}")
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _already_destroyed(stack: str, ctx: JobContext) -> OperationResult:
+    """Destroy of a stack the backend no longer has: nothing is left to destroy through Pulumi."""
+    ctx.emit({"kind": "diagnostic", "severity": "warning", "message": (
+        f"the Pulumi backend has no stack named {stack} (its state is gone): treating it as "
+        "already destroyed. Nothing was deleted by this run; if resources of this deployment "
+        "still exist in AWS, delete them in the AWS console"
+    )})
+    return OperationResult(outputs=None, resources=[], summary={
+        "changes": {}, "result": "succeeded", "alreadyDestroyed": True,
+    })

@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""A stand-in Pulumi CLI for tests: the commands and behaviour the Automation API engine relies on.
+
+There is no Pulumi CLI on the test machines, so `PulumiEngine` + `LocalWorkspace` + `CliSession`
+run against this script through a `bin/pulumi` wrapper (`install(dir)` writes one). It speaks the
+CLI's argument syntax as the SDK 3.272 emits it and answers like the real CLI where the engine
+depends on it; it creates nothing anywhere:
+
+* FAKE_PULUMI_CALL_LOG, when set, is a file each call appends its arguments to.
+* `version` prints FAKE_PULUMI_VERSION (default v3.272.0). Above 3.205.0 the SDK passes
+  `--event-log tcp://127.0.0.1:PORT` and serves `pulumirpc.Events/StreamEvents`, which this script
+  then streams to (as the real CLI does); at or below, it appends JSON lines to the file path given.
+* `stack select|init|rm`, `config set-all`, `stack output --json [--show-secrets]`,
+  `stack history --json`, `stack export [--show-secrets]`, `cancel` (drops the lock, nothing else:
+  what the file backend does).
+* `up`, `preview`, `refresh [--clear-pending-creates]`, `destroy`: a fixed list of resources, one
+  step at a time (FAKE_PULUMI_STEP_SECONDS each), with preludeEvent, resourcePreEvent,
+  resOutputsEvent, diagnosticEvent (colour markup included), summaryEvent and the cancelEvent every
+  operation ends with. Each step is recorded as a pending operation in the state before it starts
+  and cleared when it ends, so a SIGKILL mid-step leaves one behind, like the real CLI.
+* SIGINT during an operation: the CLI's cancel message (pkg/backend/cancellation_scope.go) as a
+  stdoutEvent, the step in flight finishes, no new one starts, then "update canceled" (the engine's
+  own diagnostic), summary, cancelEvent, exit 1. A second SIGINT: "^C received; terminating", the
+  step in flight is abandoned (its pending operation stays), exit 1.
+
+State is one JSON file per stack under the file backend's directory (PULUMI_BACKEND_URL), in
+`fake-pulumi/<stack>.json`: config, resources (with a plaintext secret in the cluster's outputs,
+as a real export has), outputs, pending operations, history and the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Optional
+from urllib.parse import urlparse
+
+VERSION = os.environ.get("FAKE_PULUMI_VERSION", "v3.272.0")
+STEP_SECONDS = float(os.environ.get("FAKE_PULUMI_STEP_SECONDS", "0.05"))
+PROJECT = "raypd"
+CANCEL_MESSAGE = ("^C received; cancelling. If you would like to terminate immediately, press ^C again.\n"
+                  "<{%fg 9%}>Note that terminating immediately may lead to orphaned resources "
+                  "and other inconsistencies.\n<{%reset%}>")
+TERMINATE_MESSAGE = "<{%fg 9%}>^C received; terminating<{%reset%}>"
+# (type, logical name) in creation order; the stack resource comes first.
+RESOURCES = (
+    ("aws:ec2/vpc:Vpc", "network-vpc"),
+    ("aws:iam/role:Role", "cluster-role"),
+    ("eks:index:Cluster", "cluster-eks"),
+    ("eks:index:ManagedNodeGroup", "decode-nodes"),
+)
+
+
+class Fail(Exception):
+    def __init__(self, message: str, code: int = 255):
+        super().__init__(message)
+        self.code = code
+
+
+# ---- arguments ----
+
+def parse(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    words: list[str] = []
+    flags: dict[str, Any] = {}
+    valued = {"--stack", "-s", "--color", "--exec-kind", "--event-log", "--page-size", "--page",
+              "--message", "--parallel", "--client", "--config-file"}
+    repeated = {"--plaintext", "--secret"}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            words.extend(argv[i + 1:])
+            break
+        if "=" in arg and arg.startswith("--") and arg.split("=", 1)[0] in valued:
+            key, value = arg.split("=", 1)
+            flags[key] = value
+        elif arg in valued:
+            flags[arg] = argv[i + 1]
+            i += 1
+        elif arg in repeated:
+            flags.setdefault(arg, []).append(argv[i + 1])
+            i += 1
+        elif arg.startswith("-"):
+            flags[arg] = True
+        else:
+            words.append(arg)
+        i += 1
+    if "-s" in flags:
+        flags["--stack"] = flags.pop("-s")
+    return words, flags
+
+
+# ---- state ----
+
+def state_dir() -> Path:
+    url = os.environ.get("PULUMI_BACKEND_URL", "")
+    base = Path(urlparse(url).path) if url.startswith("file://") else Path.cwd() / ".pulumi"
+    path = base / "fake-pulumi"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def state_path(stack: str) -> Path:
+    return state_dir() / f"{stack}.json"
+
+
+def load(stack: str) -> dict[str, Any]:
+    path = state_path(stack)
+    if not path.exists():
+        raise Fail(f"error: no stack named '{stack}' found")
+    return json.loads(path.read_text())
+
+
+def save(stack: str, state: dict[str, Any]) -> None:
+    path = state_path(stack)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(path)  # a SIGKILL never leaves half a file
+
+
+def urn(stack: str, type_: str, name: str) -> str:
+    return f"urn:pulumi:{stack}::{PROJECT}::{type_}::{name}"
+
+
+def now_text() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ---- events ----
+
+class EventSink:
+    """Where engine events go: the SDK's gRPC Events service, or a JSON-lines file."""
+
+    def __init__(self, target: Optional[str]):
+        self.sequence = 0
+        self._file = None
+        self._queue = None
+        self._thread = None
+        if not target:
+            return
+        if target.startswith("tcp://"):
+            import queue
+            import threading
+
+            import grpc
+            from pulumi.runtime.proto import events_pb2, events_pb2_grpc
+
+            self._queue = queue.Queue()
+            channel = grpc.insecure_channel(target[len("tcp://"):])
+            stub = events_pb2_grpc.EventsStub(channel)
+
+            def requests():
+                while True:
+                    item = self._queue.get()
+                    if item is None:
+                        return
+                    yield events_pb2.EventRequest(event=item)
+
+            self._thread = threading.Thread(target=lambda: stub.StreamEvents(requests()), daemon=True)
+            self._thread.start()
+        else:
+            self._file = open(target, "a", encoding="utf-8")
+
+    def emit(self, **payload: Any) -> None:
+        self.sequence += 1
+        line = json.dumps({"sequence": self.sequence, "timestamp": int(time.time()), **payload})
+        if self._file is not None:
+            self._file.write(line + "\n")
+            self._file.flush()
+        elif self._queue is not None:
+            self._queue.put(line)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        if self._queue is not None:
+            self._queue.put(None)
+            self._thread.join(10)
+
+
+def step_meta(op: str, stack: str, type_: str, name: str) -> dict[str, Any]:
+    return {"metadata": {"op": op, "urn": urn(stack, type_, name), "type": type_, "provider": ""}}
+
+
+# ---- operations ----
+
+class Interrupts:
+    """SIGINT once: finish the step in flight, start no other. Twice: abandon it and exit."""
+
+    def __init__(self, events: EventSink):
+        self.count = 0
+        self.events = events
+        self.announced = 0
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+
+    def poll(self) -> None:
+        """Called between ticks: say what the signals mean (as the CLI does at once), or terminate."""
+        while self.announced < self.count:
+            self.announced += 1
+            if self.announced == 1:
+                self.events.emit(stdoutEvent={"message": CANCEL_MESSAGE, "color": "always"})
+                print(CANCEL_MESSAGE.replace("<{%fg 9%}>", "").replace("<{%reset%}>", ""), flush=True)
+            else:
+                self.events.emit(stdoutEvent={"message": TERMINATE_MESSAGE, "color": "always"})
+                self.events.emit(cancelEvent={})
+                self.events.close()
+                print("^C received; terminating", flush=True)
+                raise SystemExit(1)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.count > 0
+
+
+def run_step(stack: str, state: dict[str, Any], kind: str, type_: str, name: str,
+             interrupts: Interrupts, apply: Callable[[], None]) -> None:
+    """One resource step, recorded as pending while it runs (what a SIGKILL leaves behind)."""
+    # Inputs in plaintext, the HF token among them (as an export --show-secrets has them).
+    token = state["config"].get("raypd:hfToken", {}).get("value", "")
+    resource = {"urn": urn(stack, type_, name), "type": type_, "custom": True,
+                "inputs": {"name": name, "hfToken": token}}
+    state["pending_operations"].append({"resource": resource, "type": kind})
+    save(stack, state)
+    deadline = time.monotonic() + STEP_SECONDS
+    while time.monotonic() < deadline:
+        interrupts.poll()
+        time.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
+    interrupts.poll()
+    apply()
+    state["pending_operations"] = [op for op in state["pending_operations"] if op["resource"]["urn"] != resource["urn"]]
+    save(stack, state)
+
+
+def operation(kind: str, stack: str, flags: dict[str, Any]) -> int:
+    state = load(stack)
+    if kind != "preview":
+        if state.get("lock"):
+            raise Fail("error: the stack is currently locked by 1 lock(s). Either wait for the other "
+                       "process(es) to end or delete the lock file with `pulumi cancel`.")
+        state["lock"] = os.getpid()
+        save(stack, state)
+    events = EventSink(flags.get("--event-log"))
+    interrupts = Interrupts(events)
+    started = now_text()
+    config = {k: ("[secret]" if v["secret"] else v["value"]) for k, v in state["config"].items()}
+    events.emit(preludeEvent={"config": config})
+    print(f"{'Previewing update' if kind == 'preview' else kind.capitalize()} ({stack})", flush=True)
+    changes: dict[str, int] = {}
+    existing = {r["urn"]: r for r in state["resources"]}
+    stack_urn = urn(stack, "pulumi:pulumi:Stack", f"{PROJECT}-{stack}")
+    plan: list[tuple[str, str, str]] = []  # (op, type, name)
+    if kind in ("up", "preview"):
+        plan = [("same" if urn(stack, t, n) in existing else "create", t, n) for t, n in RESOURCES]
+    elif kind == "refresh":
+        if flags.get("--clear-pending-creates"):
+            state["pending_operations"] = [op for op in state["pending_operations"] if op["type"] != "creating"]
+        # A new checkpoint carries pending creates over and nothing else.
+        state["pending_operations"] = [op for op in state["pending_operations"] if op["type"] == "creating"]
+        save(stack, state)
+        plan = [("refresh", r["type"], urn_name(r["urn"])) for r in state["resources"]]
+    elif kind == "destroy":
+        plan = [("delete", r["type"], urn_name(r["urn"])) for r in reversed(state["resources"])]
+    if kind in ("up", "preview"):
+        events.emit(resourcePreEvent=step_meta("same" if existing else "create", stack,
+                                               "pulumi:pulumi:Stack", f"{PROJECT}-{stack}"))
+        events.emit(diagnosticEvent={
+            "urn": stack_urn, "prefix": "", "message": "<{%fg 13%}><{%bold%}>raypd:<{%reset%}> "
+            "prefill 1 x g6.8xlarge, decode 1 x g6.8xlarge in us-east-2a\n", "color": "raw",
+            "severity": "info",
+        })
+    for op, type_, name in plan:
+        if interrupts.cancelled:
+            break
+        events.emit(resourcePreEvent=step_meta(op, stack, type_, name))
+        if kind == "preview" or op == "same":
+            events.emit(resOutputsEvent=step_meta(op, stack, type_, name))
+            changes[op] = changes.get(op, 0) + 1
+            continue
+        pending_kind = {"create": "creating", "delete": "deleting", "refresh": "reading"}[op]
+
+        def apply(op: str = op, type_: str = type_, name: str = name) -> None:
+            resource_urn = urn(stack, type_, name)
+            if op == "create":
+                outputs: dict[str, Any] = {"id": f"{name}-0a1b2c"}
+                if type_ == "eks:index:Cluster":
+                    token = state["config"].get("raypd:hfToken", {}).get("value", "")
+                    outputs["kubeconfig"] = f"apiVersion: v1\nusers: [{{token: {token}}}]"
+                state["resources"].append({"urn": resource_urn, "type": type_, "custom": True,
+                                           "id": outputs["id"], "outputs": outputs})
+            elif op == "delete":
+                state["resources"] = [r for r in state["resources"] if r["urn"] != resource_urn]
+
+        run_step(stack, state, pending_kind, type_, name, interrupts, apply)
+        events.emit(resOutputsEvent=step_meta(op, stack, type_, name))
+        changes[op] = changes.get(op, 0) + 1
+    interrupts.poll()
+    cancelled = interrupts.cancelled
+    if kind == "up" and not cancelled:
+        state["outputs"] = {"modelId": "qwen3.5-9b", "region": state["config"].get("aws:region", {}).get("value"),
+                            "kubeconfig": "apiVersion: v1\nkind: Config"}
+        state["secret_outputs"] = ["kubeconfig"]
+        events.emit(resOutputsEvent=step_meta("same" if existing else "create", stack,
+                                              "pulumi:pulumi:Stack", f"{PROJECT}-{stack}"))
+    if kind == "destroy" and not cancelled:
+        state["outputs"], state["secret_outputs"] = {}, []
+    verb = "preview" if kind == "preview" else "update"
+    if cancelled:
+        events.emit(diagnosticEvent={"message": f"{verb} canceled\n", "color": "raw", "severity": "error",
+                                     "prefix": "<{%fg 1%}>error: <{%reset%}>"})
+    events.emit(summaryEvent={"maybeCorrupt": False, "durationSeconds": 1, "resourceChanges": changes,
+                              "PolicyPacks": {}})
+    events.emit(cancelEvent={})
+    events.close()
+    if kind != "preview":
+        state["lock"] = None
+        state["history"].insert(0, {
+            "kind": {"up": "update"}.get(kind, kind), "startTime": started, "endTime": now_text(),
+            "message": "", "environment": {"exec.kind": "auto.local"},
+            "config": {k: {"value": v["value"] if not v["secret"] else "[secret]", "secret": v["secret"]}
+                       for k, v in state["config"].items()},
+            "result": "failed" if cancelled else "succeeded", "version": len(state["history"]) + 1,
+            "resourceChanges": changes,
+        })
+        save(stack, state)
+    if cancelled:
+        print(f"error: {verb} canceled", flush=True)
+        return 1
+    return 0
+
+
+def urn_name(value: str) -> str:
+    return value.rsplit("::", 1)[-1]
+
+
+# ---- commands ----
+
+def main(argv: list[str]) -> int:
+    log = os.environ.get("FAKE_PULUMI_CALL_LOG")
+    if log:  # lets a test see which commands ran (and that none did)
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(argv) + "\n")
+    words, flags = parse(argv)
+    if words == ["version"]:
+        print(VERSION)
+        return 0
+    if not flags.get("--non-interactive"):
+        raise Fail("error: the Automation API always passes --non-interactive", 2)
+    stack = flags.get("--stack") or (words[2] if len(words) > 2 else None)
+    if words[:2] == ["stack", "init"]:
+        if state_path(words[2]).exists():
+            raise Fail(f"error: stack '{words[2]}' already exists")
+        save(words[2], {"config": {}, "resources": [], "pending_operations": [], "outputs": {},
+                        "secret_outputs": [], "history": [], "lock": None})
+        print(f"Created stack '{words[2]}'")
+        return 0
+    if words[:2] == ["stack", "select"]:
+        load(stack)
+        return 0
+    if words[:2] == ["stack", "rm"]:
+        state = load(stack)
+        if state["resources"] and not flags.get("--force"):
+            raise Fail(f"error: '{stack}' still has resources; removal rejected")
+        state_path(stack).unlink()
+        print(f"Stack '{stack}' has been removed!")
+        return 0
+    if words[:2] == ["config", "set-all"]:
+        state = load(stack)
+        for secret, values in ((False, flags.get("--plaintext", [])), (True, flags.get("--secret", []))):
+            for item in values:
+                key, value = item.split("=", 1)
+                state["config"][key] = {"value": value, "secret": secret}
+        save(stack, state)
+        return 0
+    if words[:2] == ["stack", "output"]:
+        state = load(stack)
+        shown = {k: (v if flags.get("--show-secrets") or k not in state["secret_outputs"] else "[secret]")
+                 for k, v in state["outputs"].items()}
+        print(json.dumps(shown, indent=2))
+        return 0
+    if words[:2] == ["stack", "history"]:
+        entries = load(stack)["history"]
+        if "--page-size" in flags:
+            size, page = int(flags["--page-size"]), int(flags.get("--page", 1))
+            entries = entries[(page - 1) * size: page * size]
+        print(json.dumps(entries, indent=2))
+        return 0
+    if words[:2] == ["stack", "export"]:
+        state = load(stack)
+        resources = [{"urn": urn(stack, "pulumi:pulumi:Stack", f"{PROJECT}-{stack}"),
+                      "type": "pulumi:pulumi:Stack", "custom": False}]
+        for resource in state["resources"]:
+            outputs = dict(resource["outputs"])
+            if not flags.get("--show-secrets") and "kubeconfig" in outputs:
+                outputs["kubeconfig"] = {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270",
+                                         "ciphertext": "v1:ZmFrZQ=="}
+            resources.append({**resource, "outputs": outputs})
+        deployment: dict[str, Any] = {
+            "manifest": {"time": now_text(), "magic": "", "version": VERSION.lstrip("v")},
+            "secrets_providers": {"type": "passphrase", "state": {"salt": "v1:ZmFrZQ=="}},
+            "resources": resources,
+        }
+        if state["pending_operations"]:
+            deployment["pending_operations"] = state["pending_operations"]
+        print(json.dumps({"version": 3, "deployment": deployment}, indent=4))
+        return 0
+    if words[:1] == ["cancel"]:
+        state = load(stack)
+        state["lock"] = None  # the file backend's cancel deletes the lock and nothing else
+        save(stack, state)
+        print(f"The currently running update for '{stack}' has been canceled!")
+        return 0
+    if words[:1] and words[0] in ("up", "preview", "refresh", "destroy"):
+        return operation(words[0], stack, flags)
+    raise Fail(f"error: unknown command {' '.join(words)!r} (the stand-in CLI does not do it)", 2)
+
+
+def install(directory: Path, python: str = sys.executable) -> Path:
+    """Write `directory/bin/pulumi` running this script; returns the root to give PulumiCommand."""
+    binary = directory / "bin" / "pulumi"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    binary.write_text(f'#!/bin/sh\nexec "{python}" "{Path(__file__).resolve()}" "$@"\n')
+    binary.chmod(0o755)
+    return directory
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except Fail as exc:
+        print(str(exc), file=sys.stderr)
+        sys.exit(exc.code)
