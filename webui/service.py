@@ -41,6 +41,9 @@ audit_logger = logging.getLogger("raypd.audit")
 RUNNING_STATUS = {"preview": "previewing", "up": "updating", "refresh": "refreshing",
                   "destroy": "destroying", "preflight": "checking", "verify": "verifying",
                   "clear-pending": "clearing pending operations"}
+# Operations that change nothing in the cloud: whatever their outcome, a failed or cancelled one
+# leaves the deployment's status as it was (a deployed stack stays "deployed"; the job shows why).
+READ_ONLY_OPERATIONS = ("preview", "refresh", "clear-pending")
 # Statuses that say what exists; a preview or refresh leaves them as they were.
 STANDING = ("planned (offline)", "deployed")
 
@@ -445,7 +448,8 @@ class DeploymentService:
         self.checker.forget(name)
         blocked = job_id in self._blocked_jobs
         self._blocked_jobs.discard(job_id)
-        if operation in CHECK_OPERATIONS or blocked:
+        if operation in CHECK_OPERATIONS or blocked or (
+                operation in READ_ONLY_OPERATIONS and status != "succeeded"):
             # Checks only read, and a launch its preflight stopped never started: what exists
             # is as it was, whatever they found.
             self.store.update_deployment(name, status=previous)

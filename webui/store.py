@@ -289,9 +289,13 @@ class Store:
         return None if row is None else self._job_row(row)
 
     def jobs_for(self, deployment: str, limit: int = 20) -> list[dict[str, Any]]:
+        """This deployment's jobs, newest first: a deployment made with the name of a removed one
+        does not inherit that one's history (the jobs stay in the store, and in the audit log)."""
         with self._connection() as conn:
             rows = conn.execute(
-                "SELECT * FROM jobs WHERE deployment = ? ORDER BY created_at DESC LIMIT ?",
+                "SELECT j.* FROM jobs j JOIN deployments d ON d.name = j.deployment "
+                "WHERE j.deployment = ? AND j.created_at >= d.created_at "
+                "ORDER BY j.created_at DESC LIMIT ?",
                 (deployment, limit),
             ).fetchall()
         return [self._job_row(row) for row in rows]

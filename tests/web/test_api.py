@@ -233,7 +233,38 @@ def test_invalid_stack_file_fails_the_job_with_a_readable_error(app, client):
     assert job["status"] == "failed"
     assert "raypd:prefill.tensorParallelSize" in job["error"]
     assert "Traceback" not in job["error"]
-    assert client.get("/api/v1/deployments/broken", headers=AUTH).get_json()["status"] == "preview failed"
+    # A preview changes nothing: its failure is the job's, the deployment keeps its status.
+    assert client.get("/api/v1/deployments/broken", headers=AUTH).get_json()["status"] == "created"
+
+
+def test_a_failed_preview_or_cancelled_refresh_leaves_a_deployed_stack_deployed(fake_app, fake_engine):
+    client = fake_app.test_client()
+    create(client, "live")
+    assert wait_for_job(client, client.post("/api/v1/deployments/live/up", headers=AUTH).get_json()["job"])[
+        "status"] == "succeeded"
+    fake_engine.fail_with = "error: preview failed: AccessDenied"
+    failed = wait_for_job(client, client.post("/api/v1/deployments/live/preview", headers=AUTH).get_json()["job"])
+    assert failed["status"] == "failed"
+    assert client.get("/api/v1/deployments/live", headers=AUTH).get_json()["status"] == "deployed"
+    fake_engine.fail_with = None
+    fake_engine.gate.clear()
+    refresh = client.post("/api/v1/deployments/live/refresh", headers=AUTH).get_json()["job"]
+    assert fake_engine.started.wait(10)
+    client.post(f"/api/v1/jobs/{refresh}/cancel", headers=AUTH)
+    assert wait_for_job(client, refresh)["status"] == "cancelled"
+    detail = client.get("/api/v1/deployments/live", headers=AUTH).get_json()
+    assert detail["status"] == "deployed"
+    assert [job["status"] for job in detail["jobs"][:2]] == ["cancelled", "failed"]  # history keeps them
+
+
+def test_a_deployment_made_with_a_removed_ones_name_starts_with_an_empty_history(client):
+    create(client, "reused")
+    assert wait_for_job(client, client.post("/api/v1/deployments/reused/preview", headers=AUTH).get_json()["job"])[
+        "status"] == "succeeded"
+    assert wait_for_job(client, client.delete("/api/v1/deployments/reused", headers=AUTH).get_json()["job"])[
+        "status"] == "succeeded"
+    create(client, "reused")
+    assert client.get("/api/v1/deployments/reused", headers=AUTH).get_json()["jobs"] == []
 
 
 def test_second_operation_while_one_runs_is_409_with_the_running_job(fake_app, fake_engine):
