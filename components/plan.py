@@ -95,6 +95,10 @@ def _resources(run: Any, secrets: Sequence[str]) -> list[dict[str, Any]]:
                 "parent": names.get(resource.parent_urn),
                 "inputs": _clean(resource.inputs, secrets),
                 "dependsOn": sorted({names.get(urn, urn) for urn in resource.dependencies}),
+                # Which input changes the program asks Pulumi to replace on (the web app's change
+                # preview reads it); absent when none.
+                **({"replaceOnChanges": list(resource.replace_on_changes)}
+                   if resource.replace_on_changes else {}),
             })
             visit(resource.urn)
 

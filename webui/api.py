@@ -111,6 +111,14 @@ def get_deployment(name: str) -> Response:
     return jsonify(raypd().service.get(name))
 
 
+@bp.patch("/deployments/<name>")
+def change_deployment(name: str) -> Response:
+    config = json_body({"config"}, required={"config"})["config"]
+    if not isinstance(config, dict):
+        raise BodyError([FieldError("config", "must be an object of Contract 1 keys (null resets one)")])
+    return jsonify(raypd().service.change(name, config, g.actor))
+
+
 def _start(name: str, operation: str, force: bool = False,
            confirm: Any = None) -> tuple[Response, int, dict[str, str]]:
     service = raypd().service

@@ -144,6 +144,36 @@ def default_values() -> dict[str, str]:
     return {field.key: field.default_text() for field in FIELDS}
 
 
+def values_from_config(name: str, config: Mapping[str, Any]) -> dict[str, str]:
+    """A deployment's stored Contract 1 config as the form shows it ("Change settings")."""
+    values = default_values()
+    values[NAME_FIELD] = name
+    for field in FIELDS:
+        if field.key == NAME_FIELD or field.kind == "password":
+            continue
+        top, _, sub = field.key.partition(".")
+        value = config.get(top)
+        if sub:
+            value = value.get(sub) if isinstance(value, Mapping) else None
+        if value is None:
+            continue
+        if field.kind == "bool":
+            values[field.key] = "on" if value else ""
+        else:
+            values[field.key] = str(value)
+    return values
+
+
+def form_to_patch(form: Mapping[str, str]) -> tuple[dict[str, Any], list[FieldError]]:
+    """The change form -> a PATCH body's config: every shown key; an optional field left empty
+    resets its key (None); an empty token field keeps the token the stack has."""
+    _, config, errors = form_to_config(form)
+    for field in FIELDS:
+        if field.optional and field.kind != "password" and "." not in field.key and field.key not in config:
+            config[field.key] = None
+    return config, errors
+
+
 def form_values(form: Mapping[str, str]) -> dict[str, str]:
     """The submitted values to show again (every field except the token)."""
     values = {}

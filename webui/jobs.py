@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from webui.engines.base import EngineError, JobContext, OperationCancelled, OperationResult
 from webui.redact import redact
@@ -54,6 +55,16 @@ class JobRunner:
                 job["operation"], job["deployment"], job["id"],
             )
         return interrupted
+
+    @contextmanager
+    def idle(self, deployment: str) -> Iterator[None]:
+        """Hold the job lock while nothing runs on `deployment` (raise Busy otherwise): a config
+        change must not land under a running update, and no job may start during the change."""
+        with self._lock:
+            active = self.store.active_job(deployment)
+            if active is not None:
+                raise Busy(active)
+            yield
 
     def submit(
         self, deployment: str, operation: str, engine: str, actor: str, running_status: str,

@@ -148,6 +148,25 @@ def openapi_document() -> dict[str, Any]:
                         **_COMMON,
                     },
                 },
+                "patch": {
+                    "operationId": "changeDeployment",
+                    "summary": "Merge Contract 1 keys over the config (null resets a key to its default); no cloud action until up",
+                    "parameters": [_NAME],
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                        "type": "object", "additionalProperties": False, "required": ["config"],
+                        "properties": {"config": {
+                            "type": "object", "additionalProperties": True,
+                            "description": "Contract 1 keys; null resets a key; raypd:hfToken null removes the token",
+                        }},
+                    }}}},
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/Deployment"}, "the deployment with its new spec"),
+                        "400": _errors("invalid keys or values, each named"),
+                        "404": _errors("no such deployment"),
+                        "409": _json({"allOf": [_ERRORS, _JOB_REF]}, "a job is running (its id)"),
+                        **_COMMON,
+                    },
+                },
                 "delete": {
                     "operationId": "destroyDeployment",
                     "summary": "Destroy every resource, then remove the stack",
@@ -326,6 +345,18 @@ def openapi_document() -> dict[str, Any]:
                         "outputs": {"type": "object", "nullable": True, "description": "secrets as [secret]"},
                         "resources": {"type": "array", "nullable": True, "items": {"type": "object"}},
                         "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+                        "pendingChanges": {
+                            "type": "object", "nullable": True,
+                            "description": "settings changed since the last successful up, and the cost before and after",
+                            "properties": {
+                                "config": {"type": "array", "items": {"type": "object", "properties": {
+                                    "key": {"type": "string"}, "old": {}, "new": {}}}},
+                                "usdPerHour": {"type": "object", "properties": {
+                                    "old": {"type": "number", "nullable": True},
+                                    "new": {"type": "number", "nullable": True},
+                                    "delta": {"type": "number", "nullable": True}}},
+                            },
+                        },
                     },
                 },
             },

@@ -169,10 +169,13 @@ def deployment(name: str) -> Any:
         job = app.store.get_job(detail["jobs"][0]["id"])
     events = app.store.events_after(job["id"], 0, limit=2000) if job else []
     checks = app.service.checks(name)
+    job_summary = (job.get("summary") or {}) if job else {}
     return render_template(
         "deployment.html", d=detail, job=job, events=events, checks=checks,
-        job_reports=((job.get("summary") or {}).get("reports") or {}) if job else {},
-        pending=((job.get("summary") or {}).get("pendingOperations") or []) if job else [],
+        job_reports=job_summary.get("reports") or {},
+        pending=job_summary.get("pendingOperations") or [],
+        job_steps=job_summary.get("steps") if job and job["operation"] == "preview" else None,
+        job_consequences=job_summary.get("consequences") or [],
         job_eta=next((e["etaSeconds"] for e in reversed(events) if isinstance(e.get("etaSeconds"), (int, float))), None),
         active=job is not None and job["status"] in ACTIVE_STATUSES,
         diagram=architecture_svg(spec) if spec else None,
@@ -209,6 +212,51 @@ def deployment_preview(name: str) -> Response:
 @bp.post("/deployments/<name>/up")
 def deployment_up(name: str) -> Response:
     return _start(name, "up", force=request.form.get(FORCE_FIELD) == "1")
+
+
+# ---- change a deployment's settings ----
+
+def _render_change(name: str, values: dict[str, str], errors: list[FieldError], status: int = 200) -> tuple[str, int]:
+    by_field, general = forms.split_errors(errors)
+    return render_template(
+        "change.html", name=name, values=values, field_errors=by_field, general_errors=general,
+        sections=forms.SECTIONS, section_modes=forms.SECTION_MODES,
+        fields=[f for f in forms.FIELDS if f.key != forms.NAME_FIELD],
+    ), status
+
+
+@bp.get("/deployments/<name>/change")
+def deployment_change(name: str) -> Any:
+    try:
+        record = raypd().service.record(name)
+    except NotFound:
+        return render_error(404, f"There is no deployment named “{name}”.")
+    return _render_change(name, forms.values_from_config(name, record["config"]), [])
+
+
+@bp.post("/deployments/<name>/change")
+def deployment_change_post(name: str) -> Any:
+    app = raypd()
+    values = forms.form_values(request.form) | {forms.NAME_FIELD: name}
+    patch, errors = forms.form_to_patch(request.form)
+    if errors:
+        return _render_change(name, values, errors, status=400)
+    token = request.form.get(forms.TOKEN_FIELD, "")
+    if token.strip():
+        patch[forms.TOKEN_FIELD] = token.strip()
+    try:
+        app.service.change(name, patch, g.actor)
+    except NotFound:
+        return render_error(404, f"There is no deployment named “{name}”.")
+    except SpecError as exc:
+        return _render_change(name, values, exc.errors, status=400)
+    except Conflict as exc:
+        flash(exc.message, "error")
+        return redirect(url_for("pages.deployment", name=name, job=exc.job))
+    except EngineError as exc:
+        return _render_change(name, values, [FieldError("engine", exc.message)], status=exc.http_status)
+    flash("Settings saved. Nothing changes in the cloud until Deploy; the preview below shows what it would do.", "info")
+    return _start(name, "preview")
 
 
 @bp.post("/deployments/<name>/clear-pending")

@@ -15,7 +15,16 @@ from typing import Any, Mapping, Optional
 from components import defaults
 from components.errors import FieldError, SpecError
 from components.outputs import render_stack_outputs
-from components.spec import HF_TOKEN_KEY, NAMESPACE, REGION_KEY, DeploymentSpec, validate_stack_name
+from components.spec import (
+    HF_TOKEN_KEY,
+    NAMESPACE,
+    REGION_KEY,
+    SECRET_PLACEHOLDER,
+    DeploymentSpec,
+    validate_stack_name,
+)
+from components.topology import estimate_cost
+from webui.change import config_diff, cost_change
 from components.checks import Check, Report
 from webui.checking import CHECK_OPERATIONS, Checker
 from webui.engines.base import (
@@ -237,6 +246,7 @@ class DeploymentService:
             "outputs": record["outputs"],
             "resources": record["resources"],
             "connect": connect_info(spec, record["outputs"]) if spec else None,
+            "pendingChanges": self.pending_changes(name, record["config"], spec),
             "lastOperation": record["lastOperation"],
             "lastResult": record["lastResult"],
             "lastOperationAt": _iso(record["lastOperationAt"]),
@@ -290,6 +300,60 @@ class DeploymentService:
         self.audit(actor, "create", spec.stack, "succeeded", None)
         return self.get(spec.stack)
 
+    def change(self, name: str, patch: Mapping[str, Any], actor: str) -> dict[str, Any]:
+        """Merge Contract 1 keys over the deployment's config (`None` resets a key to its default)
+        and write it to the stack: validated first, refused while a job runs, no cloud action."""
+        record = self.record(name)
+        engine = self.engines.get(record["engine"])
+        if engine is None:
+            raise EngineUnavailable(f"the {record['engine']} engine of {name} is not available here")
+        check_config_keys(patch)
+        merged = dict(record["config"])
+        for key, value in patch.items():
+            if value is None:
+                merged.pop(key, None)
+            elif key != HF_TOKEN_KEY or value != SECRET_PLACEHOLDER:
+                merged[key] = value
+        new_token = patch.get(HF_TOKEN_KEY)
+        if new_token is not None and (not isinstance(new_token, str) or not new_token.strip()):
+            raise SpecError.single(HF_TOKEN_KEY, "must be the new token, or null to remove it")
+        if new_token == SECRET_PLACEHOLDER:
+            new_token = None  # "[secret]" as shown: keep the token the stack has
+        if new_token is not None:
+            merged[HF_TOKEN_KEY] = SECRET_PLACEHOLDER  # the spec only needs to know one is set
+        spec = DeploymentSpec.from_config(merged, name)
+        if new_token is not None:
+            remember_secret(new_token)
+        public = spec.public_config()
+        removed = sorted(set(record["config"]) - set(public))
+        changed = [item["key"] for item in config_diff(record["config"], public)]
+        try:
+            with self.runner.idle(name):
+                engine.configure(spec, new_token, removed)
+                self.store.update_deployment(name, config=public, summary=summarize(spec))
+        except Busy as busy:
+            raise Conflict(
+                f"{name} is busy: job {busy.job_id} is still running; change it when it has ended",
+                job=busy.job_id, field="job",
+            ) from None
+        self.audit(actor, "change", name, "succeeded", ", ".join(changed) or "no change")
+        return self.get(name)
+
+    def pending_changes(self, name: str, config: Mapping[str, Any],
+                        spec: Optional[DeploymentSpec]) -> Optional[dict[str, Any]]:
+        """Settings changed since the last successful Deploy, and the cost before and after."""
+        deployed = self.store.deployed_config(name)
+        if deployed is None or spec is None:
+            return None
+        keys = config_diff(deployed, config)
+        if not keys:
+            return None
+        try:
+            before = estimate_cost(DeploymentSpec.from_config(deployed, name)).usd_per_hour
+        except SpecError:
+            before = None
+        return {"config": keys, "usdPerHour": cost_change(before, estimate_cost(spec).usd_per_hour)}
+
     def start(self, name: str, operation: str, actor: str, force: bool = False,
               confirm: Optional[str] = None) -> str:
         """Queue one operation as a job. `preview` and `up` run the preflight first; a failed
@@ -312,6 +376,7 @@ class DeploymentService:
                     f"type the deployment name ({name}) to confirm that you checked the pending "
                     "resources in the AWS console: clearing drops them from the state"))
         known = record["resources"]
+        config_at_start = record["config"]
         spec, problem = self.spec_of(record)
         # Until a deployment's config can change, a deployed stack's update replaces its own nodes.
         deployed = spec if record["status"] == "deployed" else None
@@ -345,6 +410,8 @@ class DeploymentService:
 
         def finish(job_id: str, status: str, result: Optional[OperationResult]) -> None:
             self._finish(job_id, name, operation, engine, status, result)
+            if operation == "up" and status == "succeeded":
+                self.store.set_deployed_config(name, config_at_start)
 
         try:
             job_id = self.runner.submit(

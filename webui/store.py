@@ -82,6 +82,11 @@ CREATE TABLE IF NOT EXISTS checks (
     report TEXT NOT NULL,
     PRIMARY KEY (deployment, kind)
 );
+CREATE TABLE IF NOT EXISTS deployed_configs (
+    deployment TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    time REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     time REAL NOT NULL,
@@ -212,13 +217,14 @@ class Store:
     def update_deployment(self, name: str, **fields: Any) -> None:
         columns = {
             "status": "status", "outputs": "outputs", "resources": "resources",
+            "config": "config", "summary": "summary",
             "last_operation": "last_operation", "last_operation_at": "last_operation_at",
             "last_result": "last_result", "last_job": "last_job",
         }
         sets, values = [], []
         for key, value in fields.items():
             column = columns[key]
-            if key in ("outputs", "resources"):
+            if key in ("outputs", "resources", "config", "summary"):
                 value = None if value is None else _dumps(redact_value(value))
             sets.append(f"{column} = ?")
             values.append(value)
@@ -232,6 +238,7 @@ class Store:
             conn.execute("DELETE FROM deployments WHERE name = ?", (name,))
             # Reports describe what was there; a new deployment of the same name starts clean.
             conn.execute("DELETE FROM checks WHERE deployment = ?", (name,))
+            conn.execute("DELETE FROM deployed_configs WHERE deployment = ?", (name,))
 
     # ---- jobs ----
 
@@ -408,6 +415,23 @@ class Store:
             elif record.get("state") == "finished" and key in started:
                 samples.append((key[1], str(record.get("type")), row["time"] - started.pop(key)))
         return samples
+
+    # ---- the config of the last successful up (what a change is measured against) ----
+
+    def set_deployed_config(self, deployment: str, config: dict[str, Any]) -> None:
+        with self._connection() as conn:
+            conn.execute(
+                "INSERT INTO deployed_configs (deployment, config, time) VALUES (?, ?, ?) "
+                "ON CONFLICT (deployment) DO UPDATE SET config = excluded.config, time = excluded.time",
+                (deployment, _dumps(redact_value(config)), time.time()),
+            )
+
+    def deployed_config(self, deployment: str) -> Optional[dict[str, Any]]:
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT config FROM deployed_configs WHERE deployment = ?", (deployment,)
+            ).fetchone()
+        return None if row is None else json.loads(row["config"])
 
     # ---- check reports (Contract 5): the last one of each kind per deployment ----
 

@@ -57,6 +57,9 @@ class FakeEngine:
     def create(self, spec: Any, hf_token: Optional[str]) -> None:
         self.created.append((spec.stack, hf_token is not None))
 
+    def configure(self, spec: Any, hf_token: Optional[str], removed: list[str]) -> None:
+        self.created.append((spec.stack, hf_token is not None))
+
     def run(self, stack: str, operation: str, ctx: JobContext,
             known_resources: Optional[list[dict[str, Any]]] = None) -> OperationResult:
         ctx.on_cancel(self.gate.set)

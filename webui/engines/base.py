@@ -159,6 +159,10 @@ class Engine(Protocol):
     ) -> OperationResult:
         """Run one operation; raise OperationFailed / OperationCancelled / EngineError."""
 
+    def configure(self, spec: DeploymentSpec, hf_token: Optional[str], removed: list[str]) -> None:
+        """Write a changed config to the stack (no cloud action). `hf_token` None keeps the token
+        the stack has; `removed` are Contract 1 keys to drop (reset to their defaults)."""
+
     def remove(self, stack: str) -> None:
         """Forget the stack after a successful destroy (stack record, work dir)."""
 

@@ -87,6 +87,17 @@ class EventTranslator:
             and item.get("op") not in GONE_OPS
         ]
 
+    def steps(self) -> list[dict[str, Any]]:
+        """What a preview says the update would do, per resource, in the change preview's words
+        (a replacement's several Pulumi steps are one "replace"; the stack itself left out)."""
+        words = {"create-replacement": "replace", "delete-replaced": "replace", "replace": "replace",
+                 "create": "create", "update": "update", "delete": "delete", "same": "same"}
+        return [
+            {"type": item["type"], "name": item["name"], "op": words[item["op"]], "keys": []}
+            for item in self.seen.values()
+            if item["type"] != STACK_TYPE and item.get("op") in words
+        ]
+
     def translate(self, event: pulumi_events.EngineEvent) -> list[dict[str, Any]]:
         if event.resource_pre_event is not None:
             return self._pre(event.resource_pre_event.metadata)

@@ -31,12 +31,16 @@ from webui.engines.base import (
     OperationResult,
     resource_record,
 )
+from webui.change import change_counts, consequences, plan_diff
 from webui.redact import redact
 from webui.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 OFFLINE_SECRET = {"secure": "offline-placeholder"}
+# The plan of the last successful `up` (secrets already masked by the plan), kept beside the stack
+# file: a preview after a config change diffs the new plan against it.
+LAST_PLAN_FILE = "last-plan.json"
 # Environment variables a plan subprocess has no business seeing.
 _WITHHELD_ENV = ("RAYPD_TOKEN", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_ACCESS_TOKEN", "HF_TOKEN")
 # (Pulumi step op, what the finished record says) per operation; {label} is "type name".
@@ -87,6 +91,11 @@ class OfflineEngine:
             + yaml.safe_dump(stack_file_document(spec), sort_keys=False),
             encoding="utf-8",
         )
+
+    def configure(self, spec: DeploymentSpec, hf_token: Optional[str], removed: list[str]) -> None:
+        """A changed config: the stack file is written anew (nothing else holds config offline)."""
+        del removed
+        self.create(spec, hf_token)
 
     def remove(self, stack: str) -> None:
         shutil.rmtree(self.settings.workspace_dir(stack), ignore_errors=True)
@@ -190,19 +199,52 @@ class OfflineEngine:
         for warning in plan.get("warnings") or []:
             ctx.emit({"kind": "diagnostic", "severity": "warning", "message": str(warning)})
         ordered = list(reversed(resources)) if operation == "destroy" else resources
+        last = self._last_plan(stack) if operation == "preview" else None
+        steps = plan_diff(last, plan) if last is not None else None
+        step_ops = {step["name"]: step["op"] for step in steps or []}
         total = len(ordered)
         for done, resource in enumerate(ordered, start=1):
             if ctx.cancelled:
                 raise OperationCancelled()
             label = f"{resource['type']} {resource['name']}"
-            ctx.emit(resource_record("started", op, resource["type"], resource["name"], done - 1, total,
-                                     f"{op} {label}"))
-            ctx.emit(resource_record("finished", op, resource["type"], resource["name"], done, total,
-                                     finished.format(label=label)))
-        ctx.emit({"kind": "summary", "changes": {op: total}, "message": (
-            f"{total} resources ({op}); {OFFLINE_NOTICE}"
-        )})
+            step_op = step_ops.get(resource["name"], op)
+            wording = (finished if step_op == op else "{label}: no change" if step_op == "same"
+                       else f"would {step_op} {{label}}")
+            ctx.emit(resource_record("started", step_op, resource["type"], resource["name"], done - 1, total,
+                                     f"{step_op} {label}"))
+            ctx.emit(resource_record("finished", step_op, resource["type"], resource["name"], done, total,
+                                     wording.format(label=label)))
+        changes = change_counts(steps) if steps is not None else {op: total}
+        summary: dict[str, Any] = {"changes": changes}
+        if steps is not None:
+            # A change to a planned deployment: what the update would do, and what that means.
+            summary["steps"] = [step for step in steps if step["op"] != "same"]
+            summary["consequences"] = consequences(steps)
+        parts = ", ".join(f"{count} {name}" for name, count in sorted(changes.items()))
+        ctx.emit({"kind": "summary", "changes": changes, "message": f"{parts}; {OFFLINE_NOTICE}"})
         if operation == "destroy":
-            return OperationResult(outputs=None, resources=[], summary={"changes": {op: total}})
+            self._forget_plan(stack)
+            return OperationResult(outputs=None, resources=[], summary=summary)
+        if operation == "up":
+            self._keep_plan(stack, plan)
         outputs = plan.get("outputs") if isinstance(plan.get("outputs"), dict) else {}
-        return OperationResult(outputs=outputs, resources=resources, summary={"changes": {op: total}})
+        return OperationResult(outputs=outputs, resources=resources, summary=summary)
+
+    # ---- the last deployed plan (what a change preview compares with) ----
+
+    def _last_plan_path(self, stack: str) -> Path:
+        return self.settings.workspace_dir(stack) / LAST_PLAN_FILE
+
+    def _keep_plan(self, stack: str, plan: dict[str, Any]) -> None:
+        path = self._last_plan_path(stack)
+        path.write_text(json.dumps(plan, sort_keys=True), encoding="utf-8")
+
+    def _forget_plan(self, stack: str) -> None:
+        self._last_plan_path(stack).unlink(missing_ok=True)
+
+    def _last_plan(self, stack: str) -> Optional[dict[str, Any]]:
+        try:
+            plan = json.loads(self._last_plan_path(stack).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return plan if isinstance(plan, dict) else None

@@ -52,6 +52,7 @@ from webui.engines.base import (
     PendingOperations,
 )
 from webui.engines.cli_process import CliSession, cli_alive
+from webui.change import consequences
 from webui.engines.events import EventTranslator, expected_total_from, strip_markup, urn_name
 from webui.redact import MASK, redact
 from webui.settings import Settings, pulumi_env
@@ -331,6 +332,18 @@ class PulumiEngine:
             self.remove(spec.stack)
             raise map_command_error(exc, spec.stack) from None
 
+    def configure(self, spec: DeploymentSpec, hf_token: Optional[str], removed: list[str]) -> None:
+        """Write a changed config (no cloud action): every key of the spec, the token only when a
+        new one came (else the stack keeps its encrypted one), and keys reset to their defaults
+        removed, so the program falls back to its own defaults for them."""
+        stack = self._select(spec.stack)
+        try:
+            write_config(stack, spec, hf_token)
+            if removed:
+                stack.remove_all_config(list(removed), path=False)
+        except auto.CommandError as exc:
+            raise map_command_error(exc, spec.stack) from None
+
     # ---- operations ----
 
     def run(
@@ -387,7 +400,12 @@ class PulumiEngine:
             raise
         if operation == "preview":
             preview = selected.preview(on_event=translator, color="never")
-            return OperationResult(summary={"changes": dict(preview.change_summary or {})})
+            steps = translator.steps()
+            return OperationResult(summary={
+                "changes": dict(preview.change_summary or {}),
+                "steps": [step for step in steps if step["op"] != "same"],
+                "consequences": consequences(steps),
+            })
         if operation == "up":
             self._refuse_pending(selected, stack)
             up = selected.up(on_event=translator, color="never", show_secrets=False)
