@@ -220,6 +220,46 @@ def test_failed_preflight_blocks_launch_until_forced_then_verify_from_status(ser
     assert page.console_errors == []
 
 
+def test_change_settings_preview_the_difference_then_deploy(server, page):
+    from playwright.sync_api import expect
+
+    base = server["base"]
+    _logged_in(page, base)
+    page.goto(base + "/deployments/new")
+    page.fill("#f-name", "grow")
+    page.click("#preview-button")
+    page.click("#launch-button")
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
+    expect(page.locator("h1 .badge").first).to_have_text("planned (offline)", timeout=20_000)
+
+    page.click("#change-settings")
+    expect(page.locator("h1")).to_contain_text("Change settings: grow")
+    expect(page.locator("#f-raypd-decode-replicas")).to_have_value("1")
+    page.fill("#f-raypd-decode-replicas", "3")
+    page.click("#save-change")
+    expect(page).to_have_url(re.compile(r"/deployments/grow\?job="))
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
+    from components.spec import DeploymentSpec
+    from components.topology import estimate_cost
+
+    def usd(config: dict) -> str:
+        return f"${estimate_cost(DeploymentSpec.from_config(config, 'grow')).usd_per_hour:,.2f}/h"
+
+    changes = page.locator("#pending-changes")
+    expect(changes).to_contain_text("raypd:decode.replicas", timeout=20_000)
+    expect(changes).to_contain_text(usd({}))  # the reference now ...
+    expect(changes.locator("#new-cost")).to_contain_text(usd({"raypd:decode": {"replicas": 3}}))
+    expect(page.locator("#job-changes")).to_contain_text("What this update would do")
+    expect(page.locator("#job-changes")).to_contain_text("update")
+    shot(page, "14-change-preview")
+
+    page.click("#op-up")
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
+    expect(page.locator("#pending-changes")).to_have_count(0, timeout=20_000)
+    shot(page, "15-change-deployed")
+    assert page.console_errors == []
+
+
 def test_home_holds_no_token_after_the_browser_flow(server):
     for path in Path(server["home"]).rglob("*"):
         if path.is_file():
