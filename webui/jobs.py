@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from webui.engines.base import EngineError, JobContext, OperationCancelled, OperationResult
 from webui.redact import redact
-from webui.store import ACTIVE_STATUSES, INTERRUPTED_HINT, Store
+from webui.store import ACTIVE_STATUSES, INTERRUPTED_HINT, JobActive, Store
 
 logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")
@@ -74,7 +74,10 @@ class JobRunner:
             active = self.store.active_job(deployment)
             if active is not None:
                 raise Busy(active)
-            job_id = self.store.create_job(deployment, operation, engine, actor, running_status)
+            try:
+                job_id = self.store.create_job(deployment, operation, engine, actor, running_status)
+            except JobActive as taken:  # another server on the same store got there first
+                raise Busy(taken.job_id or "unknown") from None
             ctx = JobContext(job_id, lambda record: self._record(job_id, record))
             self._contexts[job_id] = ctx
         self.store.add_event(job_id, {"kind": "status", "status": "queued",

@@ -67,6 +67,10 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_by_deployment ON jobs (deployment, created_at);
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status);
+-- The per-deployment lock lives in the store, not in a process: two servers on one store (a lock
+-- file removed by hand) still cannot run two jobs on one deployment.
+CREATE UNIQUE INDEX IF NOT EXISTS one_active_job_per_deployment ON jobs (deployment)
+    WHERE status IN ('queued', 'running');
 CREATE TABLE IF NOT EXISTS events (
     job TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -101,6 +105,14 @@ CREATE TABLE IF NOT EXISTS audit (
 
 class NameTaken(Exception):
     """A deployment with this name already exists."""
+
+
+class JobActive(Exception):
+    """A job is already queued or running on this deployment (`job_id`, when it could be read)."""
+
+    def __init__(self, job_id: Optional[str]):
+        super().__init__(job_id or "")
+        self.job_id = job_id
 
 
 def _loads(text: Optional[str], default: Any = None) -> Any:
@@ -257,6 +269,16 @@ class Store:
         """Insert a queued job and mark the deployment busy, in one transaction."""
         job_id = uuid.uuid4().hex[:16]
         now = time.time()
+        try:
+            self._insert_job(job_id, now, deployment, operation, engine, actor, running_status)
+        except sqlite3.IntegrityError:
+            raise JobActive(self.active_job(deployment)) from None
+        return job_id
+
+    def _insert_job(
+        self, job_id: str, now: float, deployment: str, operation: str, engine: str, actor: str,
+        running_status: str,
+    ) -> None:
         with self._transaction() as conn:
             row = conn.execute("SELECT status FROM deployments WHERE name = ?", (deployment,)).fetchone()
             previous = row["status"] if row else None
@@ -270,7 +292,6 @@ class Store:
                 "last_result = 'queued', last_job = ?, updated_at = ? WHERE name = ?",
                 (running_status, operation, now, job_id, now, deployment),
             )
-        return job_id
 
     def _job_row(self, row: sqlite3.Row) -> dict[str, Any]:
         return {
