@@ -24,6 +24,7 @@ bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
 CREATE_KEYS = {"name", "config"}
 KEEPALIVE_SECONDS = 15.0
+MAX_EVENT_SEQ = 2**63 - 1
 # A job's end record follows its final status by a moment; wait that long before closing.
 END_GRACE_SECONDS = 3.0
 
@@ -216,9 +217,12 @@ def _after() -> int:
     for raw in (request.headers.get("Last-Event-ID"), request.args.get("after")):
         if raw is not None:
             try:
-                return max(0, int(raw))
+                after = int(raw)
             except ValueError:
                 raise BodyError([FieldError("Last-Event-ID", "must be an event sequence number")]) from None
+            if not 0 <= after <= MAX_EVENT_SEQ:  # SQLite integers are 64-bit
+                raise BodyError([FieldError("Last-Event-ID", "must be an event sequence number")])
+            return after
     return 0
 
 

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import io
+
 import hashlib
 import hmac
 import secrets
@@ -153,7 +155,37 @@ def _harden(response: Response) -> Response:
     return response
 
 
+class BoundedChunkedBody:
+    """WSGI middleware: a chunked body is read here, up to the limit, and handed on measured.
+
+    A chunked request has no Content-Length, and Werkzeug cuts such a stream at the limit without
+    saying so (valid JSON + padding would be accepted). Here the whole body is read first; one
+    larger than the limit reaches the app as "Content-Length: limit + 1" with nothing to read, so
+    the usual 413 answers it, in the usual format.
+    """
+
+    def __init__(self, app: Any, max_body_bytes: int):
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if not environ.get("CONTENT_LENGTH") and "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            stream, data = environ["wsgi.input"], b""
+            while len(data) <= self.max_body_bytes:
+                piece = stream.read(min(65536, self.max_body_bytes + 1 - len(data)))
+                if not piece:
+                    break
+                data += piece
+            oversize = len(data) > self.max_body_bytes
+            environ["wsgi.input"] = io.BytesIO(b"" if oversize else data)
+            environ["CONTENT_LENGTH"] = str(self.max_body_bytes + 1 if oversize else len(data))
+            environ.pop("wsgi.input_terminated", None)
+            environ.pop("HTTP_TRANSFER_ENCODING", None)  # what follows is a plain, measured body
+        return self.app(environ, start_response)
+
+
 def init_security(app: Flask, token: str, max_body_bytes: int) -> None:
+    app.wsgi_app = BoundedChunkedBody(app.wsgi_app, max_body_bytes)  # type: ignore[method-assign]
     app.secret_key = session_secret(token)
     app.config.update(
         SESSION_COOKIE_NAME=SESSION_COOKIE,
