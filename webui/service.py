@@ -7,7 +7,9 @@ that the HF token goes to the engine's `create` and nowhere else (not the store,
 
 from __future__ import annotations
 
+import json
 import logging
+import shlex
 import threading
 import time
 from typing import Any, Mapping, Optional
@@ -151,14 +153,17 @@ def connect_info(spec: DeploymentSpec, outputs: Optional[Mapping[str, Any]]) -> 
     )
     port_forward = (outputs or {}).get("portForwardCommand") or planned["portForwardCommand"]
     port = defaults.SERVE_PORT
+    # Every value that lands in a command people paste is shell-quoted, whatever the spec allowed.
+    payload = json.dumps({"model": spec.model.id, "messages": [{"role": "user", "content": "Hello!"}],
+                          "max_tokens": 64})
     curl = (
         f"curl -s http://localhost:{port}/v1/chat/completions \\\n"
         "  -H 'Content-Type: application/json' \\\n"
-        f"  -d '{{\"model\": \"{spec.model.id}\", \"messages\": "
-        "[{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 64}'"
+        f"  -d {shlex.quote(payload)}"
     )
     kubeconfig = (
-        f"aws eks update-kubeconfig --region {spec.region} --name {spec.effective_cluster_name}"
+        f"aws eks update-kubeconfig --region {shlex.quote(spec.region)} "
+        f"--name {shlex.quote(spec.effective_cluster_name)}"
     )
     return {"portForward": port_forward, "curl": curl, "kubeconfig": kubeconfig,
             "openaiBaseUrl": planned["openaiBaseUrl"]}

@@ -109,3 +109,20 @@ def test_rayservice_yaml_references_the_token_secret_not_its_value():
     text = rayservice_yaml(spec)
     assert "kind: RayService" in text and "secretKeyRef" in text
     assert "hf_realvalue1234567" not in text
+
+
+def test_the_connect_curl_command_is_safe_to_paste_whatever_the_model_id(tmp_path):
+    import json
+    import subprocess
+
+    from components.spec import DeploymentSpec
+    from webui.service import connect_info
+
+    hostile = "x';touch${IFS}pwned;echo${IFS}'$(touch${IFS}pwned2)`touch${IFS}pwned3`"
+    spec = DeploymentSpec.from_config({"raypd:model": {"id": hostile}})
+    command = connect_info(spec, None)["curl"]
+    script = 'curl() { for a in "$@"; do printf "%s\\0" "$a"; done > args; }\n' + command
+    subprocess.run(["bash", "-c", script], cwd=tmp_path, check=True, timeout=10)
+    assert not any((tmp_path / name).exists() for name in ("pwned", "pwned2", "pwned3"))
+    args = (tmp_path / "args").read_text().split("\0")
+    assert json.loads(args[args.index("-d") + 1])["model"] == hostile
