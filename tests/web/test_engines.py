@@ -597,3 +597,29 @@ def test_real_cli_creates_a_stack_with_an_encrypted_token(tmp_path):
     stack.workspace.remove_stack("clitest")
     engine.remove("clitest")
     assert not settings.workspace_dir("clitest").exists()
+
+
+def test_the_offline_plan_subprocess_gets_only_what_python_needs(tmp_path, monkeypatch):
+    import subprocess as real_subprocess
+
+    from webui.engines import offline as offline_module
+    from webui.engines.base import JobContext
+
+    for name, value in {"RAYPD_TOKEN": "tok-123", "PULUMI_CONFIG_PASSPHRASE": "pass-123",
+                        "AWS_SECRET_ACCESS_KEY": "aws-123", "HF_TOKEN": "hf_123", "SOME_NEW_SECRET": "x"}.items():
+        monkeypatch.setenv(name, value)
+    seen: list[dict[str, str]] = []
+    real_popen = real_subprocess.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        seen.append(dict(kwargs["env"]))
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(offline_module.subprocess, "Popen", popen)
+    engine = OfflineEngine(settings_for(tmp_path))
+    engine.create(DeploymentSpec.from_config({}, "demo"), None)
+    result = engine.run("demo", "preview", JobContext("j", lambda record: None))
+    assert result.resources  # the plan still ran
+    assert seen and set(seen[0]) <= {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ",
+                                     "PYTHONPATH", "VIRTUAL_ENV", "SYSTEMROOT"}
+    assert "PATH" in seen[0]

@@ -41,8 +41,11 @@ OFFLINE_SECRET = {"secure": "offline-placeholder"}
 # The plan of the last successful `up` (secrets already masked by the plan), kept beside the stack
 # file: a preview after a config change diffs the new plan against it.
 LAST_PLAN_FILE = "last-plan.json"
-# Environment variables a plan subprocess has no business seeing.
-_WITHHELD_ENV = ("RAYPD_TOKEN", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_ACCESS_TOKEN", "HF_TOKEN")
+# All a plan subprocess gets from this process's environment: what Python needs to start and
+# find the project. Nothing else (the access token, the Pulumi passphrase, cloud credentials,
+# HF_TOKEN) has any business there, and a list of what to withhold would miss the next one.
+_PLAN_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "PYTHONPATH",
+             "VIRTUAL_ENV", "SYSTEMROOT")
 # (Pulumi step op, what the finished record says) per operation; {label} is "type name".
 _OP_WORDING = {
     "preview": ("create", "would create {label}"),
@@ -129,7 +132,7 @@ class OfflineEngine:
         return self._run_plan(path, stack, ctx)
 
     def _run_plan(self, path: Path, stack: str, ctx: JobContext) -> dict[str, Any]:
-        env = {k: v for k, v in os.environ.items() if k not in _WITHHELD_ENV}
+        env = {k: v for k, v in os.environ.items() if k in _PLAN_ENV}
         command = [
             str(self.settings.python), "-m", "components.plan",
             "--config", str(path), "--stack", stack, "--json",
