@@ -20,6 +20,7 @@ from werkzeug.serving import make_server
 from webui.app import close_app, create_app
 from webui.redact import RedactingFilter
 from webui.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError, prepare_home
+from webui.store import StoreError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -76,7 +77,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         app = create_app(settings)
-    except SettingsError as exc:
+    except (SettingsError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import queue
+import shlex
 import sqlite3
 import time
 import uuid
@@ -103,6 +104,10 @@ CREATE TABLE IF NOT EXISTS audit (
 """
 
 
+class StoreError(Exception):
+    """The store cannot be opened; the message says which file and what to do."""
+
+
 class NameTaken(Exception):
     """A deployment with this name already exists."""
 
@@ -128,8 +133,17 @@ class Store:
         self.path = Path(path)
         self._pool: "queue.LifoQueue[sqlite3.Connection]" = queue.LifoQueue(maxsize=pool_size)
         self._closed = False
-        with self._connection() as conn:
-            conn.executescript(_SCHEMA)
+        try:
+            with self._connection() as conn:
+                conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:  # not a database, unreadable, read-only disk, ...
+            self.close()
+            raise StoreError(
+                f"cannot open the job store {self.path}: {exc}. If the file is damaged, move it "
+                f"aside (mv {shlex.quote(str(self.path))} {shlex.quote(str(self.path) + '.broken')}) "
+                "and start again: deployments are listed again from a new store, the Pulumi state "
+                "is not in this file"
+            ) from None
 
     # ---- connections ----
 

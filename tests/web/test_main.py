@@ -33,6 +33,16 @@ def test_unworkable_settings_stop_the_server_with_a_clear_message(tmp_path, args
     assert "Traceback" not in result.stderr
 
 
+def test_a_damaged_store_stops_the_server_with_the_file_and_what_to_do(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "raypd.db").write_bytes(b"this is not a database\0" * 400)
+    result = run_webui(tmp_path, "--port", "1", RAYPD_ENGINE="offline")
+    assert result.returncode == 2
+    assert str(home / "raypd.db") in result.stderr and "move it aside" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_an_empty_passphrase_in_the_environment_is_dropped_at_start(tmp_path, monkeypatch):
     from tests.web.support import settings_for
     from webui import close_app, create_app
