@@ -16,7 +16,7 @@ from components.errors import FieldError, SpecError
 from webui import forms
 from webui.diagram import architecture_svg
 from webui.engines.base import EngineError
-from webui.security import csrf_token, csrf_valid, safe_next, token_matches
+from webui.security import client_address, csrf_token, csrf_valid, safe_next, token_matches
 from webui.service import Conflict, NotFound
 from webui.state import raypd
 from webui.store import ACTIVE_STATUSES
@@ -49,11 +49,11 @@ def login_post() -> Any:
     if not csrf_valid(request.form.get("csrf_token")):
         return render_template("login.html", next=target,
                                error="The login form expired; try again."), 400
-    if app.throttle.blocked():
+    if app.throttle.blocked(client_address()):
         return render_template("login.html", next=target,
                                error="Too many failed attempts; wait a minute."), 429
     if not token_matches(app.settings.token, request.form.get("token", "").strip()):
-        app.throttle.failed()
+        app.throttle.failed(client_address())
         app.service.audit(g.actor, "login", "web", "failed", None)
         return render_template("login.html", next=target, error="That access token is not valid."), 401
     session.clear()

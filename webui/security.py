@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any, Optional
 from urllib.parse import urlparse
 
-from flask import Flask, Response, g, jsonify, redirect, request, session, url_for
+from flask import Flask, Response, current_app, g, jsonify, redirect, request, session, url_for
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -88,21 +88,44 @@ def safe_next(target: Optional[str]) -> str:
 
 
 class LoginThrottle:
+    """Wrong tokens per client address in the last minute; an address over the limit waits.
+
+    Per address, so that someone guessing from one place cannot lock everyone else out; bounded in
+    the number of addresses it remembers, so that guessing from many cannot fill the memory.
+    """
+
+    MAX_ADDRESSES = 10_000
+
     def __init__(self, per_minute: int = LOGIN_ATTEMPTS_PER_MINUTE):
         self.per_minute = per_minute
-        self._failures: deque[float] = deque()
+        self._failures: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
-    def blocked(self) -> bool:
+    def _recent(self, address: str, now: float) -> deque[float]:
+        failures = self._failures.get(address, deque())
+        while failures and now - failures[0] > 60:
+            failures.popleft()
+        return failures
+
+    def blocked(self, address: str) -> bool:
+        with self._lock:
+            failures = self._recent(address, time.monotonic())
+            if not failures:
+                self._failures.pop(address, None)
+            return len(failures) >= self.per_minute
+
+    def failed(self, address: str) -> None:
         now = time.monotonic()
         with self._lock:
-            while self._failures and now - self._failures[0] > 60:
-                self._failures.popleft()
-            return len(self._failures) >= self.per_minute
+            failures = self._recent(address, now)
+            failures.append(now)
+            self._failures[address] = failures
+            if len(self._failures) > self.MAX_ADDRESSES:
+                del self._failures[next(iter(self._failures))]  # the longest-known address goes
 
-    def failed(self) -> None:
-        with self._lock:
-            self._failures.append(time.monotonic())
+
+def client_address() -> str:
+    return request.remote_addr or "unknown"
 
 
 def api_error(status: int, field: str, message: str, **extra: Any) -> Response:
@@ -121,9 +144,15 @@ def _authorize() -> Optional[Response]:
     token = g.raypd_token
     is_api = request.path.startswith("/api/")
     if is_api:
-        if token_matches(token, bearer_token()):
-            g.actor = _actor("api-token")
-            return None
+        given = bearer_token()
+        if given is not None:
+            throttle: LoginThrottle = current_app.extensions["raypd"].throttle
+            if throttle.blocked(client_address()):
+                return api_error(429, "Authorization", "too many wrong tokens from this address; wait a minute")
+            if token_matches(token, given):
+                g.actor = _actor("api-token")
+                return None
+            throttle.failed(client_address())
         if session.get("auth"):
             if request.method not in SAFE_METHODS and not csrf_valid(request.headers.get(CSRF_HEADER)):
                 return api_error(403, CSRF_HEADER, "a browser session must send its CSRF token")

@@ -79,10 +79,29 @@ def test_login_keeps_a_same_site_next_path(client):
     assert response.headers["Location"] == "/deployments/new?x=1"
 
 
-def test_repeated_wrong_logins_are_throttled(client):
-    csrf = extract_csrf(text_of(client.get("/login")))
-    codes = [client.post("/login", data={"token": f"guess-{i}", "csrf_token": csrf}).status_code for i in range(12)]
+def test_repeated_wrong_logins_are_throttled_for_that_address_only(app):
+    guesser = app.test_client()
+    guesser.environ_base["REMOTE_ADDR"] = "10.9.9.9"
+    csrf = extract_csrf(text_of(guesser.get("/login")))
+    codes = [guesser.post("/login", data={"token": f"guess-{i}", "csrf_token": csrf}).status_code
+             for i in range(12)]
     assert codes[0] == 401 and codes[-1] == 429
+    assert guesser.post("/login", data={"token": TOKEN, "csrf_token": csrf}).status_code == 429
+    colleague = app.test_client()
+    colleague.environ_base["REMOTE_ADDR"] = "10.1.1.1"
+    csrf = extract_csrf(text_of(colleague.get("/login")))
+    assert colleague.post("/login", data={"token": TOKEN, "csrf_token": csrf}).status_code == 302
+
+
+def test_wrong_bearer_tokens_are_throttled_per_address_too(app):
+    guesser, colleague = app.test_client(), app.test_client()
+    guesser.environ_base["REMOTE_ADDR"] = "10.9.9.8"
+    colleague.environ_base["REMOTE_ADDR"] = "10.1.1.2"
+    codes = [guesser.get("/api/v1/deployments", headers={"Authorization": f"Bearer wrong-{i}"}).status_code
+             for i in range(11)]
+    assert codes[0] == 401 and codes[-1] == 429
+    assert guesser.get("/api/v1/deployments", headers=AUTH).status_code == 429
+    assert colleague.get("/api/v1/deployments", headers=AUTH).status_code == 200
 
 
 def test_forms_without_csrf_token_are_refused(browser):
