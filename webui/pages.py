@@ -59,6 +59,7 @@ def login_post() -> Any:
     session.clear()
     session.permanent = True
     session["auth"] = True
+    session["sid"] = app.store.start_session()
     csrf_token()
     app.service.audit(g.actor, "login", "web", "succeeded", None)
     return redirect(target)
@@ -66,6 +67,9 @@ def login_post() -> Any:
 
 @bp.post("/logout")
 def logout() -> Response:
+    session_id = session.get("sid")
+    if isinstance(session_id, str):
+        raypd().store.end_session(session_id)  # a copy of the cookie must not outlive the logout
     session.clear()
     return redirect(url_for("pages.login"))
 

@@ -124,6 +124,16 @@ class LoginThrottle:
                 del self._failures[next(iter(self._failures))]  # the longest-known address goes
 
 
+def signed_in() -> bool:
+    """A browser session counts while the store says it was not ended (logout ends it there, so
+    a cookie saved before logging out is worth nothing after)."""
+    session_id = session.get("sid")
+    if not session.get("auth") or not isinstance(session_id, str):
+        return False
+    lifetime = current_app.permanent_session_lifetime.total_seconds()
+    return current_app.extensions["raypd"].store.session_active(session_id, lifetime)
+
+
 def client_address() -> str:
     return request.remote_addr or "unknown"
 
@@ -153,7 +163,7 @@ def _authorize() -> Optional[Response]:
                 g.actor = _actor("api-token")
                 return None
             throttle.failed(client_address())
-        if session.get("auth"):
+        if signed_in():
             if request.method not in SAFE_METHODS and not csrf_valid(request.headers.get(CSRF_HEADER)):
                 return api_error(403, CSRF_HEADER, "a browser session must send its CSRF token")
             g.actor = _actor("browser")
@@ -161,7 +171,7 @@ def _authorize() -> Optional[Response]:
         response = api_error(401, "Authorization", "send 'Authorization: Bearer <access token>'")
         response.headers["WWW-Authenticate"] = 'Bearer realm="raypd"'
         return response
-    if not session.get("auth"):
+    if not signed_in():
         if request.method in SAFE_METHODS:
             return redirect(url_for("pages.login", next=request.full_path.rstrip("?")))
         return redirect(url_for("pages.login"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import queue
+import secrets
 import shlex
 import sqlite3
 import time
@@ -91,6 +92,11 @@ CREATE TABLE IF NOT EXISTS deployed_configs (
     deployment TEXT PRIMARY KEY,
     config TEXT NOT NULL,
     time REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    created REAL NOT NULL,
+    ended REAL
 );
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -487,6 +493,25 @@ class Store:
             ).fetchall()
         return {row["kind"]: {"report": json.loads(row["report"]), "job": row["job"],
                               "time": row["time"]} for row in rows}
+
+    # ---- browser sessions (the cookie carries the id; logging out ends it here) ----
+
+    def start_session(self) -> str:
+        session_id = secrets.token_urlsafe(24)
+        with self._connection() as conn:
+            conn.execute("INSERT INTO sessions (id, created) VALUES (?, ?)", (session_id, time.time()))
+        return session_id
+
+    def session_active(self, session_id: str, max_age_seconds: float) -> bool:
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT created FROM sessions WHERE id = ? AND ended IS NULL", (session_id,)
+            ).fetchone()
+        return row is not None and time.time() - row["created"] <= max_age_seconds
+
+    def end_session(self, session_id: str) -> None:
+        with self._connection() as conn:
+            conn.execute("UPDATE sessions SET ended = ? WHERE id = ?", (time.time(), session_id))
 
     # ---- audit ----
 

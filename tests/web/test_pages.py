@@ -119,6 +119,18 @@ def test_logout_ends_the_session(browser):
     assert browser.get("/").status_code == 302
 
 
+def test_a_cookie_saved_before_logout_is_worthless_after_it(app):
+    browser = app.test_client()
+    login(browser)
+    saved = browser.get_cookie("raypd_session").value
+    csrf = extract_csrf(text_of(browser.get("/")))
+    assert browser.post("/logout", data={"csrf_token": csrf}).status_code == 302
+    thief = app.test_client()
+    thief.set_cookie("raypd_session", saved)
+    assert thief.get("/").status_code == 302  # to the login page
+    assert thief.get("/api/v1/deployments").status_code == 401
+
+
 def test_browser_session_may_read_the_api_but_not_change_it_without_csrf(browser):
     assert browser.get("/api/v1/deployments").status_code == 200
     response = browser.post("/api/v1/deployments", json={"name": "x"})
