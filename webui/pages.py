@@ -159,8 +159,10 @@ def deployment(name: str) -> Any:
         detail, spec = app.service.get_with_spec(name, jobs=20)  # spec None: see detail["warnings"]
     except NotFound:
         gone = app.store.get_job(request.args.get("job", ""))
-        if gone and gone["deployment"] == name and gone["operation"] == "destroy" and gone["status"] == "succeeded":
-            # The tear-down finished before this page loaded (offline it takes milliseconds).
+        if gone and gone["deployment"] == name and gone["operation"] == "destroy" and gone["status"] in (
+                "succeeded", "running"):
+            # The tear-down finished before this page loaded (offline it takes milliseconds); a
+            # record is removed only by a succeeded destroy, whose job may still be recording its end.
             return redirect(url_for("pages.index", removed=name))
         return render_error(404, f"There is no deployment named “{name}”. It may have been torn down.")
     wanted = request.args.get("job")

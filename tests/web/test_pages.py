@@ -354,3 +354,15 @@ def test_a_stored_config_that_no_longer_validates_still_shows_and_tears_down(app
     job_id = response.headers["Location"].split("job=")[1]
     assert wait_for_job(browser, job_id, headers={})["status"] == "succeeded"
     assert browser.get("/api/v1/deployments/legacy", headers=AUTH).status_code == 404
+
+
+def test_a_page_loaded_while_a_finished_tear_down_records_its_end_goes_to_the_list(app):
+    browser = app.test_client()
+    login(browser)
+    store = app.extensions["raypd"].store
+    create(browser, "quick")
+    job = store.create_job("quick", "destroy", "offline", "t", "destroying")
+    store.set_job_running(job)
+    store.delete_deployment("quick")  # done: the record goes before the job's end is written
+    response = browser.get(f"/deployments/quick?job={job}")
+    assert response.status_code == 302 and response.headers["Location"] == "/?removed=quick"
