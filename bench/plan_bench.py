@@ -7,8 +7,9 @@ Measures two cases, each as a fresh subprocess (interpreter start, imports, mock
 2. a stack with 8 GPU node groups: target < 5 s. A stack file cannot ask for 8 groups (there are
    at most two phases, so at most two groups), so this case runs the same CLI (`plan.main`) in a
    child process where the node-group planner returns 8 groups: the heterogeneous stack's prefill
-   (p5.48xlarge) and decode (g6e.48xlarge) groups, four copies of each under distinct names. Every
-   consumer of the plan (program, RayService, serve config, outputs) sees the 8 groups, so the
+   (p5.48xlarge) and decode (g6e.48xlarge) groups, four copies of each under distinct names. The
+   planner is replaced in its one module (components.topology): the deployment plan is built from
+   it once and every consumer (program, RayService, serve config, outputs) reads that plan, so the
    run registers 8 GPU ManagedNodeGroups and renders 8 Ray worker groups through the real code.
 Prints the timings (min and median of N runs) and whether each meets its target. Not a test.
 """
@@ -44,11 +45,10 @@ def _eight_groups_child() -> int:
     """Run the plan CLI with the node-group planner replaced by an 8-group one."""
     import yaml
 
-    from components import defaults, outputs, plan, program, rayservice, topology
+    from components import defaults, plan, topology
     from components.spec import DeploymentSpec
-    from serve import config as serve_config
 
-    real_groups = topology.plan_gpu_groups(DeploymentSpec.from_config(HETEROGENEOUS, "bench"))
+    real_groups = topology.plan_deployment(DeploymentSpec.from_config(HETEROGENEOUS, "bench")).groups
     copies = SYNTHETIC_GROUPS // len(real_groups)
     synthetic = []
     for group in real_groups:
@@ -64,8 +64,8 @@ def _eight_groups_child() -> int:
     def eight_groups(spec: Any) -> list[Any]:
         return list(synthetic)
 
-    for module in (topology, program, rayservice, outputs, serve_config):
-        module.plan_gpu_groups = eight_groups  # type: ignore[attr-defined]
+    # The one planner: plan_deployment calls it, and nothing else does.
+    topology.plan_gpu_groups = eight_groups  # type: ignore[assignment]
     stack_file = Path(sys.argv[2])
     stack_file.write_text(yaml.safe_dump({"config": HETEROGENEOUS}), encoding="utf-8")
     return plan.main(["--config", str(stack_file), "--stack", "bench", "--json"])

@@ -60,6 +60,7 @@ def main() -> int:
 
     from components.preflight import node_lines, run_preflight, vcpus_needed
     from components.spec import DeploymentSpec
+    from components.topology import plan_deployment
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -78,7 +79,7 @@ def main() -> int:
                 "AWS_SHARED_CREDENTIALS_FILE": str(Path(scratch) / "credentials"),
             })
             spec = DeploymentSpec.from_config({}, "dev")
-            codes = sorted(vcpus_needed(node_lines(spec, {})))
+            codes = sorted(vcpus_needed(node_lines(plan_deployment(spec), {})))
             times: list[float] = []
             statuses = ""
             for _ in range(args.runs):

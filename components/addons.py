@@ -1,7 +1,11 @@
 """Cluster add-ons as Helm releases: NVIDIA and EFA device plugins, and the KubeRay operator.
 
 The values are pure functions of the node-group plan, so what each chart is told can be read in a
-test. Device plugins go where the GPU nodes are (label role=gpu-worker); without them no node
+test. KubeRay's CRDs are applied by Pulumi from the chart version's own crds/ directory, before the
+operator, rather than by Helm: Helm installs a chart's CRDs on first install only, so raising
+raypd:kuberayVersion would otherwise run a new operator against the old CRDs (fields it writes
+pruned by the API server). Pulumi applies them server-side and takes the fields over from Helm
+(`pulumi.com/patchForce`); the release is told to skip CRDs so the two never fight. Device plugins go where the GPU nodes are (label role=gpu-worker); without them no node
 advertises `nvidia.com/gpu` or `vpc.amazonaws.com/efa` and the Ray workers never schedule. The
 operator and its CRDs go on the system nodes, like the reference.
 """
@@ -61,6 +65,31 @@ def kuberay_operator_values() -> dict[str, Any]:
     return {"nodeSelector": dict(defaults.SYSTEM_LABELS)}
 
 
+def kuberay_crd_urls(version: str) -> list[str]:
+    """The CRD manifests of KubeRay chart `version` (kuberay's helm-chart/kuberay-operator/crds)."""
+    release = tuple(int(part) for part in version.split("."))
+    files = list(defaults.KUBERAY_CRD_FILES)
+    if release >= defaults.KUBERAY_CRONJOB_CRD_SINCE:
+        files.append(defaults.KUBERAY_CRONJOB_CRD_FILE)
+    return [defaults.KUBERAY_CRDS_URL.format(version=version, file=name) for name in sorted(files)]
+
+
+CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
+
+
+def force_crd_ownership(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
+    """Transform for the CRD objects: take the fields Helm's first install wrote (server-side apply
+    would otherwise stop on field-manager conflicts when the CRDs change version)."""
+    if args.type_ != CRD_TYPE:
+        return None
+    props = dict(args.props)
+    metadata = dict(props.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), PATCH_FORCE_ANNOTATION: "true"}
+    props["metadata"] = metadata
+    return pulumi.ResourceTransformResult(props=props, opts=args.opts)
+
+
 def needs_efa_plugin(groups: Sequence[GpuGroupPlan]) -> bool:
     return any(g.efa_interfaces_per_node > 0 for g in groups)
 
@@ -78,6 +107,7 @@ class Addons(pulumi.ComponentResource):
     """Children inherit the Kubernetes provider from this component's `providers` option."""
 
     kuberay: k8s.helm.v3.Release
+    kuberay_crds: k8s.yaml.v2.ConfigGroup
     device_plugins: list[k8s.helm.v3.Release]
 
     def __init__(self, name: str, args: AddonsArgs, opts: Optional[pulumi.ResourceOptions] = None):
@@ -109,9 +139,26 @@ class Addons(pulumi.ComponentResource):
                         defaults.EFA_DEVICE_PLUGIN_VERSION, defaults.EFA_DEVICE_PLUGIN_REPO,
                         defaults.DEVICE_PLUGIN_NAMESPACE, efa_device_plugin_values(args.gpu_groups))
             )
-        self.kuberay = release(
-            "kuberay-operator", defaults.KUBERAY_CHART, args.kuberay_version,
-            defaults.KUBERAY_CHART_REPO, defaults.KUBERAY_NAMESPACE, kuberay_operator_values(),
+        self.kuberay_crds = k8s.yaml.v2.ConfigGroup(
+            f"{name}-kuberay-crds",
+            files=kuberay_crd_urls(args.kuberay_version),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                transforms=[force_crd_ownership],
+            )),
+        )
+        self.kuberay = k8s.helm.v3.Release(
+            f"{name}-kuberay-operator",
+            name=defaults.KUBERAY_CHART,
+            chart=defaults.KUBERAY_CHART,
+            version=args.kuberay_version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=defaults.KUBERAY_CHART_REPO),
+            namespace=defaults.KUBERAY_NAMESPACE,
+            values=kuberay_operator_values(),
+            # The CRDs above, of the same version, exist first (see the module docstring).
+            skip_crds=True,
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[self.kuberay_crds])
+            ),
             create_namespace=True,
             # Roll back a half-installed operator instead of leaving it for the next `up`.
             atomic=True,

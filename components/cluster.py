@@ -11,6 +11,7 @@ that EKS bootstraps meanwhile.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -50,6 +51,31 @@ def node_policy_arns(region: str) -> list[str]:
     return [f"arn:{partition}:iam::aws:policy/{policy}" for policy in NODE_POLICIES]
 
 
+# EKS's managed access policy equal to Kubernetes' cluster-admin ClusterRole.
+CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+
+
+def admin_access_entries(region: str, role_arns: Sequence[str]) -> dict[str, eks.AccessEntryArgs]:
+    """One EKS access entry per admin role, with cluster-admin on the whole cluster.
+
+    Keyed by a digest of the ARN, not its place in the list: adding or removing one role never
+    replaces another's entry. The cluster uses authentication mode API, where access entries (not
+    the aws-auth ConfigMap) decide who may call the Kubernetes API.
+    """
+    policy = f"arn:{aws_partition(region)}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
+    return {
+        f"admin-{hashlib.sha256(arn.encode()).hexdigest()[:10]}": eks.AccessEntryArgs(
+            principal_arn=arn,
+            type=eks.AccessEntryType.STANDARD,
+            access_policies={"cluster-admin": eks.AccessPolicyAssociationArgs(
+                policy_arn=policy,
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+            )},
+        )
+        for arn in role_arns
+    }
+
+
 def node_assume_role_policy() -> str:
     return json.dumps({
         "Version": "2012-10-17",
@@ -82,12 +108,17 @@ class ClusterArgs:
     node_subnet_ids: pulumi.Input[Sequence[str]]
     system_nodes: SystemNodesArgs
     tags: dict[str, str] = field(default_factory=dict)
+    # IAM roles that get cluster-admin (raypd:adminRoleArns); the deploying identity has it anyway.
+    admin_role_arns: tuple[str, ...] = ()
 
 
 class Cluster(pulumi.ComponentResource):
     eks_cluster: eks.Cluster
     kubeconfig_json: pulumi.Output[str]
     node_role_arn: pulumi.Output[str]
+    # IRSA: the cluster's IAM OIDC provider, for pod roles (components.model_access).
+    oidc_provider_arn: pulumi.Output[str]
+    oidc_issuer: pulumi.Output[str]
     system_node_group: eks.ManagedNodeGroup
     provider: k8s.Provider
 
@@ -106,6 +137,7 @@ class Cluster(pulumi.ComponentResource):
             endpoint_private_access=True,
             endpoint_public_access=True,
             authentication_mode=eks.AuthenticationMode.API,
+            access_entries=admin_access_entries(args.region, args.admin_role_arns) or None,
             create_oidc_provider=True,
             skip_default_node_group=True,
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=True),
@@ -165,6 +197,8 @@ class Cluster(pulumi.ComponentResource):
         )
 
         self.kubeconfig_json = self.eks_cluster.kubeconfig_json
+        self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
+        self.oidc_issuer = self.eks_cluster.oidc_issuer
         self.provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=self.kubeconfig_json,

@@ -8,6 +8,25 @@ from __future__ import annotations
 
 REGION = "us-east-2"
 KUBERNETES_VERSION = "1.35"
+
+# Kubernetes minor versions on Amazon EKS: (end of standard support, end of extended support).
+# Standard support lasts 14 months from the EKS release, extended support 12 more; after that EKS
+# creates no cluster of the version and auto-upgrades existing ones. Source: the EKS user guide,
+# "Understand the Kubernetes version lifecycle on EKS", release calendar
+# (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html), as mirrored by
+# endoflife.date/amazon-eks. As of 2026-12-01; 1.36 is out on EKS but its dates were not
+# confirmed, so versions newer than the table are let through (EKS itself refuses unknown ones).
+EKS_VERSIONS_AS_OF = "2026-12-01"
+EKS_VERSIONS_SOURCE = "https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html"
+EKS_KUBERNETES_VERSIONS: dict[str, tuple[str, str]] = {
+    "1.29": ("2025-03-23", "2026-03-23"),
+    "1.30": ("2025-07-23", "2026-07-23"),
+    "1.31": ("2025-11-26", "2026-11-26"),
+    "1.32": ("2026-03-23", "2027-03-23"),
+    "1.33": ("2026-07-29", "2027-07-29"),
+    "1.34": ("2026-12-02", "2027-12-02"),
+    "1.35": ("2027-03-27", "2028-03-27"),
+}
 SYSTEM_INSTANCE_TYPE = "m7i.xlarge"
 SYSTEM_NODE_COUNT = 1
 MODE = "disaggregated"
@@ -45,12 +64,26 @@ def dlc_image(region: str) -> str:
 KUBERAY_CHART_REPO = "https://ray-project.github.io/kuberay-helm/"
 KUBERAY_CHART = "kuberay-operator"
 KUBERAY_NAMESPACE = "kuberay-operator"
+# Helm installs a chart's CRDs on first install only, so raypd applies the CRDs of the chart's
+# version itself (components.addons): kuberay's helm-chart/kuberay-operator/crds at tag v<version>.
+KUBERAY_CRDS_URL = (
+    "https://raw.githubusercontent.com/ray-project/kuberay/v{version}/helm-chart/kuberay-operator/"
+    "crds/{file}"
+)
+# CRD files of that directory: v1.4.0 has these three; raycronjobs joined in v1.6.0.
+KUBERAY_CRD_FILES = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml")
+KUBERAY_CRONJOB_CRD_FILE = "ray.io_raycronjobs.yaml"
+KUBERAY_CRONJOB_CRD_SINCE = (1, 6, 0)
 NVIDIA_DEVICE_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
 NVIDIA_DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
-NVIDIA_DEVICE_PLUGIN_VERSION = "0.17.1"
+# NVIDIA/k8s-device-plugin release v0.20.0 (2026-08-19; deployments/helm/nvidia-device-plugin/
+# Chart.yaml version 0.20.0), the newest release tag as of 2026-12-01.
+NVIDIA_DEVICE_PLUGIN_VERSION = "0.20.0"
 EFA_DEVICE_PLUGIN_REPO = "https://aws.github.io/eks-charts"
 EFA_DEVICE_PLUGIN_CHART = "aws-efa-k8s-device-plugin"
-EFA_DEVICE_PLUGIN_VERSION = "v0.5.7"
+# aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml: version v0.5.30 (appVersion v0.5.20,
+# master of 2026-08-03, the chart EKS documents for EFA), newest as of 2026-12-01.
+EFA_DEVICE_PLUGIN_VERSION = "v0.5.30"
 DEVICE_PLUGIN_NAMESPACE = "kube-system"
 
 # Node labels and Ray ports.

@@ -118,6 +118,18 @@ TYPICAL: dict[str, Typical] = {
         1.0, "[peks1819] RolePolicyAttachment created (0.71s-1s)"
     ),
     "kubernetes:core/v1:Namespace": Typical(2.0, "estimate: one API call, Pulumi awaits Active"),
+    "kubernetes:yaml/v2:ConfigGroup": Typical(
+        5.0, "estimate: KubeRay's CRDs, fetched from GitHub and applied server-side, Established"
+    ),
+    "kubernetes:batch/v1:Job": Typical(
+        15.0,
+        "estimate: the Serve rollout check (components.rollout) on a first deploy, where the app "
+        "already runs: pod start with the image cached on the system node and one API call; on an "
+        "in-place Serve change it lasts the whole redeploy instead",
+    ),
+    "kubernetes:core/v1:ServiceAccount": Typical(1.0, "estimate: one API call"),
+    "aws:iam/rolePolicy:RolePolicy": Typical(1.0, "estimate: one PutRolePolicy call"),
+    "raypd:serving:ModelReadRole": Typical(0.0, "component: its time is its children's"),
     "kubernetes:core/v1:Secret": Typical(1.0, "estimate: one API call"),
     "pulumi:providers:kubernetes": Typical(1.0, "estimate: local, no cloud call"),
     "pulumi:providers:aws": Typical(1.0, "estimate: local, no cloud call"),

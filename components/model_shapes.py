@@ -58,6 +58,9 @@ class ModelShape:
     # Checkpoints stored quantized (MXFP4 etc.): the weights' size on the GPU, whatever --dtype says.
     checkpoint_gib: Optional[float] = None
     aliases: tuple[str, ...] = ()
+    # Linear-attention layers (Mamba, Gated DeltaNet) beside full attention. The one source of this
+    # fact: the RayService renders what vLLM's NixlConnector needs for such models from it.
+    hybrid: bool = False
 
     def kv_bytes_per_token(self, element_bytes: int) -> int:
         return 2 * self.kv_layers * self.kv_heads * self.head_dim * element_bytes  # K and V
@@ -82,6 +85,7 @@ SHAPES: tuple[ModelShape, ...] = (
             "counted as fp32 (48 MiB per sequence; its dtype is not published)"
         ),
         fixed_state_bytes=24 * 32 * 128 * 128 * 4,
+        hybrid=True,
     ),
     ModelShape("Qwen/Qwen3-8B", 8.19, 36, 36, 8, 128,
                source=f"{_CONFIG_NOTE}; parameters computed from it (untied embeddings)"),

@@ -15,6 +15,8 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_aws as aws
 
+from components.zones import zone_letter_index
+
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
 # Private subnets are big: the VPC CNI gives every pod a VPC address and warms spare ones per node.
 PRIVATE_PREFIX = 19
@@ -32,27 +34,37 @@ class SubnetPlan:
 
 
 def subnet_cidrs(vpc_cidr: str, availability_zones: Sequence[str]) -> list[SubnetPlan]:
-    """Carve one private /19 and one public /22 per AZ out of the VPC, private ones first.
+    """One private /19 and one public /22 per AZ, each chosen by the zone's letter.
 
-    Private subnets take the low /19 blocks in AZ order; public subnets take /22 blocks from the
-    last /18 of the VPC, so adding an AZ later never moves an existing subnet.
+    Zone `...a` gets private block 0 and public block 0, `...b` block 1, and so on: private /19s
+    from the bottom of the VPC, public /22s from its last /18 (kept out of the private range). A
+    subnet's CIDR depends only on its own zone, never on where the zone sits in the list, so
+    adding, removing or reordering zones leaves every existing subnet as it is. Limits: a /16
+    holds 6 private /19s below the public /18, so letters a-f (no region has more regular zones
+    today); a zone letter past that is refused rather than given an overlapping block.
     """
     network = ipaddress.ip_network(vpc_cidr)
     if network.prefixlen > 16:
         raise ValueError(f"VPC CIDR {vpc_cidr} is smaller than a /16; raypd needs a /16 or larger")
     if not availability_zones or len(set(availability_zones)) != len(availability_zones):
         raise ValueError(f"need distinct availability zones, got {list(availability_zones)}")
-    private_blocks = list(network.subnets(new_prefix=PRIVATE_PREFIX))
     public_pool = list(network.subnets(new_prefix=18))[-1]
     public_blocks = list(public_pool.subnets(new_prefix=PUBLIC_PREFIX))
     # The last /18 belongs to the public pool, so private blocks must stay below it.
-    usable_private = [b for b in private_blocks if not b.overlaps(public_pool)]
-    if len(availability_zones) > min(len(usable_private), len(public_blocks)):
-        raise ValueError(f"VPC CIDR {vpc_cidr} has room for at most {len(usable_private)} AZs")
-    return [
-        SubnetPlan(az, str(public_blocks[i]), str(usable_private[i]))
-        for i, az in enumerate(availability_zones)
-    ]
+    usable_private = [b for b in network.subnets(new_prefix=PRIVATE_PREFIX)
+                      if not b.overlaps(public_pool)]
+    room = min(len(usable_private), len(public_blocks))
+    plans = []
+    for az in availability_zones:
+        index = zone_letter_index(az)
+        if index >= room:
+            last = chr(ord("a") + room - 1)
+            raise ValueError(
+                f"{az}: the subnet layout of VPC CIDR {vpc_cidr} has blocks for zone letters "
+                f"a-{last} only"
+            )
+        plans.append(SubnetPlan(az, str(public_blocks[index]), str(usable_private[index])))
+    return plans
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,8 @@ class NetworkArgs:
     availability_zones: tuple[str, ...]
     vpc_cidr: str = DEFAULT_VPC_CIDR
     tags: dict[str, str] = field(default_factory=dict)
+    # Extra tags on the VPC only (the stack's zones, read back by later runs).
+    vpc_tags: dict[str, str] = field(default_factory=dict)
 
 
 class Network(pulumi.ComponentResource):
@@ -87,7 +101,7 @@ class Network(pulumi.ComponentResource):
             # EKS private endpoints and node registration need VPC DNS.
             enable_dns_support=True,
             enable_dns_hostnames=True,
-            tags=tags("vpc"),
+            tags=tags("vpc", args.vpc_tags),
             opts=child,
         )
         gateway = aws.ec2.InternetGateway(

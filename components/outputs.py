@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import jsonschema
 
 from components import defaults
+from components.serve_config import APP_NAME
 from components.spec import DeploymentSpec
-from components.topology import estimate_cost, group_for_phase, plan_gpu_groups
-from serve.config import APP_NAME
+from components.topology import DeploymentPlan, as_plan
 
 SCHEMA_VERSION = 1
 # Found beside the package, not the working directory: the program and the web app run anywhere.
@@ -53,11 +53,10 @@ def dashboard_service_name(spec: DeploymentSpec) -> str:
     return f"{spec.service_name}-head-svc"
 
 
-def _phase_outputs(spec: DeploymentSpec) -> dict[str, dict[str, Any]]:
-    groups = plan_gpu_groups(spec)
+def _phase_outputs(plan: DeploymentPlan) -> dict[str, dict[str, Any]]:
     topology: dict[str, dict[str, Any]] = {}
-    for name, phase in spec.phases.items():
-        group = group_for_phase(groups, name)
+    for name, phase in plan.spec.phases.items():
+        group = plan.group_for(name)
         topology[name] = {
             "instanceType": phase.instance_type,
             "nodes": phase.nodes,
@@ -78,12 +77,18 @@ def kv_transfer_output(spec: DeploymentSpec) -> Optional[dict[str, str]]:
 
 
 def render_stack_outputs(
-    spec: DeploymentSpec, *, availability_zone: str, cluster_name: str
+    plan: Union[DeploymentPlan, DeploymentSpec], *, availability_zone: str, cluster_name: str
 ) -> dict[str, Any]:
-    """Every Contract 3 key except `kubeconfig`; plain values, no Pulumi types."""
+    """Every Contract 3 key except `kubeconfig`; plain values, no Pulumi types.
+
+    Takes the deployment plan (the program passes the one it built); a spec is planned here, for
+    callers outside the program that hold only a spec.
+    """
+    plan = as_plan(plan)
+    spec = plan.spec
     serve_service = serve_service_name(spec)
     port = defaults.SERVE_PORT
-    cost = estimate_cost(spec)
+    cost = plan.cost
     outputs: dict[str, Any] = {
         "schemaVersion": SCHEMA_VERSION,
         "region": spec.region,
@@ -101,7 +106,7 @@ def render_stack_outputs(
         "modelId": spec.model.id,
         "modelSource": spec.model.source,
         "mode": spec.mode,
-        "topology": _phase_outputs(spec),
+        "topology": _phase_outputs(plan),
         "kvTransfer": kv_transfer_output(spec),
         "image": spec.image_uri,
         "rayVersion": spec.ray_version,

@@ -10,7 +10,9 @@ upgrade: a second, pending RayCluster that takes over once ready. raypd's GPU no
 sized for exactly one cluster, so that pending cluster's workers would stay Pending forever while
 Ready stays True on the old one: `pulumi up` would report success and nothing would change. So a
 change under spec.rayClusterConfig replaces the RayService, deleting the old one first (serving
-stops until the new one is Ready); serve-config-only changes still roll in place.
+stops until the new one is Ready); serve-config-only changes still roll in place, and a rollout
+check Job (components.rollout) makes `pulumi up` wait until the new Serve config is RUNNING.
+With an s3:// model, the Ray pods' ServiceAccount (IRSA, components.model_access) lives here too.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import SecretStr
 
+from components.model_access import ROLE_ARN_ANNOTATION
 from components.rayservice import HF_TOKEN_SECRET_KEY
+from components.rollout import serve_rollout_job
 
 # Changes here make KubeRay build a second RayCluster (see the module docstring).
 REPLACE_ON_CHANGES = ("spec.rayClusterConfig",)
@@ -36,12 +40,16 @@ class PdServiceArgs:
     hf_token_secret_name: str
     # The KubeRay release, device plugins and GPU node groups: created first, destroyed last.
     wait_for: tuple[pulumi.Resource, ...] = ()
+    # S3 model sources: the Ray pods' ServiceAccount and the IAM role it assumes (IRSA).
+    service_account_name: Optional[str] = None
+    service_account_role_arn: Optional[pulumi.Input[str]] = None
 
 
 class PdService(pulumi.ComponentResource):
     """Children inherit the Kubernetes provider from this component's `providers` option."""
 
     ray_service: k8s.apiextensions.CustomResource
+    rollout_check: k8s.apiextensions.CustomResource
 
     def __init__(self, name: str, args: PdServiceArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("raypd:serving:PdService", name, None, opts)
@@ -64,6 +72,18 @@ class PdService(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
             )
             needs.append(token)
+        if args.service_account_name is not None:
+            account = k8s.core.v1.ServiceAccount(
+                f"{name}-model-reader",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=args.service_account_name,
+                    namespace=args.namespace,
+                    # EKS's pod identity webhook gives pods of this account the role's credentials.
+                    annotations={ROLE_ARN_ANNOTATION: args.service_account_role_arn},
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )
+            needs.append(account)
 
         manifest = args.manifest
         self.ray_service = k8s.apiextensions.CustomResource(
@@ -79,5 +99,17 @@ class PdService(pulumi.ComponentResource):
                 replace_on_changes=list(REPLACE_ON_CHANGES),
                 delete_before_replace=True,
             ),
+        )
+        # `pulumi up` returns once the Serve config just applied is RUNNING (components.rollout):
+        # a Job per Serve config, awaited by Pulumi until Complete. Applied as a plain manifest;
+        # the engine sees an ordinary batch/v1 Job.
+        job = serve_rollout_job(manifest)
+        self.rollout_check = k8s.apiextensions.CustomResource(
+            f"{name}-rollout-check",
+            api_version=job["apiVersion"],
+            kind=job["kind"],
+            metadata=job["metadata"],
+            spec=job["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ray_service]),
         )
         self.register_outputs({"rayServiceName": manifest["metadata"]["name"]})

@@ -46,7 +46,8 @@ from components.model_shapes import memory_fit
 from components.program import AZ_FIELD, gpu_instance_types, is_regular_zone, zones_offering_all
 from components.spec import REGION_KEY, DeploymentSpec
 from components.stack_file import add_stack_arguments, read_stack
-from components.topology import plan_gpu_groups
+from components.zones import EKS_UNSUPPORTED_ZONE_IDS, pick_second_zone
+from components.topology import DeploymentPlan, plan_deployment
 
 log = logging.getLogger(__name__)
 
@@ -69,17 +70,7 @@ BOTO_CONFIG = Config(
     connect_timeout=5, read_timeout=5, retries={"max_attempts": 2, "mode": "standard"},
 )
 
-# AZ IDs (stable across accounts, unlike AZ names) where EKS cannot place cluster subnets: creating
-# a cluster with a subnet there fails with UnsupportedAvailabilityZoneException. Sources: the EKS
-# user guide, "VPC and subnet requirements" (network-reqs.html#network-requirements-subnets: use1-az3,
-# usw1-az2, cac1-az3) as quoted by terraform-aws-modules and AWS samples, and eksctl's
-# pkg/az/az.go zoneIDsToAvoid (adds cnn1-az4, eksctl issue #3916).
-EKS_UNSUPPORTED_ZONE_IDS: dict[str, frozenset[str]] = {
-    "us-east-1": frozenset({"use1-az3"}),
-    "us-west-1": frozenset({"usw1-az2"}),
-    "ca-central-1": frozenset({"cac1-az3"}),
-    "cn-north-1": frozenset({"cnn1-az4"}),
-}
+# EKS-excluded AZ IDs: one table, in components.zones, shared with the program.
 
 # EKS managed node group updates (EKS user guide, "Managed node update behavior", scale-up phase):
 # the Auto Scaling group's maximum and desired size grow by the larger of "up to twice the number
@@ -117,21 +108,24 @@ def eks_usable_zones(region: str, zones: Iterable[tuple[str, str]]) -> list[str]
 
 
 def second_zone(region: str, zone_names: Iterable[str], gpu_zone: str) -> Optional[str]:
-    """The program's second cluster subnet zone (components.program.resolve_second_zone's rule):
-    the first other regular AZ, sorted."""
-    others = sorted(z for z in zone_names if z != gpu_zone and is_regular_zone(region, z))
-    return others[0] if others else None
+    """The program's second cluster subnet zone on a first deploy (components.zones'
+    pick_second_zone): the first other regular AZ EKS can use. `zone_names`: names, or a
+    name -> zone id mapping (then EKS's unsupported zone ids are left out)."""
+    pairs = (list(zone_names.items()) if isinstance(zone_names, Mapping)
+             else [(name, "") for name in zone_names])
+    return pick_second_zone(gpu_zone, None, eks_usable_zones(region, pairs))
 
 
 def choose_gpu_zone(
-    spec: DeploymentSpec, offerings: Iterable[tuple[str, str]],
+    plan: DeploymentPlan, offerings: Iterable[tuple[str, str]],
 ) -> tuple[Optional[str], list[str]]:
     """(the GPU AZ the program would use, every AZ offering all GPU types).
 
     The configured raypd:availabilityZone when set (None when it lacks a type: the program would
     stop), else the first regular AZ offering every GPU type, like components.program.
     """
-    zones = zones_offering_all(spec.region, offerings, gpu_instance_types(spec))
+    spec = plan.spec
+    zones = zones_offering_all(spec.region, offerings, gpu_instance_types(plan))
     if spec.availability_zone is not None:
         return (spec.availability_zone if spec.availability_zone in zones else None), zones
     return (zones[0] if zones else None), zones
@@ -168,7 +162,7 @@ class NodeLine:
         return self.nodes * self.vcpus
 
 
-def node_lines(spec: DeploymentSpec, vcpus: Mapping[str, int]) -> list[NodeLine]:
+def node_lines(plan: DeploymentPlan, vcpus: Mapping[str, int]) -> list[NodeLine]:
     """Every node the stack runs: GPU node groups (topology plan) and the system nodes.
 
     `vcpus` is per instance type from EC2 DescribeInstanceTypes; the catalogue fills gaps.
@@ -182,10 +176,10 @@ def node_lines(spec: DeploymentSpec, vcpus: Mapping[str, int]) -> list[NodeLine]
     lines = [
         NodeLine(f"GPU group {g.name}", g.instance_type, g.nodes, cpus(g.instance_type),
                  quota_code_for(g.instance_type) or catalogue.QUOTA_STANDARD)
-        for g in plan_gpu_groups(spec)
+        for g in plan.groups
     ]
-    system = spec.system_nodes.instance_type
-    lines.append(NodeLine("system nodes", system, spec.system_nodes.count, cpus(system),
+    system = plan.spec.system_nodes.instance_type
+    lines.append(NodeLine("system nodes", system, plan.spec.system_nodes.count, cpus(system),
                           quota_code_for(system) or catalogue.QUOTA_STANDARD))
     return lines
 
@@ -400,12 +394,16 @@ def aws_credentials_available(session: boto3.Session) -> bool:
 
 @dataclass
 class _Context:
-    spec: DeploymentSpec
+    plan: DeploymentPlan
     aws: _Aws
     deployed: Optional[DeploymentSpec]
     types: dict[str, dict[str, Any]] = field(default_factory=dict)
     gpu_zone: Optional[str] = None
     checks: list[Check] = field(default_factory=list)
+
+    @property
+    def spec(self) -> DeploymentSpec:
+        return self.plan.spec
 
     def add(self, check: Check) -> None:
         log.debug("%s: %s", check.id, check.status)
@@ -483,8 +481,8 @@ def _check_credentials(ctx: _Context) -> Optional[str]:
     return None
 
 
-def _all_types(spec: DeploymentSpec) -> list[str]:
-    return sorted({*gpu_instance_types(spec), spec.system_nodes.instance_type})
+def _all_types(plan: DeploymentPlan) -> list[str]:
+    return sorted({*gpu_instance_types(plan), plan.spec.system_nodes.instance_type})
 
 
 def _type_keys(spec: DeploymentSpec, names: Iterable[str]) -> str:
@@ -498,7 +496,7 @@ def _type_keys(spec: DeploymentSpec, names: Iterable[str]) -> str:
 
 def _check_instance_types(ctx: _Context) -> None:
     spec, cid, title = ctx.spec, "instance-types", TITLES["instance-types"]
-    names = _all_types(spec)
+    names = _all_types(ctx.plan)
     found, unknown = _call(lambda: ctx.aws.instance_types(names))
     ctx.types = found
     in_region = {t for t, _ in _call(lambda: ctx.aws.offerings("region", names))}
@@ -542,7 +540,7 @@ def _check_efa(ctx: _Context) -> None:
         ctx.add(Check.skipped(cid, title, f"raypd:kvTransfer.backend is {spec.kv_transfer.backend}: "
                                           "KV transfer does not use EFA"))
         return
-    gpu_types = {name: ctx.types[name] for name in gpu_instance_types(spec) if name in ctx.types}
+    gpu_types = {name: ctx.types[name] for name in gpu_instance_types(ctx.plan) if name in ctx.types}
     if not gpu_types:
         ctx.add(Check.skipped(cid, title, "no DescribeInstanceTypes answer for the GPU types"))
         return
@@ -562,9 +560,9 @@ def _check_efa(ctx: _Context) -> None:
 
 def _check_zone_offering(ctx: _Context) -> None:
     spec, cid, title = ctx.spec, "zone-offering", TITLES["zone-offering"]
-    types = gpu_instance_types(spec)
+    types = gpu_instance_types(ctx.plan)
     offerings = _call(lambda: ctx.aws.offerings("availability-zone", types))
-    zone, all_zones = choose_gpu_zone(spec, offerings)
+    zone, all_zones = choose_gpu_zone(ctx.plan, offerings)
     listed = ", ".join(all_zones) if all_zones else "none"
     if spec.availability_zone is not None:
         if zone is None:
@@ -680,7 +678,7 @@ def _usage(ctx: _Context, codes: Iterable[str]) -> tuple[dict[str, int], dict[st
 
 def _quota_facts(ctx: _Context) -> _QuotaFacts:
     vcpus = {n: int(i.get("VCpuInfo", {}).get("DefaultVCpus", 0)) for n, i in ctx.types.items()}
-    lines = node_lines(ctx.spec, vcpus)
+    lines = node_lines(ctx.plan, vcpus)
     need = vcpus_needed(lines)
     quotas: dict[str, float] = {}
     unreadable: dict[str, str] = {}
@@ -823,7 +821,8 @@ def run_preflight(
         checks.append(Check.skipped("aws-credentials", TITLES["aws-credentials"], NO_CREDENTIALS))
         checks += _skip_all(AWS_CHECK_IDS, "no AWS credentials: nothing to ask AWS with")
         return Report.of("preflight", checks)
-    ctx = _Context(spec=spec, aws=_Aws(session, spec.region, clients), deployed=deployed)
+    plan = plan_deployment(spec)  # the one plan every check below reads
+    ctx = _Context(plan=plan, aws=_Aws(session, spec.region, clients), deployed=deployed)
     blocked = _check_credentials(ctx)
     if blocked is not None:
         ctx.checks += _skip_all(AWS_CHECK_IDS, f"skipped: {blocked} (see aws-credentials)")

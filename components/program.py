@@ -8,28 +8,22 @@ and the offline plan calls the very same function under Pulumi's mock runtime. `
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable, Optional, Sequence
 
 import pulumi
 
-from components import defaults
+from components import defaults, zones
 from components.errors import FieldError, SpecError
 from components.outputs import KUBECONFIG_KEY, render_stack_outputs
 from components.spec import NAMESPACE, REGION_KEY, DeploymentSpec
-from components.topology import plan_gpu_groups
+from components.topology import DeploymentPlan, plan_deployment
+from components.zones import is_regular_zone
 
 AZ_FIELD = "raypd:availabilityZone"
 
 
-def gpu_instance_types(spec: DeploymentSpec) -> list[str]:
-    return sorted({group.instance_type for group in plan_gpu_groups(spec)})
-
-
-def is_regular_zone(region: str, zone: str) -> bool:
-    """`us-east-2a` yes; Local and Wavelength Zones (`us-west-2-lax-1a`) no: EKS control planes
-    cannot use them, and they sort before the regular zones."""
-    return re.fullmatch(re.escape(region) + r"[a-z]", zone) is not None
+def gpu_instance_types(plan: DeploymentPlan) -> list[str]:
+    return list(plan.instance_types)
 
 
 def zones_offering_all(
@@ -56,36 +50,11 @@ def _offerings(types: Sequence[str], zone: Optional[str]) -> list[tuple[str, str
     if zone is not None:
         filters.append(aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="location", values=[zone]))
     result = aws.ec2.get_instance_type_offerings(location_type="availability-zone", filters=filters)
-    return list(zip(result.instance_types, result.locations))
+    return list(zip(result.instance_types or [], result.locations or []))
 
 
-def resolve_gpu_zone(spec: DeploymentSpec) -> str:
-    """The AZ of every GPU node: the configured one, else the first AZ offering all GPU types.
-
-    Asks EC2 (DescribeInstanceTypeOfferings), like the reference guide. An AZ that lacks one of
-    the types is an error here, before anything is created, not 20 minutes into a node group.
-    """
-    types = gpu_instance_types(spec)
-    zones = zones_offering_all(spec.region, _offerings(types, spec.availability_zone), types)
-    if spec.availability_zone is not None:
-        if spec.availability_zone not in zones:
-            raise SpecError.single(AZ_FIELD, (
-                f"{spec.availability_zone} does not offer all of {', '.join(types)} (EC2 "
-                "DescribeInstanceTypeOfferings); leave raypd:availabilityZone unset to pick one "
-                "that does"
-            ))
-        return spec.availability_zone
-    if not zones:
-        raise SpecError.single(AZ_FIELD, (
-            f"no availability zone of {spec.region} offers all of {', '.join(types)}; the GPU "
-            "node groups must share one AZ (EFA cannot cross AZs): pick instance types offered "
-            "together, or another aws:region"
-        ))
-    return zones[0]
-
-
-def resolve_second_zone(spec: DeploymentSpec, gpu_zone: str) -> str:
-    """EKS needs subnets in two AZs; the second is the first other regular AZ of the region."""
+def _region_zones() -> list[tuple[str, str]]:
+    """(name, zone id) of the region's available zones that need no opt-in."""
     import pulumi_aws as aws
 
     result = aws.get_availability_zones(
@@ -94,14 +63,86 @@ def resolve_second_zone(spec: DeploymentSpec, gpu_zone: str) -> str:
             name="opt-in-status", values=["opt-in-not-required"]
         )],
     )
-    others = sorted(
-        zone for zone in result.names if zone != gpu_zone and is_regular_zone(spec.region, zone)
-    )
-    if not others:
-        raise SpecError.single(REGION_KEY, (
-            f"{spec.region} has no second availability zone; EKS needs subnets in two"
+    return list(zip(result.names or [], result.zone_ids or []))
+
+
+def previous_zones(spec: DeploymentSpec) -> Optional[zones.PreviousZones]:
+    """The zones this stack was deployed to, from its VPC's tags; None on a first deploy.
+
+    EC2 DescribeVpcs by the stack's own tags (see components.zones for why not a StackReference).
+    Offline (the mock runtime) no VPC exists, so the plan is a first deploy's.
+    """
+    import pulumi_aws as aws
+
+    found = aws.ec2.get_vpcs(filters=[
+        aws.ec2.GetVpcsFilterArgs(name=f"tag:{zones.STACK_TAG}", values=[spec.stack]),
+        aws.ec2.GetVpcsFilterArgs(
+            name=f"tag:{zones.CLUSTER_TAG}", values=[spec.effective_cluster_name]
+        ),
+    ])
+    if not found.ids:
+        return None
+    return zones.previous_zones_from_tags(aws.ec2.get_vpc(id=sorted(found.ids)[0]).tags)
+
+
+def resolve_zones(plan: DeploymentPlan) -> tuple[str, str]:
+    """(GPU zone, second zone): the configured GPU zone, else the zones the stack already uses,
+    else the first zone offering every GPU type where EKS can place cluster subnets, and the
+    first other EKS-usable zone. Never re-picked on its own (see components.zones).
+
+    Asks EC2 (DescribeInstanceTypeOfferings), like the reference guide. A configured AZ that
+    lacks one of the types is an error here, before anything is created, not 20 minutes into a
+    node group; a remembered one that EC2 stopped listing is kept with a warning (its nodes run).
+    """
+    spec = plan.spec
+    types = gpu_instance_types(plan)
+    previous = previous_zones(spec)
+    region_zones = _region_zones()
+    usable = zones.eks_usable(spec.region, region_zones)
+    ask_zone = spec.availability_zone or (previous.gpu if previous is not None else None)
+    offering = zones_offering_all(spec.region, _offerings(types, ask_zone), types)
+    gpu_zone = zones.pick_gpu_zone(spec.availability_zone, previous, offering, usable)
+    if gpu_zone is None:
+        raise SpecError.single(AZ_FIELD, (
+            f"no availability zone of {spec.region} offers all of {', '.join(types)} where EKS "
+            "can place cluster subnets; the GPU node groups must share one AZ (EFA cannot cross "
+            "AZs): pick instance types offered together, or another aws:region"
         ))
-    return others[0]
+    if spec.availability_zone is not None:
+        if gpu_zone not in offering:
+            raise SpecError.single(AZ_FIELD, (
+                f"{gpu_zone} does not offer all of {', '.join(types)} (EC2 "
+                "DescribeInstanceTypeOfferings); leave raypd:availabilityZone unset to pick one "
+                "that does"
+            ))
+        if region_zones and gpu_zone not in usable:
+            raise SpecError.single(AZ_FIELD, (
+                f"{gpu_zone} is {dict(region_zones).get(gpu_zone, 'not an available zone')}, where "
+                f"EKS cannot place cluster subnets; EKS-usable zones: {', '.join(usable)}"
+            ))
+        if previous is not None and previous.gpu and previous.gpu != gpu_zone:
+            pulumi.log.warn(
+                f"{AZ_FIELD} moves the GPU nodes from {previous.gpu} to {gpu_zone}: the GPU node "
+                "groups, their subnets and the cluster's subnets there will be replaced"
+            )
+    elif gpu_zone not in offering:
+        pulumi.log.warn(
+            f"{gpu_zone}, where this stack's GPU nodes are, is no longer listed by EC2 as offering "
+            f"all of {', '.join(types)}; raypd keeps it (moving would replace the nodes and "
+            f"subnets), but new nodes may fail to launch: set {AZ_FIELD} to move on purpose"
+        )
+    second = zones.pick_second_zone(gpu_zone, previous, usable)
+    if second is None:
+        raise SpecError.single(REGION_KEY, (
+            f"{spec.region} has no second availability zone where EKS can place cluster subnets; "
+            "EKS needs subnets in two"
+        ))
+    return gpu_zone, second
+
+
+def resolve_gpu_zone(plan: DeploymentPlan) -> str:
+    """The AZ of every GPU node (see resolve_zones)."""
+    return resolve_zones(plan)[0]
 
 
 def resource_tags(spec: DeploymentSpec) -> dict[str, str]:
@@ -125,9 +166,9 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
     from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, node_group_resource_name
     from components.pd_service import PdService, PdServiceArgs
 
-    gpu_zone = resolve_gpu_zone(spec)
-    second_zone = resolve_second_zone(spec, gpu_zone)
-    groups = plan_gpu_groups(spec)
+    plan = plan_deployment(spec)  # the one plan of this run; every component below takes it
+    gpu_zone, second_zone = resolve_zones(plan)
+    groups = plan.groups
     cluster_name = spec.effective_cluster_name
     tags = resource_tags(spec)
 
@@ -135,6 +176,8 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
         cluster_name=cluster_name,
         availability_zones=(gpu_zone, second_zone),
         tags=tags,
+        # Read back by the next run, so the zones never move on their own (components.zones).
+        vpc_tags=zones.zone_tags(gpu_zone, second_zone),
     ))
     cluster = Cluster("cluster", ClusterArgs(
         cluster_name=cluster_name,
@@ -150,6 +193,7 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
             labels=dict(defaults.SYSTEM_LABELS),
         ),
         tags=tags,
+        admin_role_arns=spec.admin_role_arns,
     ))
     gpu_node_groups = [
         GpuNodeGroup(node_group_resource_name(group), GpuNodeGroupArgs(
@@ -168,9 +212,10 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
         kuberay_version=spec.kuberay_version,
         wait_for=(cluster.system_node_group,),
     ), opts=kubernetes)
+    model_reader = _model_read_role(spec, cluster, tags)
     PdService("pd-service", PdServiceArgs(
         namespace=spec.namespace,
-        manifest=rayservice.render_rayservice(spec),
+        manifest=rayservice.render_rayservice(plan),
         hf_token=spec.hf_token,
         hf_token_secret_name=rayservice.hf_token_secret_name(spec),
         wait_for=(
@@ -178,13 +223,41 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
             *addons.device_plugins,
             *(group.node_group for group in gpu_node_groups),
         ),
+        service_account_name=model_reader[0] if model_reader else None,
+        service_account_role_arn=model_reader[1] if model_reader else None,
     ), opts=kubernetes)
 
     outputs: dict[str, Any] = render_stack_outputs(
-        spec, availability_zone=gpu_zone, cluster_name=cluster_name
+        plan, availability_zone=gpu_zone, cluster_name=cluster_name
     )
     outputs[KUBECONFIG_KEY] = pulumi.Output.secret(cluster.kubeconfig_json)
     return outputs
+
+
+def _model_read_role(spec: DeploymentSpec, cluster: Any, tags: dict[str, str]) -> Optional[
+    tuple[str, pulumi.Output[str]]
+]:
+    """(ServiceAccount name, IAM role ARN) that lets the Ray pods read an s3:// model source;
+    None, and nothing created, for a Hugging Face source (components.model_access)."""
+    from components.cluster import aws_partition
+    from components.model_access import (
+        ModelReadRole, ModelReadRoleArgs, s3_location, service_account_name,
+    )
+
+    location = s3_location(spec.model.source)
+    account = service_account_name(spec.service_name, spec.model.source)
+    if location is None or account is None:
+        return None
+    role = ModelReadRole("model-reader", ModelReadRoleArgs(
+        partition=aws_partition(spec.region),
+        location=location,
+        namespace=spec.namespace,
+        service_account=account,
+        oidc_provider_arn=cluster.oidc_provider_arn,
+        oidc_issuer=cluster.oidc_issuer,
+        tags=tags,
+    ))
+    return account, role.role_arn
 
 
 def configured_keys() -> set[str]:

@@ -18,15 +18,17 @@ import math
 from typing import Any
 
 from components import catalogue, defaults
+from components.model_access import service_account_name
+from components.rollout import ROLLOUT_TIMEOUT_SECONDS, rayservice_await_annotations
+from components.serve_config import render_application, to_yaml
 from components.spec import DeploymentSpec
-from components.topology import GpuGroupPlan, plan_gpu_groups
-from serve.config import render_application, to_yaml
+from components.topology import DeploymentPlan, GpuGroupPlan
 
 API_VERSION = "ray.io/v1"
 KIND = "RayService"
 # The model load (image pull + weights download on every node) can take tens of minutes on big
 # checkpoints; Pulumi waits for condition Ready up to this long before calling the update failed.
-READY_TIMEOUT_SECONDS = 3600
+READY_TIMEOUT_SECONDS = ROLLOUT_TIMEOUT_SECONDS
 # Under /tmp: writable whatever user the image runs as; on workers an emptyDir is mounted there.
 HF_HOME = "/tmp/huggingface"
 HF_TOKEN_SECRET_KEY = "token"
@@ -53,12 +55,15 @@ def hf_token_secret_name(spec: DeploymentSpec) -> str:
 
 
 def ray_resources_param(resources: dict[str, int]) -> str:
-    """`rayStartParams.resources` in the form KubeRay documents: '"{\\"name\\": 1}"'.
+    """`rayStartParams.resources` as KubeRay itself writes it: single-quoted JSON, '{"name": 1}'.
 
-    KubeRay pastes `--resources=<value>` into a shell command, so the JSON must arrive quoted with
-    its inner quotes escaped; the backslashes are real characters of the string.
+    KubeRay (1.4 and later, `getResourcesMap`) trims surrounding quotes and parses the rest as JSON
+    when it adds accelerator resources, and pastes `--resources=<value>` into the shell line that
+    runs `ray start`, where the single quotes keep the JSON one word. A backslash-escaped form still
+    starts Ray (the shell unescapes it) but fails KubeRay's parse: "failed to add accelerator
+    resources" in the operator's log.
     """
-    return '"' + json.dumps(resources).replace('"', '\\"') + '"'
+    return "'" + json.dumps(resources) + "'"
 
 
 def worker_resources(group: GpuGroupPlan) -> dict[str, dict[str, str]]:
@@ -115,6 +120,13 @@ def _hf_token_env(spec: DeploymentSpec) -> list[dict[str, Any]]:
     }]
 
 
+def _pod_identity(spec: DeploymentSpec) -> dict[str, Any]:
+    """`serviceAccountName` of every Ray pod when the model comes from S3: the ServiceAccount
+    whose IAM role may read it (components.model_access); nothing for Hugging Face sources."""
+    name = service_account_name(spec.service_name, spec.model.source)
+    return {"serviceAccountName": name} if name else {}
+
+
 def _pre_stop() -> dict[str, Any]:
     # Lets Ray drain and deregister the node instead of the GCS discovering a vanished raylet.
     return {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}}
@@ -140,6 +152,7 @@ def _head_group(spec: DeploymentSpec) -> dict[str, Any]:
         "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
         "template": {
             "spec": {
+                **_pod_identity(spec),
                 "nodeSelector": dict(defaults.SYSTEM_LABELS),
                 "containers": [container],
             }
@@ -147,7 +160,11 @@ def _head_group(spec: DeploymentSpec) -> dict[str, Any]:
     }
 
 
-def _worker_env(spec: DeploymentSpec) -> list[dict[str, Any]]:
+def _worker_env(plan: DeploymentPlan) -> list[dict[str, Any]]:
+    """Worker environment. Never VLLM_NIXL_SIDE_CHANNEL_PORT/HOST: Ray Serve LLM's NIXL backend
+    picks a free port per engine process (plus a per-replica offset) and the node's IP unless they
+    are set; a fixed port in the pod would make two engines on one node bind the same port."""
+    spec = plan.spec
     env: list[dict[str, Any]] = []
     if spec.kv_transfer.backend == "LIBFABRIC":
         env.append({"name": "FI_PROVIDER", "value": "efa"})
@@ -155,14 +172,18 @@ def _worker_env(spec: DeploymentSpec) -> list[dict[str, Any]]:
         # NIXL's side channel advertises this address; the pod IP is the one peers can reach.
         {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "HF_HOME", "value": HF_HOME},
-        # NIXL needs this layout for hybrid Mamba / Gated-DeltaNet models such as Qwen3.5.
-        {"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"},
-        *_hf_token_env(spec),
     ]
+    if plan.hybrid_kv_transfer:
+        # vLLM 0.26's NixlConnector transfers a hybrid model's Mamba / Gated-DeltaNet conv state
+        # only in the DS layout and asserts it at start ("Set VLLM_SSM_CONV_STATE_LAYOUT=DS");
+        # the hybrid KV cache manager stays on with NIXL, so nothing else changes.
+        env.append({"name": "VLLM_SSM_CONV_STATE_LAYOUT", "value": "DS"})
+    env += _hf_token_env(spec)
     return env
 
 
-def _worker_group(spec: DeploymentSpec, group: GpuGroupPlan) -> dict[str, Any]:
+def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan) -> dict[str, Any]:
+    spec = plan.spec
     start_params = {"num-gpus": str(group.gpus_per_node)}
     if group.ray_resource is not None:
         # One unit per GPU: the phase's placement-group bundles each take one unit with one GPU.
@@ -173,7 +194,7 @@ def _worker_group(spec: DeploymentSpec, group: GpuGroupPlan) -> dict[str, Any]:
         "resources": worker_resources(group),
         # NIXL registers CUDA memory with the EFA NIC; IPC_LOCK alone is not enough for that.
         "securityContext": {"privileged": True},
-        "env": _worker_env(spec),
+        "env": _worker_env(plan),
         "volumeMounts": [
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "hf-cache", "mountPath": HF_HOME},
@@ -188,6 +209,7 @@ def _worker_group(spec: DeploymentSpec, group: GpuGroupPlan) -> dict[str, Any]:
         "rayStartParams": start_params,
         "template": {
             "spec": {
+                **_pod_identity(spec),
                 "nodeSelector": dict(group.labels),
                 # Harmless where GPU nodes are untainted; needed where they carry the usual taint.
                 "tolerations": [
@@ -205,9 +227,9 @@ def _worker_group(spec: DeploymentSpec, group: GpuGroupPlan) -> dict[str, Any]:
     }
 
 
-def serve_config_v2(spec: DeploymentSpec) -> str:
+def serve_config_v2(plan: DeploymentPlan) -> str:
     """serveConfigV2: the application list only; KubeRay owns the HTTP options of the cluster."""
-    return to_yaml({"applications": [render_application(spec)]})
+    return to_yaml({"applications": [render_application(plan)]})
 
 
 def labels(spec: DeploymentSpec) -> dict[str, str]:
@@ -219,8 +241,10 @@ def labels(spec: DeploymentSpec) -> dict[str, str]:
     }
 
 
-def render_rayservice(spec: DeploymentSpec) -> dict[str, Any]:
+def render_rayservice(plan: DeploymentPlan) -> dict[str, Any]:
     """The full RayService manifest: one Ray worker group per GPU node group of the plan."""
+    spec = plan.spec
+    serve_config = serve_config_v2(plan)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -228,18 +252,16 @@ def render_rayservice(spec: DeploymentSpec) -> dict[str, Any]:
             "name": spec.service_name,
             "namespace": spec.namespace,
             "labels": labels(spec),
-            "annotations": {
-                # Custom resources are not awaited unless told what "ready" means.
-                "pulumi.com/waitFor": "condition=Ready",
-                "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
-            },
+            # Custom resources are not awaited unless told what "ready" means: Ready and every
+            # application RUNNING (components.rollout says why both, and what covers the rest).
+            "annotations": rayservice_await_annotations(serve_config),
         },
         "spec": {
-            "serveConfigV2": serve_config_v2(spec),
+            "serveConfigV2": serve_config,
             "rayClusterConfig": {
                 "rayVersion": spec.ray_version,
                 "headGroupSpec": _head_group(spec),
-                "workerGroupSpecs": [_worker_group(spec, group) for group in plan_gpu_groups(spec)],
+                "workerGroupSpecs": [_worker_group(plan, group) for group in plan.groups],
             },
         },
     }

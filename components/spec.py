@@ -8,6 +8,7 @@ downstream re-validates or reads config. Error fields use the user-facing key
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from typing import Any, Literal, Mapping, Optional
@@ -47,6 +48,32 @@ _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 _IMAGE = re.compile(r"^[^\s]+$")
 MAX_STACK_NAME = 40
 MIN_KUBERNETES_MINOR = 29
+# IAM role ARNs in any partition (aws, aws-cn, aws-us-gov, aws-iso...), role paths allowed.
+_ROLE_ARN = re.compile(r"^arn:aws[-a-z]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+ADMIN_ROLE_ARNS_KEY = f"{NAMESPACE}:adminRoleArns"
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")
+    return int(major), int(minor)
+
+
+def eks_version_problem(version: str, today: datetime.date) -> Optional[str]:
+    """Why EKS no longer offers Kubernetes `version` on `today` (None when it does, or when the
+    version is newer than raypd's table: see defaults.EKS_KUBERNETES_VERSIONS)."""
+    table = defaults.EKS_KUBERNETES_VERSIONS
+    supported = [v for v, (_, ends) in table.items() if datetime.date.fromisoformat(ends) >= today]
+    listed = ", ".join(sorted(supported, key=_minor))
+    basis = f"EKS release calendar as of {defaults.EKS_VERSIONS_AS_OF}, {defaults.EKS_VERSIONS_SOURCE}"
+    if version in table:
+        extended_end = table[version][1]
+        if datetime.date.fromisoformat(extended_end) >= today:
+            return None
+        return (f"EKS ended extended support for {version} on {extended_end} and no longer creates "
+                f"or keeps clusters of it; use one of {listed} ({basis})")
+    if _minor(version) < min(_minor(v) for v in table):
+        return f"EKS no longer offers {version}; use one of {listed} ({basis})"
+    return None
 
 
 def _dns_label(value: str, max_len: int = 63) -> str:
@@ -194,6 +221,8 @@ class DeploymentSpec(_Model):
     namespace: str = defaults.NAMESPACE
     service_name: str = defaults.SERVICE_NAME
     hf_token: Optional[SecretStr] = None
+    # IAM roles given cluster-admin through EKS access entries (the web app's, CI's...).
+    admin_role_arns: tuple[str, ...] = ()
 
     @field_validator("region")
     @classmethod
@@ -218,8 +247,9 @@ class DeploymentSpec(_Model):
         match = _K8S_VERSION.fullmatch(value)
         if not match:
             raise ValueError(f"'{value}' is not a Kubernetes minor version such as \"1.35\"")
-        if int(match.group(1)) < MIN_KUBERNETES_MINOR:
-            raise ValueError(f"EKS no longer offers {value}; use 1.{MIN_KUBERNETES_MINOR} or newer")
+        problem = eks_version_problem(value, datetime.datetime.now(datetime.timezone.utc).date())
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("ray_version", "kuberay_version")
@@ -250,6 +280,12 @@ class DeploymentSpec(_Model):
     def _cross_field_checks(self) -> "DeploymentSpec":
         # SpecError is not a ValueError, so pydantic lets it through with its own field names.
         problems: list[FieldError] = []
+        for index, arn in enumerate(self.admin_role_arns):
+            if not _ROLE_ARN.fullmatch(arn):
+                problems.append(FieldError(
+                    f"{ADMIN_ROLE_ARNS_KEY}[{index}]",
+                    f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)",
+                ))
         if self.availability_zone is not None and not re.fullmatch(
             re.escape(self.region) + r"[a-z]", self.availability_zone
         ):
@@ -330,6 +366,10 @@ class DeploymentSpec(_Model):
     def public_config(self) -> dict[str, Any]:
         """The spec as Contract 1 config keys, with the HF token reduced to whether it is set."""
         body = self.model_dump(by_alias=True, exclude={"hf_token", "region", "stack"})
+        if not self.admin_role_arns:
+            body.pop("adminRoleArns", None)  # the default: no key, as before the key existed
+        else:
+            body["adminRoleArns"] = list(self.admin_role_arns)
         config: dict[str, Any] = {REGION_KEY: self.region}
         for key, value in body.items():
             if value is not None:
@@ -387,7 +427,7 @@ def _field_alias(name: str) -> str:
 
 def _decode_structured(value: Any) -> Any:
     """Pulumi hands object-valued config to programs as JSON text; accept both forms."""
-    if isinstance(value, str) and value.lstrip().startswith("{"):
+    if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
         try:
             return json.loads(value)
         except json.JSONDecodeError:

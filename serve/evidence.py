@@ -33,8 +33,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from components import defaults
 from components.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
 from components.rayservice import WORKER_CONTAINER
+from components.serve_config import APP_NAME
 from components.spec import SECRET_PLACEHOLDER
-from serve.config import APP_NAME
 from serve.kube import KubeClient, KubeError, KubeUnreachable
 
 log = logging.getLogger(__name__)

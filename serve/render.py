@@ -14,8 +14,9 @@ from typing import Optional, Sequence
 
 from components.errors import SpecError
 from components.spec import DeploymentSpec
+from components.serve_config import render_serve_config_yaml
 from components.stack_file import add_stack_arguments, read_stack
-from serve.config import render_serve_config_yaml
+from components.topology import plan_deployment
 
 EXIT_INVALID = 2
 
@@ -34,7 +35,7 @@ def render_file(config_path: str, stack: Optional[str] = None) -> tuple[str, lis
     """Return (Serve YAML, spec warnings); raises SpecError on invalid input."""
     name, config, _secret_keys = read_stack(config_path, stack)
     spec = DeploymentSpec.from_config(config, name)
-    return render_serve_config_yaml(spec), spec.warnings
+    return render_serve_config_yaml(plan_deployment(spec)), spec.warnings
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

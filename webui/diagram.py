@@ -8,12 +8,14 @@ class only (the CSP forbids inline styles); every text goes through `escape`.
 
 from __future__ import annotations
 
+from typing import Union
+
 from markupsafe import Markup, escape
 
 from components import defaults
 from components.outputs import serve_service_name
 from components.spec import DeploymentSpec
-from components.topology import GpuGroupPlan, group_for_phase, plan_gpu_groups
+from components.topology import DeploymentPlan, as_plan
 
 WIDTH = 760
 HEIGHT = 340
@@ -47,11 +49,9 @@ def _arrow(x1: float, y1: float, x2: float, y2: float, cls: str = "arch-arrow", 
     )
 
 
-def _phase_lines(
-    spec: DeploymentSpec, groups: list[GpuGroupPlan], phase: str,
-) -> tuple[list[tuple[str, str]], int]:
-    group = group_for_phase(groups, phase)
-    settings = spec.phases[phase]
+def _phase_lines(plan: DeploymentPlan, phase: str) -> tuple[list[tuple[str, str]], int]:
+    group = plan.group_for(phase)
+    settings = plan.spec.phases[phase]
     hardware = settings.hardware
     parallel = f"TP{settings.tensor_parallel_size}"
     if settings.pipeline_parallel_size > 1:
@@ -67,7 +67,10 @@ def _phase_lines(
     return lines, settings.nodes
 
 
-def architecture_svg(spec: DeploymentSpec) -> Markup:
+def architecture_svg(plan: Union[DeploymentPlan, DeploymentSpec]) -> Markup:
+    """The picture of a deployment plan (given a spec, it plans it)."""
+    plan = as_plan(plan)
+    spec = plan.spec
     parts: list[str] = [
         f'<svg class="arch" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" xmlns="http://www.w3.org/2000/svg" '
         f'aria-labelledby="arch-title"><title id="arch-title">Architecture of {escape(spec.stack)}</title>',
@@ -97,14 +100,13 @@ def architecture_svg(spec: DeploymentSpec) -> Markup:
     zone = spec.availability_zone or f"one AZ of {spec.region}"
     parts.append(f'<rect x="16" y="168" width="{WIDTH - 32}" height="160" rx="10" class="arch-zone"/>')
     parts.append(_text(28, 186, f"{zone} · EFA cannot cross availability zones", "arch-zone-label", "start"))
-    groups = plan_gpu_groups(spec)
     if spec.mode == "colocated":
-        lines, nodes = _phase_lines(spec, groups, "colocated")
+        lines, nodes = _phase_lines(plan, "colocated")
         parts.append(_box(190, 202, 380, 104, "arch-gpu", lines, stacked=nodes))
         parts.append(_arrow(390, 134, 390, 198))
     else:
-        prefill_lines, prefill_nodes = _phase_lines(spec, groups, "prefill")
-        decode_lines, decode_nodes = _phase_lines(spec, groups, "decode")
+        prefill_lines, prefill_nodes = _phase_lines(plan, "prefill")
+        decode_lines, decode_nodes = _phase_lines(plan, "decode")
         parts.append(_box(40, 202, 270, 104, "arch-gpu arch-prefill", prefill_lines, stacked=prefill_nodes))
         parts.append(_box(450, 202, 270, 104, "arch-gpu arch-decode", decode_lines, stacked=decode_nodes))
         parts.append(_arrow(330, 134, 190, 198))

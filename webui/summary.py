@@ -1,19 +1,22 @@
-"""What the list page, the API and the preview say about a spec: pure functions of the spec.
+"""What the list page, the API and the preview say about a deployment: pure functions of its plan.
 
 Computed once when a deployment is created and stored with it, so listing hundreds of deployments
-never re-validates a spec or touches an engine.
+never re-validates a spec or touches an engine. Each function takes the deployment plan
+(`components.topology.plan_deployment`); given a spec, it plans it (pass the plan when one request
+renders several of these, so it is built once).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from typing import Any, Union
 
 from components.outputs import kv_transfer_output
 from components.rayservice import render_rayservice
+from components.serve_config import to_yaml
 from components.spec import DeploymentSpec
-from components.topology import estimate_cost, plan_gpu_groups
-from serve.config import to_yaml
+from components.topology import DeploymentPlan, as_plan
+
+PlanOrSpec = Union[DeploymentPlan, DeploymentSpec]
 
 
 def phase_line(name: str, spec: DeploymentSpec) -> str:
@@ -26,9 +29,9 @@ def phase_line(name: str, spec: DeploymentSpec) -> str:
     return f"{name}: {phase.replicas} {replicas} {parallel} on {phase.nodes} {phase.instance_type} {nodes}"
 
 
-def summarize(spec: DeploymentSpec) -> dict[str, Any]:
-    groups = plan_gpu_groups(spec)
-    cost = estimate_cost(spec)
+def summarize(plan: PlanOrSpec) -> dict[str, Any]:
+    plan = as_plan(plan)
+    spec, groups, cost = plan.spec, plan.groups, plan.cost
     return {
         "modelId": spec.model.id,
         "modelSource": spec.model.source,
@@ -68,8 +71,8 @@ def summarize(spec: DeploymentSpec) -> dict[str, Any]:
         "systemNodes": {
             "instanceType": spec.system_nodes.instance_type, "count": spec.system_nodes.count,
         },
-        "gpus": sum(group.gpus for group in groups),
-        "gpuNodes": sum(group.nodes for group in groups),
+        "gpus": plan.gpus,
+        "gpuNodes": plan.gpu_nodes,
         "usdPerHour": cost.usd_per_hour,
         "unpriced": list(cost.unpriced),
         "warnings": list(spec.warnings),
@@ -80,6 +83,6 @@ def summarize(spec: DeploymentSpec) -> dict[str, Any]:
     }
 
 
-def rayservice_yaml(spec: DeploymentSpec) -> str:
+def rayservice_yaml(plan: PlanOrSpec) -> str:
     """The RayService manifest as people read it (it references the HF token Secret, never the value)."""
-    return to_yaml(render_rayservice(spec))
+    return to_yaml(render_rayservice(as_plan(plan)))

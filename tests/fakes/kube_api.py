@@ -32,7 +32,7 @@ import yaml
 
 from components.outputs import render_stack_outputs
 from components.spec import DeploymentSpec
-from components.topology import plan_gpu_groups
+from components.topology import plan_deployment
 from tests.fakes.openai_server import (
     chat_completion_document,
     error_document,
@@ -217,7 +217,7 @@ class FakeKubeApi:
         pool: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
         index = 0
         skip_last = self.scenario == "missing-node"
-        groups = plan_gpu_groups(spec)
+        groups = plan_deployment(spec).groups
         for g_index, group in enumerate(groups):
             pool[group.name] = []
             for n in range(group.nodes):

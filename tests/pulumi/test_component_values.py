@@ -13,7 +13,7 @@ from components.network import subnet_cidrs
 from components.node_groups import gpu_node_group_settings
 from components.program import zones_offering_all
 from components.spec import DeploymentSpec
-from components.topology import plan_gpu_groups
+from components.topology import plan_deployment
 
 
 def test_subnets_fit_the_vpc_without_overlapping_and_private_ones_are_larger():
@@ -61,8 +61,8 @@ def test_efa_settings_only_for_efa_capable_types():
     plain_spec = DeploymentSpec.from_config(
         {"raypd:mode": "colocated", "raypd:colocated": {"instanceType": "g5.xlarge"}}, "dev"
     )
-    (efa_group,) = plan_gpu_groups(efa_spec)
-    (plain_group,) = plan_gpu_groups(plain_spec)
+    (efa_group,) = plan_deployment(efa_spec).groups
+    (plain_group,) = plan_deployment(plain_spec).groups
     efa = gpu_node_group_settings(efa_group, "us-east-2a")
     plain = gpu_node_group_settings(plain_group, "us-east-2a")
     assert efa["enable_efa_support"] is True

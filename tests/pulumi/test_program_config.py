@@ -136,11 +136,12 @@ def test_configured_zone_without_the_gpu_type_is_rejected():
     from components.plan import plan_spec
     from components.program import resolve_gpu_zone
     from components.spec import DeploymentSpec
+    from components.topology import plan_deployment
 
     spec = DeploymentSpec.from_config({"raypd:availabilityZone": "us-east-2c"}, "dev")
     mock = ScriptedEc2("us-east-2", [("g6.8xlarge", "us-east-2a")])
     with pytest.raises(SpecError) as failure:
-        run_program(lambda: {"zone": resolve_gpu_zone(spec)}, project="raypd", stack="dev",
+        run_program(lambda: {"zone": resolve_gpu_zone(plan_deployment(spec))}, project="raypd", stack="dev",
                     region="us-east-2", mock=mock)
     assert failure.value.errors[0].field == "raypd:availabilityZone"
     assert "us-east-2c does not offer all of g6.8xlarge" in failure.value.errors[0].message

@@ -10,6 +10,7 @@ from components import defaults
 from components.outputs import OUTPUT_KEYS, validate_outputs
 from components.rayservice import render_rayservice
 from components.spec import DeploymentSpec
+from components.topology import plan_deployment
 from tests.pulumi.conftest import HETEROGENEOUS
 
 GPU_AMI = "AL2023_x86_64_NVIDIA"
@@ -167,10 +168,10 @@ def test_rayservice_is_the_rendered_manifest_and_waits_for_operator_plugins_and_
     reference_plan, reference_config
 ):
     (service,) = reference_plan.of_type(RAYSERVICE)
-    expected = render_rayservice(DeploymentSpec.from_config(reference_config, "dev"))
+    expected = render_rayservice(plan_deployment(DeploymentSpec.from_config(reference_config, "dev")))
     assert service["inputs"]["metadata"] == expected["metadata"]
     assert service["inputs"]["spec"] == expected["spec"]
-    assert service["inputs"]["metadata"]["annotations"]["pulumi.com/waitFor"] == "condition=Ready"
+    assert "condition=Ready" in service["inputs"]["metadata"]["annotations"]["pulumi.com/waitFor"]
     # Created after, and so destroyed before, the operator that owns its finalizer.
     assert {
         "addons-kuberay-operator", "addons-nvidia-device-plugin", "addons-efa-device-plugin",
@@ -275,12 +276,10 @@ def test_hf_token_becomes_a_secret_whose_value_never_appears(make_plan):
 
 @pytest.mark.parametrize("config", [HETEROGENEOUS, {"raypd:mode": "colocated"}])
 def test_gpu_node_groups_follow_the_node_group_plan(make_plan, config):
-    from components.topology import plan_gpu_groups
-
     spec = DeploymentSpec.from_config(config, "dev")
     plan = make_plan(config)
     groups = plan.gpu_node_groups()
-    for expected in plan_gpu_groups(spec):
+    for expected in plan_deployment(spec).groups:
         inputs = groups[expected.name]["inputs"]
         assert inputs["instanceTypes"] == [expected.instance_type]
         assert inputs["scalingConfig"]["desiredSize"] == expected.nodes

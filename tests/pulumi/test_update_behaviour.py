@@ -15,6 +15,7 @@ from components.mockrun import RegisteredResource, run_program
 from components.program import build
 from components.rayservice import render_rayservice
 from components.spec import DeploymentSpec
+from components.topology import plan_deployment
 
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
 
@@ -55,8 +56,8 @@ def triggers_replace(paths: set[str], replace_on_changes: tuple[str, ...]) -> bo
 
 
 def rayservice_diff(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
-    old = render_rayservice(DeploymentSpec.from_config(before, "dev"))
-    new = render_rayservice(DeploymentSpec.from_config(after, "dev"))
+    old = render_rayservice(plan_deployment(DeploymentSpec.from_config(before, "dev")))
+    new = render_rayservice(plan_deployment(DeploymentSpec.from_config(after, "dev")))
     return changed_paths({"spec": old["spec"]}, {"spec": new["spec"]})
 
 
@@ -93,3 +94,48 @@ def test_every_kubernetes_object_goes_to_the_new_cluster_never_the_local_kubecon
         # A provider reference is "<provider urn>::<provider id>"; an empty one means the
         # default provider, i.e. whatever cluster the user's kubectl context points at.
         assert resource.provider.split("::")[:-1] == provider.urn.split("::"), resource.name
+
+
+# ---- a model-only change returns only when the new Serve app is RUNNING ----
+
+ROLLOUT_JOB = "kubernetes:batch/v1:Job"
+
+
+def test_the_rayservice_waits_for_ready_and_every_app_running_at_the_new_generation(
+    reference_resources,
+):
+    import json
+
+    (service,) = [r for r in reference_resources if r.type == RAYSERVICE]
+    annotations = service.inputs["metadata"]["annotations"]
+    expressions = json.loads(annotations["pulumi.com/waitFor"])
+    assert "condition=Ready" in expressions
+    assert ("jsonpath={.status.activeServiceStatus.applicationStatuses.llm.status}=RUNNING"
+            in expressions)
+    assert int(annotations["pulumi.com/timeoutSeconds"]) >= 1800
+
+
+def rollout_jobs(config: dict[str, Any]) -> list[RegisteredResource]:
+    return [r for r in registered(config) if r.type == ROLLOUT_JOB]
+
+
+def test_a_model_only_change_creates_a_new_rollout_check_after_the_rayservice(reference_resources):
+    # KubeRay reports the old app's RUNNING with the new observedGeneration right after it submits
+    # a new Serve config, so the RayService's own await cannot see an in-place change: a Job named
+    # after the Serve config polls Serve until the NEW config is RUNNING.
+    (before,) = [r for r in reference_resources if r.type == ROLLOUT_JOB]
+    (after,) = rollout_jobs({"raypd:model": {"maxModelLen": 8192}})
+    assert before.inputs["metadata"]["name"] != after.inputs["metadata"]["name"]
+    (service,) = [r for r in reference_resources if r.type == RAYSERVICE]
+    assert service.urn in before.dependencies
+    env = {e["name"]: e["value"] for e in
+           after.inputs["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SERVE_API"] == (
+        "http://ray-llm-head-svc.inference.svc.cluster.local:8265/api/serve/applications/")
+    assert '"max_model_len": 8192' in env["EXPECTED_ARGS"]
+
+
+def test_an_unchanged_config_keeps_the_same_rollout_check(reference_resources):
+    (before,) = [r for r in reference_resources if r.type == ROLLOUT_JOB]
+    (again,) = rollout_jobs({"raypd:hfToken": "hf_token_for_the_secret_object"})
+    assert before.inputs == again.inputs

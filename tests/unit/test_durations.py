@@ -160,7 +160,8 @@ def test_reference_critical_path_goes_through_cluster_gpu_group_and_rayservice(r
     keys = [duration_key(by_name[name]) for name in path.names]
     assert "eks:index:Cluster" in keys
     assert GPU_NODE_GROUP in keys
-    assert keys[-1] == "kubernetes:ray.io/v1:RayService"
+    # The RayService, then the rollout check that waits on it (components.rollout).
+    assert keys[-2:] == ["kubernetes:ray.io/v1:RayService", "kubernetes:batch/v1:Job"]
     # Every step depends on the one before it: a real chain of the plan.
     for before, after in zip(path.names, path.names[1:]):
         assert before in by_name[after]["dependsOn"]
@@ -203,7 +204,8 @@ def test_remaining_starts_at_the_critical_path_and_decreases_as_resources_finish
             after_cluster.add(name)
     done = {name for name in order if name not in after_cluster}
     left = remaining_seconds(reference_resources, TYPICAL_SECONDS, done, {})
-    assert left == TYPICAL_SECONDS[GPU_NODE_GROUP] + TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
+    assert left == (TYPICAL_SECONDS[GPU_NODE_GROUP] + TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
+                    + TYPICAL_SECONDS["kubernetes:batch/v1:Job"])
     # Five minutes into the GPU group, five minutes less are left.
     later = remaining_seconds(reference_resources, TYPICAL_SECONDS, done, {"gpu-nodes-group": 300.0})
     assert later == left - 300.0

@@ -40,6 +40,7 @@ from components.preflight import (
     vcpus_needed,
 )
 from components.spec import DeploymentSpec
+from components.topology import plan_deployment
 from tests.unit.cli_support import run_module, write_stack
 
 G, P, STD = catalogue.QUOTA_G_AND_VT, catalogue.QUOTA_P, catalogue.QUOTA_STANDARD
@@ -111,7 +112,7 @@ def run(spec: DeploymentSpec, quota_answers: Optional[Mapping[str, Any]] = None,
         deployed: Optional[DeploymentSpec] = None) -> Report:
     answers = quota_answers if quota_answers is not None else {G: 1000, P: 1000, STD: 1000}
     client, stubber = quotas(spec.region, {c: v for c, v in answers.items()
-                                           if c in vcpus_needed(node_lines(spec, {}))})
+                                           if c in vcpus_needed(node_lines(plan_deployment(spec), {}))})
     report = run_preflight(spec, deployed=deployed, clients={"service-quotas": client})
     stubber.assert_no_pending_responses()  # the quotas really were read
     return report
@@ -151,27 +152,29 @@ def test_zone_choice_is_the_first_zone_offering_every_gpu_type(make_spec: MakeSp
                       "raypd:decode": {"instanceType": "p5.48xlarge"}})
     offerings = [("p5en.48xlarge", "us-east-1c"), ("p5en.48xlarge", "us-east-1a"),
                  ("p5.48xlarge", "us-east-1c"), ("p5.48xlarge", "us-east-1b")]
-    assert choose_gpu_zone(spec, offerings) == ("us-east-1c", ["us-east-1c"])
+    assert choose_gpu_zone(plan_deployment(spec), offerings) == ("us-east-1c", ["us-east-1c"])
     pinned = make_spec({"aws:region": "us-east-1", "raypd:availabilityZone": "us-east-1a",
                         "raypd:prefill": {"instanceType": "p5en.48xlarge"},
                         "raypd:decode": {"instanceType": "p5.48xlarge"}})
-    assert choose_gpu_zone(pinned, offerings) == (None, ["us-east-1c"])
+    assert choose_gpu_zone(plan_deployment(pinned), offerings) == (None, ["us-east-1c"])
 
 
 def test_vcpus_needed_per_quota_code(reference_spec: DeploymentSpec, heterogeneous_spec: DeploymentSpec) -> None:
-    assert vcpus_needed(node_lines(reference_spec, {})) == {G: 64, STD: 4}
+    assert vcpus_needed(node_lines(plan_deployment(reference_spec), {})) == {G: 64, STD: 4}
     # 1 x p5.48xlarge (192) for prefill; 2 x g6e.48xlarge (192) for decode; 1 x m7i.xlarge.
-    assert vcpus_needed(node_lines(heterogeneous_spec, {})) == {P: 192, G: 384, STD: 4}
+    assert vcpus_needed(node_lines(plan_deployment(heterogeneous_spec), {})) == {P: 192, G: 384, STD: 4}
     # The API's vCPU count wins over the catalogue's.
-    assert vcpus_needed(node_lines(reference_spec, {"g6.8xlarge": 16})) == {G: 32, STD: 4}
+    reference = plan_deployment(reference_spec)
+    assert vcpus_needed(node_lines(reference, {"g6.8xlarge": 16})) == {G: 32, STD: 4}
 
 
 def test_update_surge_is_twice_the_zones_of_each_gpu_group(reference_spec: DeploymentSpec,
                                                            heterogeneous_spec: DeploymentSpec) -> None:
     assert surge_nodes(zones=1, max_unavailable=1) == 2
     assert surge_nodes(zones=1, max_unavailable=5) == 5
-    assert update_surge_vcpus(node_lines(reference_spec, {})) == {G: 64}  # system nodes not counted
-    assert update_surge_vcpus(node_lines(heterogeneous_spec, {})) == {P: 384, G: 384}
+    # System nodes are not counted.
+    assert update_surge_vcpus(node_lines(plan_deployment(reference_spec), {})) == {G: 64}
+    assert update_surge_vcpus(node_lines(plan_deployment(heterogeneous_spec), {})) == {P: 384, G: 384}
 
 
 def test_quota_codes_by_family() -> None:

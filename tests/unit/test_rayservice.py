@@ -12,7 +12,8 @@ import yaml
 
 from components import catalogue
 from components.rayservice import hf_token_secret_name, render_rayservice
-from serve.config import render_serve_config
+from components.serve_config import render_serve_config
+from components.topology import plan_deployment
 
 CHECKPOINT_GIB = 18  # the reference model's checkpoint (Qwen3.5-9B)
 _UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -49,18 +50,22 @@ def ray_start_resources(value: str) -> dict[str, Any]:
 # ---- the reference deployment ----
 
 def test_reference_metadata_and_readiness(reference_spec):
-    manifest = render_rayservice(reference_spec)
+    manifest = render_rayservice(plan_deployment(reference_spec))
     assert (manifest["apiVersion"], manifest["kind"]) == ("ray.io/v1", "RayService")
     assert manifest["metadata"]["name"] == "ray-llm"
     assert manifest["metadata"]["namespace"] == "inference"
     annotations = manifest["metadata"]["annotations"]
-    assert annotations["pulumi.com/waitFor"] == "condition=Ready"
+    # Ready AND the app RUNNING, both at the current generation (components.rollout).
+    assert json.loads(annotations["pulumi.com/waitFor"]) == [
+        "condition=Ready",
+        "jsonpath={.status.activeServiceStatus.applicationStatuses.llm.status}=RUNNING",
+    ]
     assert int(annotations["pulumi.com/timeoutSeconds"]) >= 1800  # model loads take a while
     assert manifest["spec"]["rayClusterConfig"]["rayVersion"] == "2.58.0"
 
 
 def test_reference_head_is_cpu_only_on_system_nodes(reference_spec):
-    group = head(render_rayservice(reference_spec))
+    group = head(render_rayservice(plan_deployment(reference_spec)))
     assert group["rayStartParams"] == {"dashboard-host": "0.0.0.0", "num-gpus": "0"}
     assert group["template"]["spec"]["nodeSelector"] == {"role": "system"}
     ports = {p["name"]: p["containerPort"] for p in container(group)["ports"]}
@@ -71,7 +76,7 @@ def test_reference_head_is_cpu_only_on_system_nodes(reference_spec):
 
 
 def test_reference_workers_match_the_aws_deployment(reference_spec):
-    (group,) = workers(render_rayservice(reference_spec)).values()
+    (group,) = workers(render_rayservice(plan_deployment(reference_spec))).values()
     assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 2, 2)
     assert group["rayStartParams"] == {"num-gpus": "1"}
     assert group["template"]["spec"]["nodeSelector"] == {"role": "gpu-worker"}
@@ -92,39 +97,40 @@ def test_reference_workers_match_the_aws_deployment(reference_spec):
 
 
 def test_reference_memory_limit_lets_the_page_cache_hold_the_checkpoint(reference_spec):
-    (group,) = workers(render_rayservice(reference_spec)).values()
+    (group,) = workers(render_rayservice(plan_deployment(reference_spec))).values()
     limit = to_bytes(container(group)["resources"]["limits"]["memory"])
     assert limit >= 4 * CHECKPOINT_GIB * 2**30
 
 
 def test_reference_serve_config_v2_is_the_reference_application(reference_spec):
-    manifest = render_rayservice(reference_spec)
+    manifest = render_rayservice(plan_deployment(reference_spec))
     parsed = yaml.safe_load(manifest["spec"]["serveConfigV2"])
-    assert parsed == {"applications": render_serve_config(reference_spec)["applications"]}
+    expected = render_serve_config(plan_deployment(reference_spec))["applications"]
+    assert parsed == {"applications": expected}
     assert parsed["applications"][0]["import_path"] == "ray.serve.llm:build_pd_openai_app"
 
 
 def test_no_deprecated_health_thresholds(reference_spec):
-    spec_part = render_rayservice(reference_spec)["spec"]
+    spec_part = render_rayservice(plan_deployment(reference_spec))["spec"]
     assert "serviceUnhealthySecondThreshold" not in spec_part
     assert "deploymentUnhealthySecondThreshold" not in spec_part
 
 
 def test_every_pod_runs_the_spec_image(make_spec):
-    manifest = render_rayservice(make_spec({"raypd:image": "example.com/ray-llm:custom"}))
+    manifest = render_rayservice(plan_deployment(make_spec({"raypd:image": "example.com/ray-llm:custom"})))
     groups = [head(manifest), *workers(manifest).values()]
     assert {container(g)["image"] for g in groups} == {"example.com/ray-llm:custom"}
 
 
 def test_default_image_is_the_regional_dlc(make_spec):
-    manifest = render_rayservice(make_spec({"aws:region": "us-west-2"}))
+    manifest = render_rayservice(plan_deployment(make_spec({"aws:region": "us-west-2"})))
     assert container(head(manifest))["image"].startswith("763104351884.dkr.ecr.us-west-2.amazonaws.com/")
 
 
 # ---- heterogeneous prefill/decode ----
 
 def test_heterogeneous_phases_get_their_own_worker_groups(heterogeneous_spec):
-    groups = workers(render_rayservice(heterogeneous_spec))
+    groups = workers(render_rayservice(plan_deployment(heterogeneous_spec)))
     assert set(groups) == {"prefill", "decode"}
     expected = {"prefill": (1, "8", "32"), "decode": (2, "8", "4")}
     for name, (nodes, gpus, efa) in expected.items():
@@ -140,7 +146,7 @@ def test_heterogeneous_phases_get_their_own_worker_groups(heterogeneous_spec):
 
 
 def test_heterogeneous_workers_advertise_the_resource_their_engines_ask_for(heterogeneous_spec):
-    manifest = render_rayservice(heterogeneous_spec)
+    manifest = render_rayservice(plan_deployment(heterogeneous_spec))
     groups = workers(manifest)
     app = yaml.safe_load(manifest["spec"]["serveConfigV2"])["applications"][0]
     for name in ("prefill", "decode"):
@@ -155,7 +161,7 @@ def test_heterogeneous_workers_advertise_the_resource_their_engines_ask_for(hete
 def test_worker_pod_fits_on_its_node_with_room_for_the_kubelet(make_spec, instance_type):
     spec = make_spec({"raypd:mode": "colocated", "raypd:kvTransfer": {"backend": "UCX"},
                       "raypd:colocated": {"instanceType": instance_type}})
-    (group,) = workers(render_rayservice(spec)).values()
+    (group,) = workers(render_rayservice(plan_deployment(spec))).values()
     hardware = catalogue.CATALOGUE[instance_type]
     resources = container(group)["resources"]
     memory = to_bytes(resources["limits"]["memory"])
@@ -169,7 +175,7 @@ def test_worker_pod_fits_on_its_node_with_room_for_the_kubelet(make_spec, instan
 # ---- colocated, UCX, no EFA ----
 
 def test_colocated_mode_has_one_worker_group_and_the_openai_app(colocated_spec):
-    manifest = render_rayservice(colocated_spec)
+    manifest = render_rayservice(plan_deployment(colocated_spec))
     (group,) = workers(manifest).values()
     assert group["groupName"] == "colocated"
     assert group["replicas"] == colocated_spec.colocated.nodes
@@ -179,7 +185,7 @@ def test_colocated_mode_has_one_worker_group_and_the_openai_app(colocated_spec):
 
 
 def test_ucx_backend_sets_no_libfabric_provider(make_spec):
-    manifest = render_rayservice(make_spec({"raypd:kvTransfer": {"backend": "UCX"}}))
+    manifest = render_rayservice(plan_deployment(make_spec({"raypd:kvTransfer": {"backend": "UCX"}})))
     for group in workers(manifest).values():
         assert "FI_PROVIDER" not in env_of(group)
     app = yaml.safe_load(manifest["spec"]["serveConfigV2"])["applications"][0]
@@ -189,7 +195,7 @@ def test_ucx_backend_sets_no_libfabric_provider(make_spec):
 
 def test_instances_without_efa_request_no_efa_interfaces(make_spec):
     spec = make_spec({"raypd:mode": "colocated", "raypd:colocated": {"instanceType": "g5.xlarge"}})
-    (group,) = workers(render_rayservice(spec)).values()
+    (group,) = workers(render_rayservice(plan_deployment(spec))).values()
     for side in ("requests", "limits"):
         assert "vpc.amazonaws.com/efa" not in container(group)["resources"][side]
 
@@ -199,7 +205,7 @@ def test_instances_without_efa_request_no_efa_interfaces(make_spec):
 def test_hf_token_comes_from_a_secret_and_never_appears_in_the_manifest(make_spec):
     token = "hf_VerySecretTokenValue123"
     spec = make_spec({"raypd:hfToken": token})
-    manifest = render_rayservice(spec)
+    manifest = render_rayservice(plan_deployment(spec))
     assert token not in json.dumps(manifest)
     expected = {"secretKeyRef": {"name": hf_token_secret_name(spec), "key": "token"}}
     for group in [head(manifest), *workers(manifest).values()]:
@@ -207,7 +213,7 @@ def test_hf_token_comes_from_a_secret_and_never_appears_in_the_manifest(make_spe
 
 
 def test_no_token_means_no_token_env(reference_spec):
-    manifest = render_rayservice(reference_spec)
+    manifest = render_rayservice(plan_deployment(reference_spec))
     for group in [head(manifest), *workers(manifest).values()]:
         assert "HF_TOKEN" not in env_of(group)
 
@@ -221,7 +227,7 @@ def test_secret_name_is_a_valid_kubernetes_name(make_spec):
 
 @pytest.mark.parametrize("spec_fixture", ["reference_spec", "heterogeneous_spec", "colocated_spec"])
 def test_manifest_has_every_field_kuberay_requires(spec_fixture, request):
-    manifest = render_rayservice(request.getfixturevalue(spec_fixture))
+    manifest = render_rayservice(plan_deployment(request.getfixturevalue(spec_fixture)))
     cluster = manifest["spec"]["rayClusterConfig"]
     assert head(manifest)["template"]["spec"]["containers"]
     for group in [head(manifest), *workers(manifest).values()]:

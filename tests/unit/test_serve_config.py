@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from serve.config import render_serve_config, render_serve_config_yaml
+from components.serve_config import render_serve_config, render_serve_config_yaml
+from components.topology import plan_deployment
 
 # The AWS reference deployment's LLMConfig (docs of the reference, "The RayService"); the engine id
 # is the one difference between prefill and decode. TP/PP = 1 are vLLM's defaults written out.
@@ -96,7 +97,7 @@ def assert_valid_structure(document: dict[str, Any]) -> None:
 # ---- the reference deployment ----
 
 def test_reference_application_matches_the_aws_deployment(reference_spec):
-    document = render_serve_config(reference_spec)
+    document = render_serve_config(plan_deployment(reference_spec))
     (app,) = document["applications"]
     assert app["import_path"] == "ray.serve.llm:build_pd_openai_app"
     assert app["route_prefix"] == "/"
@@ -107,12 +108,13 @@ def test_reference_application_matches_the_aws_deployment(reference_spec):
 
 
 def test_serve_listens_on_all_interfaces_on_the_serve_port(reference_spec):
-    assert render_serve_config(reference_spec)["http_options"] == {"host": "0.0.0.0", "port": 8000}
+    document = render_serve_config(plan_deployment(reference_spec))
+    assert document["http_options"] == {"host": "0.0.0.0", "port": 8000}
 
 
 @pytest.mark.parametrize("spec_fixture", ["reference_spec", "heterogeneous_spec", "colocated_spec"])
 def test_rendered_config_uses_only_fields_ray_258_accepts(spec_fixture, request):
-    assert_valid_structure(render_serve_config(request.getfixturevalue(spec_fixture)))
+    assert_valid_structure(render_serve_config(plan_deployment(request.getfixturevalue(spec_fixture))))
 
 
 def test_ray_serve_schema_accepts_the_config_when_ray_is_installed(
@@ -123,19 +125,18 @@ def test_ray_serve_schema_accepts_the_config_when_ray_is_installed(
         "checked against Ray's field names in test_rendered_config_uses_only_fields_ray_258_accepts"
     )
     for spec in (reference_spec, heterogeneous_spec, colocated_spec):
-        schema.ServeDeploySchema.parse_obj(render_serve_config(spec))
+        schema.ServeDeploySchema.parse_obj(render_serve_config(plan_deployment(spec)))
 
 
 def test_yaml_parses_back_to_the_same_config(heterogeneous_spec):
-    assert yaml.safe_load(render_serve_config_yaml(heterogeneous_spec)) == render_serve_config(
-        heterogeneous_spec
-    )
+    plan = plan_deployment(heterogeneous_spec)
+    assert yaml.safe_load(render_serve_config_yaml(plan)) == render_serve_config(plan)
 
 
 # ---- pinning phases to their node groups ----
 
 def test_heterogeneous_phases_are_pinned_to_their_own_workers(heterogeneous_spec):
-    prefill, decode = llm_configs(render_serve_config(heterogeneous_spec))
+    prefill, decode = llm_configs(render_serve_config(plan_deployment(heterogeneous_spec)))
     for config, resource in ((prefill, "raypd_prefill"), (decode, "raypd_decode")):
         placement = config["placement_group_config"]
         assert placement["strategy"] == "STRICT_PACK"
@@ -145,25 +146,38 @@ def test_heterogeneous_phases_are_pinned_to_their_own_workers(heterogeneous_spec
     assert decode["deployment_config"] == {"num_replicas": 2}
 
 
-def test_multi_gpu_engines_stay_on_one_node_even_without_pinning(make_spec):
+def test_whole_node_engines_stay_on_one_node_without_pinning(make_spec):
+    spec = make_spec({
+        "raypd:prefill": {"instanceType": "g6.12xlarge", "tensorParallelSize": 4},
+        "raypd:decode": {"instanceType": "g6.12xlarge", "tensorParallelSize": 2,
+                         "pipelineParallelSize": 2},
+    })
+    prefill, decode = llm_configs(render_serve_config(plan_deployment(spec)))
+    assert prefill["placement_group_config"] == {"bundles": [{"GPU": 1}] * 4, "strategy": "STRICT_PACK"}
+    assert decode["placement_group_config"]["bundles"] == [{"GPU": 1}] * 4
+
+
+def test_engines_smaller_than_a_node_are_pinned_even_on_one_instance_type(make_spec):
     spec = make_spec({
         "raypd:prefill": {"instanceType": "g6.12xlarge", "tensorParallelSize": 2},
         "raypd:decode": {"instanceType": "g6.12xlarge", "tensorParallelSize": 2,
                          "pipelineParallelSize": 2},
     })
-    prefill, decode = llm_configs(render_serve_config(spec))
-    assert prefill["placement_group_config"] == {"bundles": [{"GPU": 1}] * 2, "strategy": "STRICT_PACK"}
-    assert decode["placement_group_config"]["bundles"] == [{"GPU": 1}] * 4
+    prefill, decode = llm_configs(render_serve_config(plan_deployment(spec)))
+    assert prefill["placement_group_config"] == {
+        "bundles": [{"GPU": 1, "raypd_prefill": 1}] * 2, "strategy": "STRICT_PACK"}
+    assert decode["placement_group_config"]["bundles"] == [{"GPU": 1, "raypd_decode": 1}] * 4
 
 
 def test_single_gpu_engines_on_a_shared_group_keep_rays_default_placement(reference_spec):
-    assert all("placement_group_config" not in c for c in llm_configs(render_serve_config(reference_spec)))
+    configs = llm_configs(render_serve_config(plan_deployment(reference_spec)))
+    assert all("placement_group_config" not in c for c in configs)
 
 
 # ---- variants ----
 
 def test_colocated_mode_serves_one_openai_app_without_kv_transfer(colocated_spec):
-    (app,) = render_serve_config(colocated_spec)["applications"]
+    (app,) = render_serve_config(plan_deployment(colocated_spec))["applications"]
     assert app["import_path"] == "ray.serve.llm:build_openai_app"
     (config,) = app["args"]["llm_configs"]
     assert "kv_transfer_config" not in config["engine_kwargs"]
@@ -172,7 +186,7 @@ def test_colocated_mode_serves_one_openai_app_without_kv_transfer(colocated_spec
 
 
 def test_ucx_backend_reaches_both_engines(make_spec):
-    document = render_serve_config(make_spec({"raypd:kvTransfer": {"backend": "UCX"}}))
+    document = render_serve_config(plan_deployment(make_spec({"raypd:kvTransfer": {"backend": "UCX"}})))
     for config in llm_configs(document):
         assert config["engine_kwargs"]["kv_transfer_config"]["kv_connector_extra_config"] == {
             "backends": ["UCX"]
@@ -181,7 +195,7 @@ def test_ucx_backend_reaches_both_engines(make_spec):
 
 def test_s3_model_source_becomes_a_bucket_mirror(make_spec):
     spec = make_spec({"raypd:model": {"id": "my-llm", "source": "s3://weights-bucket/qwen"}})
-    for config in llm_configs(render_serve_config(spec)):
+    for config in llm_configs(render_serve_config(plan_deployment(spec))):
         assert config["model_loading_config"] == {
             "model_id": "my-llm", "model_source": {"bucket_uri": "s3://weights-bucket/qwen"}
         }
@@ -190,7 +204,7 @@ def test_s3_model_source_becomes_a_bucket_mirror(make_spec):
 def test_model_settings_reach_the_engine(make_spec):
     spec = make_spec({"raypd:model": {"maxModelLen": 32768, "dtype": "float16",
                                       "gpuMemoryUtilization": 0.8, "enforceEager": False}})
-    for config in llm_configs(render_serve_config(spec)):
+    for config in llm_configs(render_serve_config(plan_deployment(spec))):
         kwargs = config["engine_kwargs"]
         assert (kwargs["max_model_len"], kwargs["dtype"]) == (32768, "float16")
         assert (kwargs["gpu_memory_utilization"], kwargs["enforce_eager"]) == (0.8, False)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from components.spec import DeploymentSpec
+from components.topology import plan_deployment
 from serve.config import render_serve_config
 from tests.unit.cli_support import run_module, write_stack
 
@@ -34,7 +35,7 @@ def test_output_is_the_serve_config_of_the_stack_file(tmp_path):
     path = write_stack(tmp_path, body)
     result = run_render("--config", str(path))
     assert result.returncode == 0, result.stderr
-    expected = render_serve_config(DeploymentSpec.from_config(yaml.safe_load(body)["config"], "demo"))
+    expected = render_serve_config(plan_deployment(DeploymentSpec.from_config(yaml.safe_load(body)["config"], "demo")))
     assert yaml.safe_load(result.stdout) == expected
 
 

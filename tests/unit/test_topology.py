@@ -1,4 +1,4 @@
-"""Node-group plan and cost estimate: how many nodes of what each spec needs."""
+"""The deployment plan: how many nodes of what each spec needs, where each phase runs, the cost."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ import pytest
 
 from components import catalogue
 from components.spec import DeploymentSpec
-from components.topology import estimate_cost, group_for_phase, plan_gpu_groups
+from components.topology import DeploymentPlan, group_for_phase, plan_deployment
 
 
 def spec_of(config):
     return DeploymentSpec.from_config(config, "dev")
+
+
+def plan_of(config) -> DeploymentPlan:
+    return plan_deployment(spec_of(config))
 
 
 HETEROGENEOUS = {
@@ -20,7 +24,7 @@ HETEROGENEOUS = {
 
 
 def test_reference_is_one_shared_group_of_two_nodes():
-    (group,) = plan_gpu_groups(spec_of({}))
+    (group,) = plan_of({}).groups
     assert (group.name, group.instance_type, group.nodes) == ("gpu", "g6.8xlarge", 2)
     assert group.labels == {"role": "gpu-worker"}
     assert group.ray_resource is None
@@ -28,7 +32,7 @@ def test_reference_is_one_shared_group_of_two_nodes():
 
 
 def test_different_instance_types_get_pinned_groups():
-    prefill, decode = plan_gpu_groups(spec_of(HETEROGENEOUS))
+    prefill, decode = plan_of(HETEROGENEOUS).groups
     assert (prefill.instance_type, prefill.nodes, prefill.efa_interfaces_per_node) == ("p5.48xlarge", 1, 32)
     assert (decode.instance_type, decode.nodes, decode.efa_interfaces_per_node) == ("g6e.48xlarge", 2, 4)
     assert decode.labels == {"role": "gpu-worker", "raypd.io/phase": "decode"}
@@ -36,23 +40,61 @@ def test_different_instance_types_get_pinned_groups():
     assert prefill.root_volume_gb == 800
 
 
+def test_same_type_with_engines_smaller_than_a_node_gets_pinned_groups():
+    plan = plan_of({"raypd:prefill": {"instanceType": "g6e.12xlarge", "tensorParallelSize": 2},
+                    "raypd:decode": {"instanceType": "g6e.12xlarge", "tensorParallelSize": 2,
+                                     "replicas": 3}})
+    prefill, decode = plan.groups
+    assert (prefill.name, prefill.nodes, prefill.ray_resource) == ("prefill", 1, "raypd_prefill")
+    # 4 GPUs per node hold 2 decode replicas of TP=2; 3 replicas need 2 nodes of decode's own.
+    assert (decode.name, decode.nodes, decode.ray_resource) == ("decode", 2, "raypd_decode")
+    assert plan.phases["decode"].replicas_per_node == 2
+    assert plan.ray_resources == {"prefill": "raypd_prefill", "decode": "raypd_decode"}
+
+
+def test_same_type_with_whole_node_engines_keeps_the_shared_group():
+    plan = plan_of({"raypd:prefill": {"instanceType": "p5.48xlarge", "tensorParallelSize": 8},
+                    "raypd:decode": {"instanceType": "p5.48xlarge", "tensorParallelSize": 4,
+                                     "pipelineParallelSize": 2}})
+    (group,) = plan.groups
+    assert (group.name, group.nodes, group.ray_resource) == ("gpu", 2, None)
+    assert plan.group_for("prefill") is plan.group_for("decode") is group
+
+
 def test_small_replicas_pack_onto_multi_gpu_nodes():
-    spec = spec_of({"raypd:mode": "colocated",
-                    "raypd:colocated": {"instanceType": "g6.12xlarge", "replicas": 5, "tensorParallelSize": 2}})
-    (group,) = plan_gpu_groups(spec)
+    plan = plan_of({"raypd:mode": "colocated",
+                    "raypd:colocated": {"instanceType": "g6.12xlarge", "replicas": 5,
+                                        "tensorParallelSize": 2}})
+    (group,) = plan.groups
     # 4 GPUs per node hold 2 replicas of TP=2; 5 replicas need 3 nodes.
     assert group.nodes == 3 and group.phases == ("colocated",)
+    assert plan.phases["colocated"].replicas_per_node == 2
 
 
 def test_group_for_phase_finds_the_group_serving_it():
-    groups = plan_gpu_groups(spec_of(HETEROGENEOUS))
-    assert group_for_phase(groups, "decode").instance_type == "g6e.48xlarge"
+    plan = plan_of(HETEROGENEOUS)
+    assert group_for_phase(plan.groups, "decode").instance_type == "g6e.48xlarge"
+    assert plan.group_for("decode") is plan.groups[1]
     with pytest.raises(KeyError):
-        group_for_phase(groups, "colocated")
+        group_for_phase(plan.groups, "colocated")
+    assert plan.instance_types == ("g6e.48xlarge", "p5.48xlarge")
+    assert (plan.gpus, plan.gpu_nodes) == (24, 3)
+
+
+def test_hybrid_fact_comes_from_the_model_table():
+    assert plan_of({}).hybrid_model  # Qwen3.5-9B
+    assert not plan_of({"raypd:model": {"id": "l", "source": "meta-llama/Llama-3.1-8B"}}).hybrid_model
+    assert not plan_of({"raypd:model": {"id": "x", "source": "example/unknown"}}).hybrid_model
+
+
+def test_plan_is_frozen():
+    plan = plan_of({})
+    with pytest.raises(AttributeError):
+        plan.groups = ()  # type: ignore[misc]
 
 
 def test_cost_adds_nodes_control_plane_and_nat():
-    cost = estimate_cost(spec_of({}))
+    cost = plan_of({}).cost
     expected = (2 * catalogue.CATALOGUE["g6.8xlarge"].usd_per_hour
                 + catalogue.CATALOGUE["m7i.xlarge"].usd_per_hour
                 + catalogue.EKS_CONTROL_PLANE_USD_PER_HOUR + catalogue.NAT_GATEWAY_USD_PER_HOUR)
@@ -63,5 +105,5 @@ def test_cost_adds_nodes_control_plane_and_nat():
 def test_cost_lists_instance_types_without_a_price():
     spec = spec_of({"raypd:decode": {"instanceType": "p5e.48xlarge"},
                     "raypd:prefill": {"instanceType": "p5e.48xlarge"}})
-    assert estimate_cost(spec).unpriced == ("p5e.48xlarge",)
+    assert plan_deployment(spec).cost.unpriced == ("p5e.48xlarge",)
     assert any("no public on-demand price" in w for w in spec.warnings)
