@@ -3,8 +3,7 @@
 Pure functions of the deployment plan: the RayService renderer embeds the applications,
 `python -m serve.render` prints the whole document for any Ray cluster, and tests compare it with
 the AWS reference key by key. It lives in `components` (not `serve`) so that imports run one way:
-`serve` (render, verify, live status) uses `components`, never the reverse; `serve.config`
-re-exports these names.
+`serve` (render, verify, live status) uses `components`, never the reverse.
 
 Field names are those of the DLC's pair, Ray 2.58 + vLLM 0.26, checked in Ray's sources:
 - Serve config (`ray.serve.schema.ServeDeploySchema`): top level `http_options {host, port}` and

@@ -38,7 +38,7 @@ def test_no_module_but_the_plan_module_holds_the_node_group_planner():
     import components.outputs  # noqa: F401
     import components.preflight  # noqa: F401
     import components.rayservice  # noqa: F401
-    import serve.config  # noqa: F401
+    import components.serve_config  # noqa: F401
     import serve.render  # noqa: F401
     import webui.diagram  # noqa: F401
     import webui.summary  # noqa: F401

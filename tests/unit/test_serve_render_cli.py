@@ -10,7 +10,7 @@ import yaml
 
 from components.spec import DeploymentSpec
 from components.topology import plan_deployment
-from serve.config import render_serve_config
+from components.serve_config import render_serve_config
 from tests.unit.cli_support import run_module, write_stack
 
 pytestmark = pytest.mark.slow
