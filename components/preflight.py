@@ -46,7 +46,16 @@ from components.model_shapes import memory_fit
 from components.program import AZ_FIELD, gpu_instance_types, is_regular_zone, zones_offering_all
 from components.spec import REGION_KEY, DeploymentSpec
 from components.stack_file import add_stack_arguments, read_stack
-from components.zones import EKS_UNSUPPORTED_ZONE_IDS, pick_second_zone
+from components.zones import CLUSTER_TAG as VPC_CLUSTER_TAG
+from components.zones import STACK_TAG as VPC_STACK_TAG
+from components.zones import (
+    EKS_UNSUPPORTED_ZONE_IDS,
+    PreviousZones,
+    eks_usable,
+    pick_gpu_zone,
+    pick_second_zone,
+    previous_zones_from_tags,
+)
 from components.topology import DeploymentPlan, plan_deployment
 
 log = logging.getLogger(__name__)
@@ -100,35 +109,29 @@ NO_CREDENTIALS = (
 
 # ---- pure logic ----
 
-def eks_usable_zones(region: str, zones: Iterable[tuple[str, str]]) -> list[str]:
-    """Names of the region's regular AZs whose zone ID EKS accepts, sorted. `zones`: (name, id)."""
-    excluded = EKS_UNSUPPORTED_ZONE_IDS.get(region, frozenset())
-    return sorted(name for name, zone_id in zones
-                  if is_regular_zone(region, name) and zone_id not in excluded)
-
-
 def second_zone(region: str, zone_names: Iterable[str], gpu_zone: str) -> Optional[str]:
     """The program's second cluster subnet zone on a first deploy (components.zones'
     pick_second_zone): the first other regular AZ EKS can use. `zone_names`: names, or a
     name -> zone id mapping (then EKS's unsupported zone ids are left out)."""
     pairs = (list(zone_names.items()) if isinstance(zone_names, Mapping)
              else [(name, "") for name in zone_names])
-    return pick_second_zone(gpu_zone, None, eks_usable_zones(region, pairs))
+    return pick_second_zone(gpu_zone, None, eks_usable(region, pairs))
 
 
 def choose_gpu_zone(
-    plan: DeploymentPlan, offerings: Iterable[tuple[str, str]],
+    plan: DeploymentPlan, offerings: Iterable[tuple[str, str]], usable: Optional[Sequence[str]] = None,
+    previous: Optional[PreviousZones] = None,
 ) -> tuple[Optional[str], list[str]]:
-    """(the GPU AZ the program would use, every AZ offering all GPU types).
-
-    The configured raypd:availabilityZone when set (None when it lacks a type: the program would
-    stop), else the first regular AZ offering every GPU type, like components.program.
-    """
+    """(the GPU AZ the program would use, every AZ offering all GPU types), by the program's own
+    rule (components.zones.pick_gpu_zone): the configured raypd:availabilityZone (None when it
+    lacks a type: the program would stop), else the zone the stack already uses, else the first
+    zone offering every GPU type where EKS can place cluster subnets (`usable`; None: not known)."""
     spec = plan.spec
     zones = zones_offering_all(spec.region, offerings, gpu_instance_types(plan))
     if spec.availability_zone is not None:
         return (spec.availability_zone if spec.availability_zone in zones else None), zones
-    return (zones[0] if zones else None), zones
+    zone = pick_gpu_zone(None, previous, zones, zones if usable is None else usable)
+    return zone, zones
 
 
 def quota_code_for(instance_type: str) -> Optional[str]:
@@ -342,6 +345,17 @@ class _Aws:
             and z.get("ZoneType", "availability-zone") == "availability-zone"
             and z.get("OptInStatus", "opt-in-not-required") == "opt-in-not-required"
         ]
+
+    def stack_vpc_tags(self, stack: str, cluster: str) -> Optional[dict[str, str]]:
+        """Tags of this stack's VPC (the program remembers its zones there), None before a deploy."""
+        answer = self.client("ec2").describe_vpcs(Filters=[
+            {"Name": f"tag:{VPC_STACK_TAG}", "Values": [stack]},
+            {"Name": f"tag:{VPC_CLUSTER_TAG}", "Values": [cluster]},
+        ])["Vpcs"]
+        if not answer:
+            return None
+        first = sorted(answer, key=lambda vpc: vpc["VpcId"])[0]
+        return {tag["Key"]: tag["Value"] for tag in first.get("Tags", [])}
 
     def running_instances(self) -> list[tuple[str, dict[str, str]]]:
         """(instance type, tags) of running/pending On-Demand instances (spot has its own quotas)."""
@@ -562,7 +576,10 @@ def _check_zone_offering(ctx: _Context) -> None:
     spec, cid, title = ctx.spec, "zone-offering", TITLES["zone-offering"]
     types = gpu_instance_types(ctx.plan)
     offerings = _call(lambda: ctx.aws.offerings("availability-zone", types))
-    zone, all_zones = choose_gpu_zone(ctx.plan, offerings)
+    usable = eks_usable(spec.region, _call(ctx.aws.zones))
+    previous = previous_zones_from_tags(
+        _call(lambda: ctx.aws.stack_vpc_tags(spec.stack, spec.effective_cluster_name)))
+    zone, all_zones = choose_gpu_zone(ctx.plan, offerings, usable, previous)
     listed = ", ".join(all_zones) if all_zones else "none"
     if spec.availability_zone is not None:
         if zone is None:
@@ -592,10 +609,19 @@ def _check_zone_offering(ctx: _Context) -> None:
         ))
         return
     ctx.gpu_zone = zone
+    if previous is not None and previous.gpu == zone:
+        why = "the zone this stack already runs in; it never moves on its own"
+        if zone not in all_zones:
+            ctx.add(Check.warned(
+                cid, title, f"{zone}, where this stack's GPU nodes run, no longer offers all of "
+                f"{', '.join(types)}; zones that do: {listed}",
+                f"new nodes may fail to launch there; set {AZ_FIELD} to move on purpose (the GPU "
+                "node groups and subnets are then replaced)"))
+            return
+    else:
+        why = f"the first zone offering {', '.join(types)} where EKS can place the cluster"
     ctx.add(Check.passed(
-        cid, title,
-        f"{zone} (the first zone offering {', '.join(types)}; set {AZ_FIELD} to pin it); "
-        f"all zones offering them: {listed}",
+        cid, title, f"{zone} ({why}; set {AZ_FIELD} to pin it); all zones offering them: {listed}",
     ))
 
 
@@ -612,7 +638,7 @@ def _check_eks_zone(ctx: _Context) -> None:
     if ctx.gpu_zone is None:
         ctx.add(Check.skipped(cid, title, f"no GPU zone (see zone-offering); {excluded_note}"))
         return
-    usable = eks_usable_zones(spec.region, zones)
+    usable = eks_usable(spec.region, zones)
     gpu_zone = ctx.gpu_zone
     second = second_zone(spec.region, ids, gpu_zone)
     problems = []

@@ -29,7 +29,6 @@ from components.checks import PREFLIGHT_IDS, Report, exit_code
 from components.preflight import (
     EKS_UNSUPPORTED_ZONE_IDS,
     choose_gpu_zone,
-    eks_usable_zones,
     increase_command,
     node_lines,
     quota_code_for,
@@ -41,6 +40,7 @@ from components.preflight import (
 )
 from components.spec import DeploymentSpec
 from components.topology import plan_deployment
+from components.zones import PreviousZones, eks_usable as eks_usable_zones
 from tests.unit.cli_support import run_module, write_stack
 
 G, P, STD = catalogue.QUOTA_G_AND_VT, catalogue.QUOTA_P, catalogue.QUOTA_STANDARD
@@ -204,7 +204,8 @@ def test_reference_stack_passes_every_check(aws: str, reference_spec: Deployment
     assert "account 123456789012" in checks["aws-credentials"].detail
     assert "testing" not in json.dumps(report.as_dict())  # never the keys
     assert checks["zone-offering"].detail.startswith(
-        "us-east-2a (the first zone offering g6.8xlarge; set raypd:availabilityZone to pin it)")
+        "us-east-2a (the first zone offering g6.8xlarge where EKS can place the cluster; set "
+        "raypd:availabilityZone to pin it)")
     assert "L-DB2E81BA" in checks["vcpu-quota"].detail and "64 vCPUs" in checks["vcpu-quota"].detail
     assert checks["update-headroom"].status == "skip"
     assert "new stack" in checks["update-headroom"].detail
@@ -274,6 +275,26 @@ def test_type_offered_only_in_some_zones(aws: str, make_spec: MakeSpec) -> None:
     unpinned = by_id(run(make_spec({"aws:region": "us-east-1", "raypd:prefill": p5en, "raypd:decode": p5en})))
     assert unpinned["zone-offering"].status == "pass"
     assert unpinned["zone-offering"].detail.startswith("us-east-1a (the first zone offering p5en.48xlarge")
+
+
+def test_zone_choice_skips_zones_eks_cannot_use_like_the_program(make_spec: MakeSpec) -> None:
+    p5 = {"instanceType": "p5.4xlarge"}
+    spec = make_spec({"aws:region": "us-east-1", "raypd:prefill": p5, "raypd:decode": p5})
+    offerings = [("p5.4xlarge", "us-east-1a"), ("p5.4xlarge", "us-east-1e")]
+    usable = eks_usable_zones("us-east-1", [("us-east-1a", "use1-az3"), ("us-east-1e", "use1-az5")])
+    assert choose_gpu_zone(plan_deployment(spec), offerings, usable) == ("us-east-1e", ["us-east-1a", "us-east-1e"])
+    remembered = PreviousZones(gpu="us-east-1a", second="us-east-1b")
+    assert choose_gpu_zone(plan_deployment(spec), offerings, usable, remembered)[0] == "us-east-1a"
+
+
+def test_a_deployed_stack_keeps_the_zone_its_vpc_remembers(aws: str, reference_spec: DeploymentSpec) -> None:
+    ec2 = boto3.client("ec2", region_name="us-east-2")
+    ec2.create_vpc(CidrBlock="10.0.0.0/16", TagSpecifications=[{"ResourceType": "vpc", "Tags": [
+        {"Key": "raypd.io/stack", "Value": "dev"}, {"Key": "raypd.io/cluster", "Value": "raypd-dev"},
+        {"Key": "raypd.io/gpu-zone", "Value": "us-east-2b"}, {"Key": "raypd.io/second-zone", "Value": "us-east-2a"}]}])
+    zone = by_id(run(reference_spec, {G: 128, STD: 32}))["zone-offering"]
+    assert zone.status == "pass"
+    assert zone.detail.startswith("us-east-2b (the zone this stack already runs in; it never moves on its own")
 
 
 def test_zone_eks_does_not_support(aws: str, make_spec: MakeSpec) -> None:
