@@ -8,6 +8,8 @@ Pure functions; the HF token field is never filled back in (it is a password fie
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
@@ -24,7 +26,7 @@ PHASES = ("prefill", "decode", "colocated")
 class Field:
     key: str  # the config key (or "name")
     label: str
-    kind: str = "text"  # text | int | float | bool | select | password
+    kind: str = "text"  # text | int | float | bool | select | password | list (comma-separated)
     default: Any = ""
     choices: tuple[tuple[str, str], ...] = ()
     help: str = ""
@@ -116,6 +118,9 @@ def form_fields() -> list[Field]:
               section="cluster"),
         Field("raypd:namespace", "Namespace", "text", defaults.NAMESPACE, section="cluster"),
         Field("raypd:serviceName", "RayService name", "text", defaults.SERVICE_NAME, section="cluster"),
+        Field("raypd:adminRoleArns", "Admin IAM roles", "list", "", optional=True,
+              help="comma-separated IAM role ARNs that get cluster-admin (EKS access entries): "
+                   "the web app's role, CI", section="cluster", wide=True),
         Field(TOKEN_FIELD, "Hugging Face token", "password", "", optional=True,
               help="for gated models; stored only as an encrypted Pulumi secret, never shown again",
               section="cluster"),
@@ -159,6 +164,8 @@ def values_from_config(name: str, config: Mapping[str, Any]) -> dict[str, str]:
             continue
         if field.kind == "bool":
             values[field.key] = "on" if value else ""
+        elif field.kind == "list":
+            values[field.key] = ", ".join(str(item) for item in value) if isinstance(value, list) else str(value)
         else:
             values[field.key] = str(value)
     return values
@@ -188,6 +195,8 @@ def form_values(form: Mapping[str, str]) -> dict[str, str]:
 
 
 def _convert(field: Field, raw: str) -> Any:
+    if field.kind == "list":
+        return [item for item in re.split(r"[\s,]+", raw.strip()) if item]
     if field.kind == "int":
         try:
             return int(raw.strip())
@@ -239,8 +248,10 @@ def split_errors(errors: list[FieldError]) -> tuple[dict[str, str], list[FieldEr
     by_field: dict[str, str] = {}
     general: list[FieldError] = []
     for error in errors:
-        if error.field in FIELDS_BY_KEY:
-            by_field.setdefault(error.field, error.message)
+        key = re.sub(r"\[\d+\]$", "", error.field)  # raypd:adminRoleArns[1] -> its field
+        if key in FIELDS_BY_KEY:
+            message = error.message if key == error.field else f"{error.field}: {error.message}"
+            by_field.setdefault(key, message)
         else:
             general.append(error)
     return by_field, general

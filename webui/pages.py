@@ -14,6 +14,7 @@ from flask import (
 
 from components.errors import FieldError, SpecError
 from webui import forms
+from components.topology import plan_deployment
 from webui.diagram import architecture_svg
 from webui.engines.base import EngineError
 from webui.security import client_address, csrf_token, csrf_valid, safe_next, token_matches
@@ -133,10 +134,11 @@ def new_deployment_post() -> Any:
         report = app.service.checker.preflight(spec, None)
         if action != "launch" or not report.ok:
             blocked = action == "launch"
+            plan = plan_deployment(spec)  # built once for the three pictures of the page
             return render_template(
-                "preview.html", spec=spec, summary=summarize(spec), values=values, draft=draft,
-                has_token=token is not None, diagram=architecture_svg(spec),
-                rayservice=rayservice_yaml(spec), engine=app.engines.default,
+                "preview.html", spec=spec, summary=summarize(plan), values=values, draft=draft,
+                has_token=token is not None, diagram=architecture_svg(plan),
+                rayservice=rayservice_yaml(plan), engine=app.engines.default,
                 preflight=report.as_dict(), blocked=blocked,
             ), (409 if blocked else 200)
     try:
@@ -157,6 +159,7 @@ def deployment(name: str) -> Any:
     app = raypd()
     try:
         detail, spec = app.service.get_with_spec(name, jobs=20)  # spec None: see detail["warnings"]
+        plan = plan_deployment(spec) if spec else None
     except NotFound:
         gone = app.store.get_job(request.args.get("job", ""))
         if gone and gone["deployment"] == name and gone["operation"] == "destroy" and gone["status"] in (
@@ -184,8 +187,8 @@ def deployment(name: str) -> Any:
         job_consequences=job_summary.get("consequences") or [],
         job_eta=next((e["etaSeconds"] for e in reversed(events) if isinstance(e.get("etaSeconds"), (int, float))), None),
         active=job is not None and job["status"] in ACTIVE_STATUSES,
-        diagram=architecture_svg(spec) if spec else None,
-        rayservice=rayservice_yaml(spec) if spec else None,
+        diagram=architecture_svg(plan) if plan else None,
+        rayservice=rayservice_yaml(plan) if plan else None,
         connect=detail["connect"], labels=OPERATION_LABELS,
         engine_available=app.engines.get(detail["engine"]) is not None,
     )

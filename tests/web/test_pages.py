@@ -366,3 +366,17 @@ def test_a_page_loaded_while_a_finished_tear_down_records_its_end_goes_to_the_li
     store.delete_deployment("quick")  # done: the record goes before the job's end is written
     response = browser.get(f"/deployments/quick?job={job}")
     assert response.status_code == 302 and response.headers["Location"] == "/?removed=quick"
+
+
+def test_admin_roles_from_the_form_become_a_list_and_a_bad_one_is_named_next_to_the_field(browser):
+    page = text_of(browser.get("/deployments/new"))
+    good = "arn:aws:iam::123456789012:role/raypd-web, arn:aws:iam::123456789012:role/ci"
+    values = form_defaults(page) | {"name": "admins", "csrf_token": extract_csrf(page), "action": "launch",
+                                    "force": "1", "raypd:adminRoleArns": good}
+    bad = browser.post("/deployments/new", data=values | {"raypd:adminRoleArns": "arn:aws:iam::1:user/bob"})
+    assert bad.status_code == 400
+    assert field_error(text_of(bad), "f-raypd-adminRoleArns").startswith("raypd:adminRoleArns[0]")
+    assert browser.post("/deployments/new", data=values).status_code == 302
+    spec = browser.get("/api/v1/deployments/admins").get_json()["spec"]
+    assert spec["raypd:adminRoleArns"] == ["arn:aws:iam::123456789012:role/raypd-web",
+                                          "arn:aws:iam::123456789012:role/ci"]
