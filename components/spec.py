@@ -45,7 +45,19 @@ _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
-_IMAGE = re.compile(r"^[^\s]+$")
+# An OCI image reference: [registry[:port]/]repository[:tag][@sha256:digest] (the distribution
+# spec's grammar, simplified): nothing a shell or YAML would read as syntax.
+_IMAGE = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::\d{1,5})?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
+)
+# A served model name as clients send it in "model": letters, digits and . _ - / : + @ only.
+_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
+# Control characters and lone UTF-16 surrogates: no Contract 1 value is multi-line or binary, and a
+# surrogate cannot even be written out as UTF-8 (a page showing it would fail for everyone).
+_BAD_TEXT = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+MAX_NESTING = 8
 MAX_STACK_NAME = 40
 MIN_KUBERNETES_MINOR = 29
 # IAM role ARNs in any partition (aws, aws-cn, aws-us-gov, aws-iso...), role paths allowed.
@@ -91,6 +103,8 @@ def validate_stack_name(name: str) -> str:
     """Stack names become part of cluster and resource names, so they follow DNS-1123 labels."""
     if not isinstance(name, str) or not name:
         raise SpecError.single("name", "a stack name is required")
+    if _BAD_TEXT.search(name):
+        raise SpecError.single("name", "contains a control character or a lone surrogate (not valid text)")
     try:
         return _dns_label(name, MAX_STACK_NAME)
     except ValueError as exc:
@@ -129,8 +143,11 @@ class ModelSpec(_Model):
     def _id_present(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("the served model name is required")
-        if len(value) > 128 or re.search(r"\s", value):
-            raise ValueError(f"'{value}' must be at most 128 characters with no spaces")
+        if not _MODEL_ID.fullmatch(value):
+            raise ValueError(
+                f"'{value}' is not a served model name: 1-128 letters, digits and . _ - / : + @, "
+                "starting with a letter or digit"
+            )
         return value
 
     @field_validator("source")
@@ -262,8 +279,11 @@ class DeploymentSpec(_Model):
     @field_validator("image")
     @classmethod
     def _image_ref(cls, value: str) -> str:
-        if value and not _IMAGE.fullmatch(value):
-            raise ValueError(f"'{value}' is not a container image reference")
+        if value and (len(value) > 255 or not _IMAGE.fullmatch(value)):
+            raise ValueError(
+                f"'{value}' is not a container image reference "
+                "([registry/]repository[:tag][@sha256:digest], at most 255 characters)"
+            )
         return value
 
     @field_validator("namespace")
@@ -379,12 +399,16 @@ class DeploymentSpec(_Model):
         return config
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], stack: str = "dev") -> "DeploymentSpec":
+    def from_config(
+        cls, config: Mapping[str, Any], stack: str = "dev", strict: bool = False,
+    ) -> "DeploymentSpec":
         """Validate Contract 1 keys (``aws:region``, ``raypd:<key>``) into a spec.
 
         Values may be native (YAML, JSON API) or strings (Pulumi passes structured config as JSON
         text). Keys of other namespaces (``aws:profile``, ``kubernetes:...``) belong to providers
-        and are left alone.
+        and are left alone. `strict` (the JSON API): every value must have its JSON type already
+        ("2" is not an integer, 1 is not a boolean); Pulumi config and stack files, which carry
+        numbers as text, are read leniently.
         """
         if not isinstance(config, Mapping):
             raise SpecError.single("config", "must be an object of config keys")
@@ -409,8 +433,16 @@ class DeploymentSpec(_Model):
             fields[alias_to_field[name]] = _decode_structured(value)
         if unknown:
             raise SpecError(unknown)
+        problems = [problem for field, value in fields.items() if field != "stack"
+                    for problem in _text_problems(value, config_key((_field_alias(field),)))]
+        if problems:
+            raise SpecError(problems)
+        data = {_field_alias(k): v for k, v in fields.items()}
         try:
-            return cls.model_validate({_field_alias(k): v for k, v in fields.items()})
+            if strict:
+                # JSON mode: arrays are lists (and tuples), but no text is taken for a number.
+                return cls.model_validate_json(json.dumps(data), strict=True)
+            return cls.model_validate(data)
         except ValidationError as exc:
             raise SpecError(_field_errors(exc)) from None
 
@@ -430,9 +462,34 @@ def _decode_structured(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return value
     return value
+
+
+def _text_problems(value: Any, where: str, depth: int = 0) -> list[FieldError]:
+    """Control characters, lone surrogates and runaway nesting anywhere in a value, by key path.
+
+    Checked before the model sees the value: its messages quote values, and a page quoting a
+    surrogate cannot be written out at all.
+    """
+    if depth > MAX_NESTING:
+        return [FieldError(where, f"is nested more than {MAX_NESTING} levels deep")]
+    if isinstance(value, str):
+        if _BAD_TEXT.search(value):
+            return [FieldError(where, "contains a control character or a lone surrogate (not valid text)")]
+        return []
+    problems: list[FieldError] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str) or _BAD_TEXT.search(key):
+                problems.append(FieldError(where, "has a key that is not valid text"))
+                continue
+            problems.extend(_text_problems(item, f"{where}.{key}", depth + 1))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problems.extend(_text_problems(item, f"{where}[{index}]", depth + 1))
+    return problems
 
 
 def config_key(loc: tuple[Any, ...]) -> str:

@@ -279,7 +279,7 @@ class DeploymentService:
         try:
             check_config_keys(config)
             rest, token = strip_token(config)
-            spec = DeploymentSpec.from_config(rest, stack or "dev")
+            spec = DeploymentSpec.from_config(rest, stack or "dev", strict=True)
         except SpecError as exc:
             problems.extend(exc.errors)
         if problems:
@@ -326,7 +326,7 @@ class DeploymentService:
             new_token = None  # "[secret]" as shown: keep the token the stack has
         if new_token is not None:
             merged[HF_TOKEN_KEY] = SECRET_PLACEHOLDER  # the spec only needs to know one is set
-        spec = DeploymentSpec.from_config(merged, name)
+        spec = DeploymentSpec.from_config(merged, name, strict=True)
         if new_token is not None:
             remember_secret(new_token)
         public = spec.public_config()
