@@ -7,6 +7,7 @@ with `{"errors": [{"field", "message"}]}`, like every config mistake.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from typing import Any, Iterator
 
@@ -239,7 +240,16 @@ def job_events(job_id: str) -> Response:
         quiet_since = time.monotonic()
         yield "retry: 2000\n\n"
         while True:
-            events = store.events_after(job_id, last)
+            ended = app.runner.ended(job_id)
+            if ended is not None:  # ended, but the store could not take its records: say so and close
+                record = {"kind": "end", "status": ended["status"], "error": ended["error"],
+                          "message": f"{ended['status']}: {ended['error']}"}
+                yield f"data: {json.dumps(record, separators=(',', ':'))}\n\n"
+                return
+            try:
+                events = store.events_after(job_id, last)
+            except sqlite3.Error:
+                events = []  # the store is failing; the runner ends the job, and the loop says so
             for event in events:
                 last = event["seq"]
                 yield f"id: {last}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"

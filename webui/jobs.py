@@ -11,7 +11,9 @@ Every job ends with an "end" event, which is what the SSE stream waits for.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Optional
@@ -27,6 +29,14 @@ Work = Callable[[JobContext], OperationResult]
 Finish = Callable[[str, str, Optional[OperationResult]], None]  # (job id, final status, result)
 
 
+# What a broken store raises: SQLite's errors, and the OS's (a full disk, a vanished file).
+STORAGE_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+
+
+class StorageFailed(Exception):
+    """The job store stopped taking this job's records."""
+
+
 class Busy(Exception):
     """Another job runs on this deployment; carries its id for the 409 answer."""
 
@@ -36,8 +46,12 @@ class Busy(Exception):
 
 
 class JobRunner:
-    def __init__(self, store: Store, workers: int = 2):
+    def __init__(self, store: Store, workers: int = 2, retry_seconds: float = 5.0, retry_attempts: int = 120):
         self.store = store
+        self.retry_seconds = retry_seconds
+        self.retry_attempts = retry_attempts  # 10 minutes of retries by default
+        self._unrecorded: dict[str, dict[str, Any]] = {}
+        self._stopping = threading.Event()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="raypd-job")
         self._lock = threading.Lock()
         self._contexts: dict[str, JobContext] = {}
@@ -86,9 +100,16 @@ class JobRunner:
         return job_id
 
     def _record(self, job_id: str, record: dict[str, Any]) -> None:
-        self.store.add_event(job_id, record)
-        if "done" in record and "total" in record:
-            self.store.set_progress(job_id, int(record["done"]), int(record["total"]))
+        try:
+            self.store.add_event(job_id, record)
+            if "done" in record and "total" in record:
+                self.store.set_progress(job_id, int(record["done"]), int(record["total"]))
+        except STORAGE_ERRORS as exc:
+            with self._lock:
+                ctx = self._contexts.get(job_id)
+            if ctx is not None:
+                ctx.storage_failed(f"the job store could not be written ({exc}); the job was stopped")
+            raise
 
     def _run(
         self, ctx: JobContext, deployment: str, operation: str, actor: str, work: Work, finish: Finish,
@@ -96,20 +117,54 @@ class JobRunner:
         job_id = ctx.job_id
         try:
             self._run_job(ctx, deployment, operation, actor, work, finish)
-        except Exception:  # noqa: BLE001 - e.g. the database failed: never leave a job "running" silently
+        except Exception as exc:  # noqa: BLE001 - e.g. the database failed: never leave a job "running" silently
             logger.exception("job %s (%s %s): the job runner failed", job_id, operation, deployment)
-            error = "internal error while recording the job (see the server log)"
+            error = ctx.storage_error or (
+                f"the job store could not be written ({exc})" if isinstance(exc, STORAGE_ERRORS)
+                else "internal error while recording the job (see the server log)")
+            self._fail_until_recorded(job_id, deployment, operation, actor, error, finish)
+        finally:
+            with self._lock:
+                self._contexts.pop(job_id, None)
+
+    def _fail_until_recorded(
+        self, job_id: str, deployment: str, operation: str, actor: str, error: str, finish: Finish,
+    ) -> None:
+        """End a job as failed even while the store refuses writes: answer "failed" from memory
+        at once (`ended`), and keep trying to write it down until the store takes it."""
+        with self._lock:
+            self._unrecorded[job_id] = {"status": "failed", "error": error, "finishedAt": time.time()}
+
+        def record() -> bool:
             try:
                 job = self.store.get_job(job_id)
                 if job is not None and job["status"] in ACTIVE_STATUSES:
                     finish(job_id, "failed", None)  # the deployment must not stay "updating"
-                if self.store.finish_job(job_id, "failed", error=error):
-                    self._end(job_id, deployment, operation, actor, "failed", error)
-            except Exception:  # noqa: BLE001
-                logger.exception("job %s: could not even mark it failed", job_id)
-        finally:
+                    if self.store.finish_job(job_id, "failed", error=error):
+                        self._end(job_id, deployment, operation, actor, "failed", error)
+            except Exception:  # noqa: BLE001 - still broken: try again later
+                logger.warning("job %s: the store still refuses to record its failure", job_id)
+                return False
             with self._lock:
-                self._contexts.pop(job_id, None)
+                self._unrecorded.pop(job_id, None)
+            return True
+
+        if record():
+            return
+
+        def retry() -> None:
+            for _ in range(self.retry_attempts):
+                if self._stopping.wait(self.retry_seconds) or record():
+                    return
+            logger.error("job %s: gave up recording its failure; a restart marks it interrupted", job_id)
+
+        threading.Thread(target=retry, name=f"raypd-record-{job_id}", daemon=True).start()
+
+    def ended(self, job_id: str) -> Optional[dict[str, Any]]:
+        """A job's end that this process knows but could not write down yet (storage failure)."""
+        with self._lock:
+            found = self._unrecorded.get(job_id)
+        return None if found is None else dict(found)
 
     def _run_job(
         self, ctx: JobContext, deployment: str, operation: str, actor: str, work: Work, finish: Finish,
@@ -136,6 +191,8 @@ class JobRunner:
             status, error = "failed", "internal error while running the operation (see the server log)"
         if status == "cancelled":
             error = "cancelled on request"
+        if ctx.storage_error is not None:
+            raise StorageFailed(ctx.storage_error)  # -> _run: failed, recorded when the store can
         current = self.store.get_job(job_id)
         if current is None or current["status"] != "running":
             return  # closed meanwhile (e.g. marked interrupted by a newer server): leave it be
@@ -205,6 +262,7 @@ class JobRunner:
         self.store.update_deployment(job["deployment"], status=status)
 
     def shutdown(self, wait: bool = True) -> None:
+        self._stopping.set()
         with self._lock:
             contexts = list(self._contexts.values())
         for ctx in contexts:

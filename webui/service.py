@@ -256,7 +256,7 @@ class DeploymentService:
             "lastResult": record["lastResult"],
             "lastOperationAt": _iso(record["lastOperationAt"]),
             "createdAt": _iso(record["createdAt"]),
-            "jobs": [public_job(job) for job in self.store.jobs_for(name, limit=jobs)],
+            "jobs": [public_job(self._as_known(job)) for job in self.store.jobs_for(name, limit=jobs)],
         }
         return detail, spec
 
@@ -264,7 +264,15 @@ class DeploymentService:
         job = self.store.get_job(job_id)
         if job is None:
             raise NotFound(f"no job with id {job_id}")
-        return job
+        return self._as_known(job)
+
+    def _as_known(self, job: dict[str, Any]) -> dict[str, Any]:
+        """The job as this process knows it: an end the store could not take yet (a full disk)
+        is answered from memory, so nobody waits on a "running" job that has stopped."""
+        ended = self.runner.ended(job["id"])
+        if ended is None or job["status"] not in ACTIVE_STATUSES:
+            return job
+        return {**job, **ended}
 
     # ---- changing ----
 

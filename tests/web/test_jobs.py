@@ -98,7 +98,7 @@ def test_a_failing_database_fails_the_job_instead_of_leaving_it_running(store, c
     runner.shutdown(wait=True)
     store.set_job_running = original  # type: ignore[method-assign]
     job = store.get_job(job_id)
-    assert job["status"] == "failed" and "internal error" in job["error"]
+    assert job["status"] == "failed" and "the job store could not be written (disk I/O error)" in job["error"]
     assert finished == ["failed"]
     assert store.events_after(job_id)[-1]["kind"] == "end"
     assert "disk I/O error" in caplog.text

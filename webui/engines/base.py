@@ -105,6 +105,14 @@ class JobContext:
         # a launch refused by its preflight must still show the report that refused it.
         self.findings: dict[str, Any] = {}
         self._decorators: list[Callable[[dict[str, Any]], dict[str, Any]]] = []
+        # Set when the job store could not record this job's progress (a full disk, a dead
+        # database): the work is stopped and the job ends failed with this reason.
+        self.storage_error: Optional[str] = None
+
+    def storage_failed(self, reason: str) -> None:
+        if self.storage_error is None:
+            self.storage_error = reason
+            self.request_cancel()
 
     def decorate(self, decorator: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         """Let the service add to every record on its way out (an ETA), whichever engine emits."""
