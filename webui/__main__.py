@@ -1,5 +1,8 @@
 """`python -m webui [--host H] [--port P]`: serve the web app (127.0.0.1:8080 by default).
 
+Served by waitress, a production WSGI server (threads, no development-server warnings), not
+Werkzeug's development server.
+
 Prints the URL and the access token at start. One server per RAYPD_HOME (a lock file says so):
 two servers would each think the other's running jobs were interrupted.
 """
@@ -15,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from werkzeug.serving import make_server
+from waitress.server import create_server
 
 from webui.app import close_app, create_app
 from webui.redact import RedactingFilter
@@ -23,6 +26,10 @@ from webui.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError, 
 from webui.store import StoreError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Waitress's worker threads. An event stream holds one only for a bounded time (the API closes
+# each stream after a while and the browser resumes it from its last event), so a few browser tabs
+# cannot starve the pages.
+SERVER_THREADS = 16
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,14 +88,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        server = make_server(args.host, args.port, app, threaded=True)
+        server = create_server(
+            app, host=args.host, port=args.port, threads=SERVER_THREADS, ident="raypd",
+            # Progress events are small: hand each to the socket at once, not when 18 kB piled up.
+            send_bytes=1, connection_limit=200, clear_untrusted_proxy_headers=True,
+        )
     except OSError as exc:
         print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         close_app(app)
         return 2
     host = f"[{args.host}]" if ":" in args.host else args.host
     state = app.extensions["raypd"]
-    print(f"raypd web app on http://{host}:{server.port}/", flush=True)
+    print(f"raypd web app on http://{host}:{server.effective_port}/", flush=True)
     if settings.token_generated:
         print(f"Access token: {settings.token}", flush=True)
     else:
@@ -102,11 +113,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "and knows the token can deploy; put TLS in front of it", flush=True)
     signal.signal(signal.SIGTERM, _stop)
     try:
-        server.serve_forever()
+        server.run()
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
+        server.close()
         close_app(app)
     return 0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from flask import Blueprint, Response, g, jsonify, request, url_for
 
@@ -25,6 +25,10 @@ bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
 CREATE_KEYS = {"name", "config"}
 KEEPALIVE_SECONDS = 15.0
+# `?window=N`: the stream ends after N seconds even if the job has not (the pages ask for it:
+# EventSource reconnects on its own and resumes after its Last-Event-ID), so a browser tab does not
+# hold a server thread for the whole of a 40-minute update. Without it the stream ends with the job.
+MAX_WINDOW_SECONDS = 300
 MAX_EVENT_SEQ = 2**63 - 1
 # A job's end record follows its final status by a moment; wait that long before closing.
 END_GRACE_SECONDS = 3.0
@@ -227,6 +231,19 @@ def _after() -> int:
     return 0
 
 
+def _window() -> Optional[float]:
+    raw = request.args.get("window")
+    if raw is None:
+        return None
+    try:
+        seconds = int(raw)
+    except ValueError:
+        seconds = 0
+    if not 1 <= seconds <= MAX_WINDOW_SECONDS:
+        raise BodyError([FieldError("window", f"must be a whole number of seconds, 1 to {MAX_WINDOW_SECONDS}")])
+    return float(seconds)
+
+
 @bp.get("/jobs/<job_id>/events")
 def job_events(job_id: str) -> Response:
     app = raypd()
@@ -235,11 +252,13 @@ def job_events(job_id: str) -> Response:
     after = _after()
     store, poll = app.store, app.settings.sse_poll_seconds
 
+    window = _window()
+
     def stream() -> Iterator[str]:
         last = after
-        quiet_since = time.monotonic()
-        yield "retry: 2000\n\n"
-        while True:
+        quiet_since = started = time.monotonic()
+        yield "retry: 1000\n\n"
+        while window is None or time.monotonic() - started < window:
             ended = app.runner.ended(job_id)
             if ended is not None:  # ended, but the store could not take its records: say so and close
                 record = {"kind": "end", "status": ended["status"], "error": ended["error"],

@@ -59,3 +59,28 @@ def test_event_stream_positions_beyond_an_event_number_are_400(client, position)
     response = client.get(f"/api/v1/jobs/{job}/events", headers={**AUTH, "Last-Event-ID": position})
     assert response.status_code == 400
     assert response.get_json()["errors"][0]["field"] == "Last-Event-ID"
+
+
+def test_a_windowed_event_stream_ends_early_and_resumes_where_it_stopped(fake_app, fake_engine):
+    client = fake_app.test_client()
+    create(client, "slow")
+    fake_engine.gate.clear()
+    job = client.post("/api/v1/deployments/slow/refresh", headers=AUTH).get_json()["job"]
+    assert fake_engine.started.wait(10)
+    first = client.get(f"/api/v1/jobs/{job}/events?window=1", headers=AUTH).get_data(as_text=True)
+    assert '"kind":"end"' not in first  # the job still runs: the stream ended by its window
+    last_id = [line for line in first.splitlines() if line.startswith("id: ")][-1][4:]
+    fake_engine.gate.set()
+    rest = client.get(f"/api/v1/jobs/{job}/events?window=30",
+                      headers={**AUTH, "Last-Event-ID": last_id}).get_data(as_text=True)
+    assert '"kind":"end"' in rest
+    ids = [int(line[4:]) for line in rest.splitlines() if line.startswith("id: ")]
+    assert ids and min(ids) == int(last_id) + 1  # nothing lost, nothing repeated
+
+
+@pytest.mark.parametrize("window", ["0", "301", "x", "-5"])
+def test_a_window_outside_its_range_is_400(client, window):
+    create(client, "win")
+    job = client.post("/api/v1/deployments/win/preview", headers=AUTH).get_json()["job"]
+    response = client.get(f"/api/v1/jobs/{job}/events?window={window}", headers=AUTH)
+    assert response.status_code == 400 and response.get_json()["errors"][0]["field"] == "window"

@@ -60,3 +60,30 @@ def test_an_empty_passphrase_in_the_environment_is_dropped_at_start(tmp_path, mo
         assert settings.default_passphrase_file.read_text()
     finally:
         close_app(app)
+
+
+def test_the_app_is_served_by_the_production_server(tmp_path):
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    environment = {**os.environ, "RAYPD_HOME": str(tmp_path / "home"), "RAYPD_ENGINE": "offline"}
+    process = subprocess.Popen([sys.executable, "-m", "webui", "--port", str(port)], cwd=PROJECT,
+                               env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().startswith(f"raypd web app on http://127.0.0.1:{port}/")
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+                    assert response.headers["Server"] == "raypd"  # waitress, as configured
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.2)
+    finally:
+        process.terminate()
+        assert process.wait(timeout=20) == 0  # SIGTERM stops it cleanly

@@ -64,7 +64,9 @@
     var errorLine = document.getElementById("job-error");
     var badge = job.querySelector(".job-head .badge");
     var unit = (job.querySelector(".progress-row") || job).getAttribute("data-unit") || "resources";
-    var url = job.getAttribute("data-events-url") + "?after=" + encodeURIComponent(job.getAttribute("data-after") || "0");
+    // window=30: the server ends each stream after 30 s and EventSource resumes it from the last
+    // event it saw (Last-Event-ID), so an open tab never holds a server thread for a whole update.
+    var url = job.getAttribute("data-events-url") + "?window=30&after=" + encodeURIComponent(job.getAttribute("data-after") || "0");
     var source = new EventSource(url);
 
     function setProgress(done, total) {
