@@ -153,3 +153,21 @@ def test_missing_aws_region_is_warned_about(caplog):
     with caplog.at_level(logging.WARNING):
         run_main({})
     assert any(r.getMessage().startswith("aws:region is not set") for r in caplog.records)
+
+
+class PlainKubeconfigMocks(PlanMocks):
+    """A provider that hands the kubeconfig back as a plain value (nothing obliges it to mark it)."""
+
+    def new_resource(self, args: Any) -> Any:
+        resource_id, state = super().new_resource(args)
+        if args.typ == "eks:index:Cluster":
+            unwrap = pulumi.runtime.rpc.unwrap_rpc_secret
+            state = {**state, "kubeconfig": unwrap(state["kubeconfig"]),
+                     "kubeconfigJson": unwrap(state["kubeconfigJson"])}
+        return resource_id, state
+
+
+def test_the_program_itself_makes_the_kubeconfig_output_secret():
+    run = run_main({}, mock=PlainKubeconfigMocks("us-east-2"))
+    assert run.outputs["kubeconfig"].secret  # raypd's own wrapping, not the provider's
+    assert not pulumi.runtime.rpc.is_rpc_secret(run.outputs["kubeconfig"].value)

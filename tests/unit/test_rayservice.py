@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from components import catalogue
-from components.rayservice import hf_token_secret_name, render_rayservice
+from components.rayservice import hf_token_secret_name, render_rayservice, worker_resources
 from components.serve_config import render_serve_config
 from components.topology import plan_deployment
 
@@ -237,3 +237,24 @@ def test_manifest_has_every_field_kuberay_requires(spec_fixture, request):
         assert {"groupName", "minReplicas", "maxReplicas", "template"} <= set(group)
         assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
     assert isinstance(manifest["spec"]["serveConfigV2"], str)
+
+
+def _allocatable_gib(memory_gib: float) -> float:
+    """A conservative estimate of what the kubelet offers pods on an EKS node: ~3% of nominal
+    memory is never seen by the OS (firmware, kernel), kube-reserved is 255 MiB + 11 MiB per pod
+    (EKS's AL2023 formula; 250 pods taken as the worst case) and the hard eviction threshold 100 MiB."""
+    return memory_gib * 0.97 - (255 + 11 * 250 + 100) / 1024
+
+
+@pytest.mark.parametrize("instance_type", [t.name for t in catalogue.gpu_instance_types()])
+def test_a_worker_pod_never_asks_for_more_memory_than_its_node_can_allocate(instance_type):
+    from components.topology import GpuGroupPlan
+
+    hardware = catalogue.CATALOGUE[instance_type]
+    group = GpuGroupPlan(name="gpu", instance_type=instance_type, nodes=1, gpus_per_node=hardware.gpus,
+                         efa_interfaces_per_node=hardware.max_efa_interfaces, phases=("prefill",),
+                         labels={}, ray_resource=None, root_volume_gb=200)
+    resources = worker_resources(group)
+    requested = float(resources["requests"]["memory"].removesuffix("Gi"))
+    assert requested <= _allocatable_gib(hardware.memory_gib), (instance_type, requested)
+    assert resources["limits"]["memory"] == resources["requests"]["memory"]  # Guaranteed QoS for memory

@@ -228,6 +228,7 @@ class FakeStack:
         class Workspace:
             def remove_stack(self, name: str) -> None:
                 outer.removed.append(name)
+                outer.calls.append(("remove_stack", {}))
 
         self.workspace = Workspace()
 
@@ -341,6 +342,8 @@ def test_pulumi_destroy_removes_the_stack_afterwards(tmp_path):
     stack = FakeStack()
     result, _, _ = run_job(SteppedEngine(settings_for(tmp_path), stack), "destroy")
     assert stack.removed == ["demo"] and result.resources == []
+    order = [name for name, _ in stack.calls if name in ("destroy", "remove_stack")]
+    assert order == ["destroy", "remove_stack"]  # never forget a stack before its resources are gone
 
 
 def test_pulumi_concurrent_update_fails_the_job_as_a_conflict(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from tests.web.support import AUTH, FakeEngine, create, wait_for_job
 from webui.engines.base import JobContext, OperationResult
-from webui.jobs import JobRunner
+from webui.jobs import Busy, JobRunner
 from webui.store import Store
 
 
@@ -127,3 +127,22 @@ def test_a_destroy_that_finishes_despite_a_cancel_removes_the_deployment(make_ap
     assert wait_for_job(client, job_id)["status"] == "succeeded"
     assert client.get("/api/v1/deployments/late", headers=AUTH).status_code == 404
     assert engine.removed == ["late"]
+
+
+def test_a_queued_job_holds_its_deployment_as_a_running_one_does(store):
+    store.create_deployment("other", "offline", {}, {})
+    runner = JobRunner(store, workers=1)
+    release = threading.Event()
+
+    def hold(ctx: JobContext) -> OperationResult:
+        release.wait(10)
+        return OperationResult()
+
+    runner.submit("demo", "up", "offline", "t", "updating", hold, lambda *a: None)
+    queued = runner.submit("other", "up", "offline", "t", "updating", hold, lambda *a: None)
+    assert store.get_job(queued)["status"] == "queued"  # the only worker is busy
+    with pytest.raises(Busy) as busy:
+        runner.submit("other", "refresh", "offline", "t", "refreshing", hold, lambda *a: None)
+    assert busy.value.job_id == queued
+    release.set()
+    runner.shutdown(wait=True)
