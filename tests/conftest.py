@@ -9,6 +9,9 @@ AWS_ENDPOINT_URL at a local emulator and set fake keys themselves.
 from __future__ import annotations
 
 import os
+from typing import Iterator
+
+import pytest
 
 _AWS_IDENTITY = (
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
@@ -24,3 +27,14 @@ def pytest_configure(config: object) -> None:
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
     os.environ["AWS_CONFIG_FILE"] = os.devnull
     os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+
+
+@pytest.fixture(autouse=True)
+def _fresh_redaction_set() -> Iterator[None]:
+    """The web app's set of secrets to mask is process-wide: each test starts and ends without
+    another test's secrets in it, so a masking test cannot pass on a secret it did not plant."""
+    from webui.redact import forget_secrets
+
+    forget_secrets()
+    yield
+    forget_secrets()

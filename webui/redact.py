@@ -41,6 +41,13 @@ def remember_secret(value: Optional[str]) -> None:
             _KNOWN_SECRETS.add(value)
 
 
+def forget_secrets() -> None:
+    """Drop every remembered secret: the set is process-wide, and a process that builds one app
+    after another (the test suite) must not let one app's secrets shape another's answers."""
+    with _KNOWN_LOCK:
+        _KNOWN_SECRETS.clear()
+
+
 def redact(text: str) -> str:
     """Mask anything that looks like a credential; strip terminal colour codes."""
     text = _ANSI.sub("", text)

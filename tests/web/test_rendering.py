@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from components.spec import DeploymentSpec
 from webui import forms
 from webui.diagram import architecture_svg
@@ -77,9 +79,23 @@ def test_architecture_of_colocated_has_no_kv_path():
     assert "Colocated" in svg and "KV cache" not in svg
 
 
+def _with_model_id(model_id: str) -> DeploymentSpec:
+    """A spec whose model id the grammar would refuse (it did not always): the renderers must
+    stay safe on their own, not only because validation caught it first."""
+    spec = DeploymentSpec.from_config({}, "esc")
+    return spec.model_copy(update={"model": spec.model.model_copy(update={"id": model_id})})
+
+
+def test_model_ids_with_markup_or_shell_syntax_are_refused_by_the_grammar():
+    from components.errors import SpecError
+
+    for bad in ("m<x>", "a'b", "$(x)", "a;b", "a`b`", "-leading"):
+        with pytest.raises(SpecError, match="raypd:model.id"):
+            DeploymentSpec.from_config({"raypd:model": {"id": bad}})
+
+
 def test_architecture_escapes_what_it_draws():
-    spec = DeploymentSpec.from_config({"raypd:model": {"id": "m<x>"}}, "esc")
-    assert "<x>" not in str(architecture_svg(spec))
+    assert "<x>" not in str(architecture_svg(_with_model_id("m<x>")))
 
 
 def test_redact_masks_credentials_and_colour_codes():
@@ -119,7 +135,7 @@ def test_the_connect_curl_command_is_safe_to_paste_whatever_the_model_id(tmp_pat
     from webui.service import connect_info
 
     hostile = "x';touch${IFS}pwned;echo${IFS}'$(touch${IFS}pwned2)`touch${IFS}pwned3`"
-    spec = DeploymentSpec.from_config({"raypd:model": {"id": hostile}})
+    spec = _with_model_id(hostile)
     command = connect_info(spec, None)["curl"]
     script = 'curl() { for a in "$@"; do printf "%s\\0" "$a"; done > args; }\n' + command
     subprocess.run(["bash", "-c", script], cwd=tmp_path, check=True, timeout=10)
