@@ -13,7 +13,7 @@ operator and its CRDs go on the system nodes, like the reference.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -83,7 +83,7 @@ def force_crd_ownership(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.R
     would otherwise stop on field-manager conflicts when the CRDs change version)."""
     if args.type_ != CRD_TYPE:
         return None
-    props = dict(args.props)
+    props: dict[str, Any] = dict(cast(Mapping[str, Any], args.props))
     metadata = dict(props.get("metadata") or {})
     metadata["annotations"] = {**(metadata.get("annotations") or {}), PATCH_FORCE_ANNOTATION: "true"}
     props["metadata"] = metadata

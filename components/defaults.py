@@ -6,6 +6,8 @@ spec, the renderers, the web form and the docs cannot disagree about what "the r
 
 from __future__ import annotations
 
+from typing import Final
+
 REGION = "us-east-2"
 KUBERNETES_VERSION = "1.35"
 
@@ -29,7 +31,7 @@ EKS_KUBERNETES_VERSIONS: dict[str, tuple[str, str]] = {
 }
 SYSTEM_INSTANCE_TYPE = "m7i.xlarge"
 SYSTEM_NODE_COUNT = 1
-MODE = "disaggregated"
+MODE: Final = "disaggregated"
 
 MODEL_ID = "qwen3.5-9b"
 MODEL_SOURCE = "Qwen/Qwen3.5-9B"
@@ -42,8 +44,8 @@ GPU_INSTANCE_TYPE = "g6.8xlarge"
 PHASE_REPLICAS = 1
 COLOCATED_REPLICAS = 2
 
-KV_CONNECTOR = "NixlConnector"
-KV_BACKEND = "LIBFABRIC"
+KV_CONNECTOR: Final = "NixlConnector"
+KV_BACKEND: Final = "LIBFABRIC"
 
 RAY_VERSION = "2.58.0"
 KUBERAY_VERSION = "1.4.0"

@@ -43,7 +43,7 @@ def subnet_cidrs(vpc_cidr: str, availability_zones: Sequence[str]) -> list[Subne
     holds 6 private /19s below the public /18, so letters a-f (no region has more regular zones
     today); a zone letter past that is refused rather than given an overlapping block.
     """
-    network = ipaddress.ip_network(vpc_cidr)
+    network = ipaddress.IPv4Network(vpc_cidr)  # EKS VPCs here are IPv4
     if network.prefixlen > 16:
         raise ValueError(f"VPC CIDR {vpc_cidr} is smaller than a /16; raypd needs a /16 or larger")
     if not availability_zones or len(set(availability_zones)) != len(availability_zones):

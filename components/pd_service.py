@@ -72,7 +72,7 @@ class PdService(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
             )
             needs.append(token)
-        if args.service_account_name is not None:
+        if args.service_account_name is not None and args.service_account_role_arn is not None:
             account = k8s.core.v1.ServiceAccount(
                 f"{name}-model-reader",
                 metadata=k8s.meta.v1.ObjectMetaArgs(

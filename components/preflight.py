@@ -659,6 +659,7 @@ def _check_eks_zone(ctx: _Context) -> None:
             else f"pick another {REGION_KEY}: EKS needs two supported zones",
         ))
         return
+    assert second is not None  # a missing second zone is one of the problems above
     ctx.add(Check.passed(
         cid, title,
         f"GPU zone {gpu_zone} ({ids[gpu_zone]}) and second zone {second} ({ids[second]}) are EKS "

@@ -109,27 +109,27 @@ def check_gpu_nodes(ev: Evidence) -> Check:
     by_group: dict[str, list[dict[str, Any]]] = {name: [] for name in ev.plan.groups}
     stray: list[str] = []
     for node in nodes:
-        group = ev.plan.group_of_node(node)
-        if group in by_group:
-            by_group[group].append(node)
+        group_name = ev.plan.group_of_node(node)
+        if group_name in by_group:
+            by_group[group_name].append(node)
         else:
             stray.append(name_of(node))
-    for name, group in ev.plan.groups.items():
+    for name, planned in ev.plan.groups.items():
         members = by_group[name]
-        if len(members) < group.nodes:
-            problems.append(f"node group {name}: {len(members)} of {group.nodes} planned "
-                            f"{group.instance_type} node(s) registered")
+        if len(members) < planned.nodes:
+            problems.append(f"node group {name}: {len(members)} of {planned.nodes} planned "
+                            f"{planned.instance_type} node(s) registered")
         not_ready = [name_of(n) for n in members if not node_ready(n)]
         if not_ready:
             problems.append(f"node group {name}: not Ready: {name_list(not_ready)}")
-        want = group.gpus_per_node
+        want = planned.gpus_per_node
         short = [f"{name_of(n)} ({allocatable(n, GPU_RESOURCE)})" for n in members
                  if (allocatable(n, GPU_RESOURCE) != want if want else allocatable(n, GPU_RESOURCE) < 1)]
         if short:
             problems.append(f"node group {name}: {GPU_RESOURCE} allocatable is not "
                             f"{want or '>= 1'} on {name_list(short)}")
         if members:
-            evidence.append(f"{name}: {len(members)}/{group.nodes} Ready node(s) "
+            evidence.append(f"{name}: {len(members)}/{planned.nodes} Ready node(s) "
                             f"({name_list([name_of(n) for n in members], 4)}), {GPU_RESOURCE}="
                             f"{want or allocatable(members[0], GPU_RESOURCE)} each")
     if stray and ev.plan.pinned:
@@ -302,10 +302,10 @@ def check_replica_placement(ev: Evidence) -> Check:
         if running:
             evidence.append(f"{plan.deployment}: {len(running)}/{plan.replicas} RUNNING on "
                             f"{name_list(places, 4)}")
-    shared = {node: sorted(p) for node, p in phases_on_node.items() if len(p) > 1}
-    for node, phases in shared.items():
-        message = f"{' and '.join(phases)} engines share node {node}"
-        (problems if ev.plan.pinned else warnings).append(message)
+    shared = {node_name: sorted(p) for node_name, p in phases_on_node.items() if len(p) > 1}
+    for node_name, phases in shared.items():
+        sharing = f"{' and '.join(phases)} engines share node {node_name}"
+        (problems if ev.plan.pinned else warnings).append(sharing)
     remedy = ("engines go where the placement groups find GPUs: check the worker groups' "
               "rayStartParams and that every planned node joined the Ray cluster")
     if problems:

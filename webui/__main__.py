@@ -1,7 +1,6 @@
 """`python -m webui [--host H] [--port P]`: serve the web app (127.0.0.1:8080 by default).
 
-Served by waitress, a production WSGI server (threads, no development-server warnings), not
-Werkzeug's development server.
+Served by waitress (webui/server.py), a production WSGI server, not Werkzeug's development server.
 
 Prints the URL and the access token at start. One server per RAYPD_HOME (a lock file says so):
 two servers would each think the other's running jobs were interrupted.
@@ -18,18 +17,14 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from waitress.server import create_server
 
 from webui.app import close_app, create_app
 from webui.redact import RedactingFilter
+from webui.server import make_server
 from webui.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError, prepare_home
 from webui.store import StoreError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-# Waitress's worker threads. An event stream holds one only for a bounded time (the API closes
-# each stream after a while and the browser resumes it from its last event), so a few browser tabs
-# cannot starve the pages.
-SERVER_THREADS = 16
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,11 +83,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        server = create_server(
-            app, host=args.host, port=args.port, threads=SERVER_THREADS, ident="raypd",
-            # Progress events are small: hand each to the socket at once, not when 18 kB piled up.
-            send_bytes=1, connection_limit=200, clear_untrusted_proxy_headers=True,
-        )
+        server = make_server(app, args.host, args.port)
     except OSError as exc:
         print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         close_app(app)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
+from flask.json.provider import DefaultJSONProvider
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
@@ -67,7 +68,7 @@ def create_app(
 
     app = Flask(__name__)
     app.extensions["raypd"] = state
-    app.json.sort_keys = False  # answers keep their documented key order
+    cast(DefaultJSONProvider, app.json).sort_keys = False  # answers keep their documented key order
     init_security(app, settings.token, settings.max_body_bytes)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from flask.typing import ResponseReturnValue
 from flask import (
-    Blueprint, Response, flash, g, redirect, render_template, request, session, url_for,
+    Blueprint, flash, g, redirect, render_template, request, session, url_for,
 )
 
 from components.errors import FieldError, SpecError
@@ -67,7 +68,7 @@ def login_post() -> Any:
 
 
 @bp.post("/logout")
-def logout() -> Response:
+def logout() -> ResponseReturnValue:
     session_id = session.get("sid")
     if isinstance(session_id, str):
         raypd().store.end_session(session_id)  # a copy of the cookie must not outlive the logout
@@ -194,7 +195,7 @@ def deployment(name: str) -> Any:
     )
 
 
-def _start(name: str, operation: str, force: bool = False, confirm: Optional[str] = None) -> Response:
+def _start(name: str, operation: str, force: bool = False, confirm: Optional[str] = None) -> ResponseReturnValue:
     app = raypd()
     try:
         job_id = app.service.start(name, operation, g.actor, force=force, confirm=confirm)
@@ -214,12 +215,12 @@ def _start(name: str, operation: str, force: bool = False, confirm: Optional[str
 
 
 @bp.post("/deployments/<name>/preview")
-def deployment_preview(name: str) -> Response:
+def deployment_preview(name: str) -> ResponseReturnValue:
     return _start(name, "preview")
 
 
 @bp.post("/deployments/<name>/up")
-def deployment_up(name: str) -> Response:
+def deployment_up(name: str) -> ResponseReturnValue:
     return _start(name, "up", force=request.form.get(FORCE_FIELD) == "1")
 
 
@@ -269,27 +270,27 @@ def deployment_change_post(name: str) -> Any:
 
 
 @bp.post("/deployments/<name>/clear-pending")
-def deployment_clear_pending(name: str) -> Response:
+def deployment_clear_pending(name: str) -> ResponseReturnValue:
     return _start(name, "clear-pending", confirm=request.form.get("confirm", "").strip())
 
 
 @bp.post("/deployments/<name>/preflight")
-def deployment_preflight(name: str) -> Response:
+def deployment_preflight(name: str) -> ResponseReturnValue:
     return _start(name, "preflight")
 
 
 @bp.post("/deployments/<name>/verify")
-def deployment_verify(name: str) -> Response:
+def deployment_verify(name: str) -> ResponseReturnValue:
     return _start(name, "verify")
 
 
 @bp.post("/deployments/<name>/refresh")
-def deployment_refresh(name: str) -> Response:
+def deployment_refresh(name: str) -> ResponseReturnValue:
     return _start(name, "refresh")
 
 
 @bp.post("/deployments/<name>/destroy")
-def deployment_destroy(name: str) -> Response:
+def deployment_destroy(name: str) -> ResponseReturnValue:
     if request.form.get("confirm", "").strip() != name:
         flash(f"Type the deployment name “{name}” exactly to tear it down.", "error")
         return redirect(url_for("pages.deployment", name=name) + "#teardown")
@@ -297,7 +298,7 @@ def deployment_destroy(name: str) -> Response:
 
 
 @bp.post("/jobs/<job_id>/cancel")
-def job_cancel(job_id: str) -> Response:
+def job_cancel(job_id: str) -> ResponseReturnValue:
     app = raypd()
     try:
         job = app.service.cancel(job_id, g.actor)

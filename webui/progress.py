@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from components.durations import (
     TYPICAL_SECONDS,
@@ -29,7 +29,7 @@ from components.durations import (
 Resource = Mapping[str, Any]
 
 
-def durations_for(planned: list[Resource], samples: Iterable[tuple[str, str, float]]) -> dict[str, float]:
+def durations_for(planned: Sequence[Resource], samples: Iterable[tuple[str, str, float]]) -> dict[str, float]:
     """The typical table, overridden by medians measured here. Samples are (name, type, seconds)
     and are keyed like the plan keys them (a GPU node group is not the system node group)."""
     by_name = {str(resource.get("name")): resource for resource in planned}
@@ -40,7 +40,7 @@ def durations_for(planned: list[Resource], samples: Iterable[tuple[str, str, flo
     return merged(TYPICAL_SECONDS, measured_durations(keyed))
 
 
-def planned_total(planned: list[Resource], preview_changes: Optional[Mapping[str, Any]]) -> int:
+def planned_total(planned: Sequence[Resource], preview_changes: Optional[Mapping[str, Any]]) -> int:
     """Steps the update will take: the last preview's change summary when there is one (it knows
     about resources that already exist), else every resource of the offline plan."""
     if preview_changes:
@@ -52,7 +52,7 @@ def planned_total(planned: list[Resource], preview_changes: Optional[Mapping[str
 
 @dataclass
 class ProgressPlan:
-    planned: list[Resource]
+    planned: Sequence[Resource]
     durations: dict[str, float]
     total: int
     clock: Callable[[], float] = time.monotonic

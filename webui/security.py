@@ -23,6 +23,7 @@ from typing import Any, Optional
 from urllib.parse import urlparse
 
 from flask import Flask, Response, current_app, g, jsonify, redirect, request, session, url_for
+from flask.typing import ResponseReturnValue
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -67,7 +68,7 @@ def csrf_token() -> str:
 
 def csrf_valid(given: Optional[str]) -> bool:
     expected = session.get("csrf")
-    return bool(expected) and token_matches(expected, given)
+    return isinstance(expected, str) and bool(expected) and token_matches(expected, given)
 
 
 def safe_next(target: Optional[str]) -> str:
@@ -148,7 +149,7 @@ def _actor(kind: str) -> str:
     return f"{kind}@{request.remote_addr or 'unknown'}"
 
 
-def _authorize() -> Optional[Response]:
+def _authorize() -> Optional[ResponseReturnValue]:
     if request.endpoint in PUBLIC_ENDPOINTS:
         return None
     token = g.raypd_token
@@ -236,7 +237,7 @@ def init_security(app: Flask, token: str, max_body_bytes: int) -> None:
     )
 
     @app.before_request
-    def _token_in_g() -> Optional[Response]:
+    def _token_in_g() -> Optional[ResponseReturnValue]:
         g.raypd_token = token
         g.actor = _actor("anonymous")
         return _authorize()

@@ -99,7 +99,7 @@ class JobContext:
         self.job_id = job_id
         self._sink = sink
         self._cancel = threading.Event()
-        self._cancel_hooks: list[Callable[[], None]] = []
+        self._cancel_hooks: list[Callable[[], object]] = []
         self._lock = threading.Lock()
         # What the job found along the way (check reports), kept whether or not it succeeds:
         # a launch refused by its preflight must still show the report that refused it.
@@ -130,7 +130,7 @@ class JobContext:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
-    def on_cancel(self, hook: Callable[[], None]) -> None:
+    def on_cancel(self, hook: Callable[[], object]) -> None:
         """Register how to stop the running work (kill a subprocess, cancel a Pulumi update)."""
         with self._lock:
             run_now = self._cancel.is_set()
@@ -147,7 +147,7 @@ class JobContext:
             _call_quietly(hook)
 
 
-def _call_quietly(hook: Callable[[], None]) -> None:
+def _call_quietly(hook: Callable[[], object]) -> None:
     try:
         hook()
     except Exception:  # noqa: BLE001 - cancelling is best effort; the job still ends as cancelled

@@ -107,9 +107,9 @@ def find_pulumi_cli(
     if not attempts:
         return CliDiscovery(None, None, CLI_NOT_FOUND)
     problems = []
-    for root, where in attempts:
+    for cli_root, where in attempts:
         try:
-            command = make_command(root=str(root)) if root else make_command()
+            command = make_command(root=str(cli_root)) if cli_root else make_command()
             return CliDiscovery(command, where, None)
         except (OSError, subprocess.SubprocessError, auto.InvalidVersionError) as exc:
             problems.append(f"{where}: {redact(str(exc)).strip() or type(exc).__name__}")
@@ -242,7 +242,8 @@ def pending_from_deployment(deployment: Optional[Mapping[str, Any]]) -> list[dic
     for item in (deployment or {}).get("pending_operations") or []:
         if not isinstance(item, Mapping):
             continue
-        resource = item.get("resource") if isinstance(item.get("resource"), Mapping) else {}
+        found = item.get("resource")
+        resource: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         urn = str(resource.get("urn") or "")
         type_ = str(resource.get("type") or "")
         operation = str(item.get("type") or "")
