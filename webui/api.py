@@ -1,7 +1,8 @@
 """The JSON API under /api/v1 (Contract 4). Views parse and validate, call the service, answer.
 
 Bodies are strict: malformed JSON, a non-object, wrong types and unknown top-level keys are 400
-with `{"errors": [{"field", "message"}]}`, like every config mistake.
+with `{"errors": [{"field", "message"}]}`, like every config mistake. What a body may hold and what
+an answer holds are the models of webui/api_models.py; the OpenAPI document is derived from them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,22 @@ from typing import Any, Iterator, Optional
 
 from flask import Blueprint, Response, g, jsonify, request, url_for
 
+from pydantic import BaseModel
+
 from components.errors import FieldError, SpecError
+from webui.api_models import (
+    BodyRefused,
+    ChangeDeployment,
+    ClearPending,
+    CreateDeployment,
+    DeploymentList,
+    JobAccepted,
+    NoOptions,
+    RequestT,
+    UpOptions,
+    dump,
+    parse,
+)
 from webui.engines.base import OFFLINE_NOTICE, EngineError
 from webui.openapi import openapi_document
 from webui.security import api_error
@@ -23,7 +39,6 @@ from webui.store import FINAL_STATUSES
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
-CREATE_KEYS = {"name", "config"}
 KEEPALIVE_SECONDS = 15.0
 # `?window=N`: the stream ends after N seconds even if the job has not (the pages ask for it:
 # EventSource reconnects on its own and resumes after its Last-Event-ID), so a browser tab does not
@@ -34,21 +49,25 @@ MAX_EVENT_SEQ = 2**63 - 1
 END_GRACE_SECONDS = 3.0
 
 
-class BodyError(Exception):
-    def __init__(self, errors: list[FieldError]):
-        self.errors = errors
+# Raised by the parsing below and by `_after`: 400 with the field errors.
+BodyError = BodyRefused
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def json_body(allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:
+def json_body(model: type[RequestT]) -> RequestT:
+    """The request's JSON object, validated by `model` (webui/api_models.py).
+
+    The JSON itself is read here (size, media type, syntax, constants like NaN, an object at the
+    top); what the object may hold is the model's to say.
+    """
     raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH: 413 before anything is read
     if not raw.strip():
-        if required:
+        if any(field.is_required() for field in model.model_fields.values()):
             raise BodyError([FieldError("body", "a JSON object is required")])
-        return {}
+        return parse(model, {})
     if request.mimetype != "application/json":
         raise BodyError([FieldError("Content-Type", "send the body as application/json")])
     try:
@@ -58,12 +77,11 @@ def json_body(allowed: set[str], required: set[str] = frozenset()) -> dict[str, 
         raise BodyError([FieldError("body", f"malformed JSON: {message}")]) from None
     if not isinstance(body, dict):
         raise BodyError([FieldError("body", "must be a JSON object")])
-    problems = [FieldError(key, f"unknown key; allowed: {', '.join(sorted(allowed)) or 'none'}")
-                for key in body if key not in allowed]
-    problems += [FieldError(key, "is required") for key in sorted(required) if key not in body]
-    if problems:
-        raise BodyError(problems)
-    return body
+    return parse(model, body)
+
+
+def answer(model: BaseModel) -> Response:
+    return jsonify(dump(model))
 
 
 @bp.errorhandler(BodyError)
@@ -95,19 +113,13 @@ def _engine_error(exc: EngineError) -> Response:
 @bp.get("/deployments")
 def list_deployments() -> Response:
     app = raypd()
-    return jsonify({"deployments": app.service.list(), "engine": app.engines.describe()})
+    return answer(DeploymentList(deployments=app.service.list(), engine=app.engines.describe()))
 
 
 @bp.post("/deployments")
 def create_deployment() -> tuple[Response, int, dict[str, str]]:
-    body = json_body(CREATE_KEYS, required={"name"})
-    config = body.get("config", {})
-    if not isinstance(config, dict):
-        raise BodyError([FieldError("config", "must be an object of Contract 1 keys")])
-    name = body["name"]
-    if not isinstance(name, str):
-        raise BodyError([FieldError("name", "must be a string")])
-    created = raypd().service.create(name, config, g.actor)
+    body = json_body(CreateDeployment)
+    created = raypd().service.create(body.name, body.config, g.actor)
     location = url_for("api.get_deployment", name=created["name"])
     return jsonify(created), 201, {"Location": location}
 
@@ -119,9 +131,7 @@ def get_deployment(name: str) -> Response:
 
 @bp.patch("/deployments/<name>")
 def change_deployment(name: str) -> Response:
-    config = json_body({"config"}, required={"config"})["config"]
-    if not isinstance(config, dict):
-        raise BodyError([FieldError("config", "must be an object of Contract 1 keys (null resets one)")])
+    config = json_body(ChangeDeployment).config
     return jsonify(raypd().service.change(name, config, g.actor))
 
 
@@ -129,48 +139,43 @@ def _start(name: str, operation: str, force: bool = False,
            confirm: Any = None) -> tuple[Response, int, dict[str, str]]:
     service = raypd().service
     job_id = service.start(name, operation, g.actor, force=force, confirm=confirm)
-    answer: dict[str, Any] = {"job": job_id}
-    job = service.job(job_id)
-    if job["engine"] == "offline":
-        answer["notice"] = OFFLINE_NOTICE
-    return jsonify(answer), 202, {"Location": url_for("api.get_job", job_id=job_id)}
+    offline = service.job(job_id)["engine"] == "offline"
+    accepted = JobAccepted(job=job_id, **({"notice": OFFLINE_NOTICE} if offline else {}))
+    return answer(accepted), 202, {"Location": url_for("api.get_job", job_id=job_id)}
 
 
 @bp.post("/deployments/<name>/preview")
 def preview_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
-    json_body(set())
+    json_body(NoOptions)
     return _start(name, "preview")
 
 
 @bp.post("/deployments/<name>/up")
 def up_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
-    force = json_body({"force"}).get("force", False)
-    if not isinstance(force, bool):
-        raise BodyError([FieldError("force", "must be true or false")])
-    return _start(name, "up", force=force)
+    return _start(name, "up", force=json_body(UpOptions).force)
 
 
 @bp.post("/deployments/<name>/refresh")
 def refresh_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
-    json_body(set())
+    json_body(NoOptions)
     return _start(name, "refresh")
 
 
 @bp.delete("/deployments/<name>")
 def destroy_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
-    json_body(set())
+    json_body(NoOptions)
     return _start(name, "destroy")
 
 
 @bp.post("/deployments/<name>/preflight")
 def preflight_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
-    json_body(set())
+    json_body(NoOptions)
     return _start(name, "preflight")
 
 
 @bp.post("/deployments/<name>/verify")
 def verify_deployment(name: str) -> tuple[Response, int, dict[str, str]]:
-    json_body(set())
+    json_body(NoOptions)
     return _start(name, "verify")
 
 
@@ -181,10 +186,7 @@ def deployment_pending(name: str) -> Response:
 
 @bp.post("/deployments/<name>/clear-pending")
 def clear_pending(name: str) -> tuple[Response, int, dict[str, str]]:
-    confirm = json_body({"confirm"}, required={"confirm"})["confirm"]
-    if not isinstance(confirm, str):
-        raise BodyError([FieldError("confirm", "must be the deployment's name")])
-    return _start(name, "clear-pending", confirm=confirm)
+    return _start(name, "clear-pending", confirm=json_body(ClearPending).confirm)
 
 
 @bp.get("/deployments/<name>/checks")
@@ -207,7 +209,7 @@ def get_job(job_id: str) -> Response:
 
 @bp.post("/jobs/<job_id>/cancel")
 def cancel_job(job_id: str) -> tuple[Response, int]:
-    json_body(set())
+    json_body(NoOptions)
     service = raypd().service
     try:
         job = service.job(job_id)

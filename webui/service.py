@@ -26,6 +26,16 @@ from components.spec import (
     validate_stack_name,
 )
 from components.topology import estimate_cost
+from webui.api_models import (
+    ChecksView,
+    DeploymentRow,
+    DeploymentView,
+    JobView,
+    LastReport,
+    LiveStatus,
+    PendingView,
+    dump,
+)
 from webui.change import config_diff, cost_change
 from components.checks import Check, Report
 from webui.checking import CHECK_OPERATIONS, Checker
@@ -191,22 +201,22 @@ class DeploymentService:
         rows = []
         for row in self.store.list_deployments():
             summary = row["summary"]
-            rows.append({
-                "name": row["name"],
+            rows.append(dump(DeploymentRow(
+                name=row["name"],
                 **self._engine_fields(row["engine"]),
-                "status": row["status"],
-                "modelId": summary.get("modelId"),
-                "mode": summary.get("mode"),
-                "topology": summary.get("topology"),
-                "region": summary.get("region"),
-                "gpus": summary.get("gpus"),
-                "estimatedUsdPerHour": summary.get("usdPerHour"),
-                "lastOperation": row["lastOperation"],
-                "lastResult": row["lastResult"],
-                "lastOperationAt": _iso(row["lastOperationAt"]),
-                "lastJob": row["lastJob"],
-                "createdAt": _iso(row["createdAt"]),
-            })
+                status=row["status"],
+                modelId=summary.get("modelId"),
+                mode=summary.get("mode"),
+                topology=summary.get("topology"),
+                region=summary.get("region"),
+                gpus=summary.get("gpus"),
+                estimatedUsdPerHour=summary.get("usdPerHour"),
+                lastOperation=row["lastOperation"],
+                lastResult=row["lastResult"],
+                lastOperationAt=_iso(row["lastOperationAt"]),
+                lastJob=row["lastJob"],
+                createdAt=_iso(row["createdAt"]),
+            )))
         return rows
 
     def record(self, name: str) -> dict[str, Any]:
@@ -240,24 +250,24 @@ class DeploymentService:
         warnings = list(record["summary"].get("warnings", []))
         if problem:
             warnings.append(problem)
-        detail = {
-            "name": record["name"],
+        detail = dump(DeploymentView(
+            name=record["name"],
             **self._engine_fields(record["engine"]),
-            "status": record["status"],
-            "spec": record["config"],
-            "summary": record["summary"],
-            "warnings": warnings,
-            "estimatedUsdPerHour": record["summary"].get("usdPerHour"),
-            "outputs": record["outputs"],
-            "resources": record["resources"],
-            "connect": connect_info(spec, record["outputs"]) if spec else None,
-            "pendingChanges": self.pending_changes(name, record["config"], spec),
-            "lastOperation": record["lastOperation"],
-            "lastResult": record["lastResult"],
-            "lastOperationAt": _iso(record["lastOperationAt"]),
-            "createdAt": _iso(record["createdAt"]),
-            "jobs": [public_job(self._as_known(job)) for job in self.store.jobs_for(name, limit=jobs)],
-        }
+            status=record["status"],
+            spec=record["config"],
+            summary=record["summary"],
+            warnings=warnings,
+            estimatedUsdPerHour=record["summary"].get("usdPerHour"),
+            outputs=record["outputs"],
+            resources=record["resources"],
+            connect=connect_info(spec, record["outputs"]) if spec else None,
+            pendingChanges=self.pending_changes(name, record["config"], spec),
+            lastOperation=record["lastOperation"],
+            lastResult=record["lastResult"],
+            lastOperationAt=_iso(record["lastOperationAt"]),
+            createdAt=_iso(record["createdAt"]),
+            jobs=[job_view(self._as_known(job)) for job in self.store.jobs_for(name, limit=jobs)],
+        ))
         return detail, spec
 
     def job(self, job_id: str) -> dict[str, Any]:
@@ -495,28 +505,29 @@ class DeploymentService:
         answer: dict[str, Any] = {}
         for kind in CHECK_OPERATIONS:
             item = stored.get(kind)
-            answer[kind] = None if item is None else {
-                **Report.from_dict(item["report"]).as_dict(), "job": item["job"], "at": _iso(item["time"]),
-            }
-        return answer
+            answer[kind] = None if item is None else LastReport.model_validate(
+                {**item["report"], "job": item["job"], "at": _iso(item["time"])})
+        return dump(ChecksView(**answer))
 
     def pending(self, name: str) -> dict[str, Any]:
         """Operations a crashed update left pending in the state, read now (real engine)."""
         record = self.record(name)
         engine = self.engines.get(record["engine"])
         if engine is None or not engine.real:
-            return {"operations": [], "reason": f"{OFFLINE_NOTICE}: nothing can be pending"}
-        return {"operations": engine.pending_operations(name)}
+            return dump(PendingView(operations=[], reason=f"{OFFLINE_NOTICE}: nothing can be pending"))
+        return dump(PendingView(operations=engine.pending_operations(name)))
 
     def live_status(self, name: str) -> dict[str, Any]:
         record = self.record(name)
         engine = self.engines.get(record["engine"])
         if engine is None:
-            return {"available": False, "reason": f"the {record['engine']} engine is not available here"}
-        try:
-            return self.checker.status(engine, name, deployed=record["status"] == "deployed")
-        except EngineError as exc:
-            return {"available": False, "reason": exc.message}
+            status = {"available": False, "reason": f"the {record['engine']} engine is not available here"}
+        else:
+            try:
+                status = self.checker.status(engine, name, deployed=record["status"] == "deployed")
+            except EngineError as exc:
+                status = {"available": False, "reason": exc.message}
+        return dump(LiveStatus.model_validate(status))
 
     def _finish(
         self, job_id: str, name: str, operation: str, engine: Any, status: str,
@@ -581,7 +592,12 @@ class DeploymentService:
 
 def public_job(job: Mapping[str, Any]) -> dict[str, Any]:
     """A job as Contract 4 shows it (plus when, who and a hint where there is one)."""
-    answer = {
+    return dump(job_view(job))
+
+
+def job_view(job: Mapping[str, Any]) -> JobView:
+    """The `JobView` model of a stored job: keys that do not apply are left unset, not null."""
+    answer: dict[str, Any] = {
         "id": job["id"],
         "deployment": job["deployment"],
         "operation": job["operation"],
@@ -606,7 +622,7 @@ def public_job(job: Mapping[str, Any]) -> dict[str, Any]:
         answer["result"] = reports[job["operation"]]
     if job["engine"] == "offline":
         answer["notice"] = OFFLINE_NOTICE
-    return answer
+    return JobView.model_validate(answer)
 
 
 def _iso(timestamp: Optional[float]) -> Optional[str]:

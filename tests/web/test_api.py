@@ -161,6 +161,30 @@ def test_up_force_must_be_a_boolean(client, force):
     assert response.get_json()["errors"] == [{"field": "force", "message": "must be true or false"}]
 
 
+@pytest.mark.parametrize("method,path,body,errors", [
+    ("post", "/api/v1/deployments", {"name": 42}, [("name", "must be a string")]),
+    ("post", "/api/v1/deployments", {"name": "demo", "config": [1]},
+     [("config", "must be an object of Contract 1 keys")]),
+    ("post", "/api/v1/deployments", {"config": {}}, [("name", "is required")]),
+    ("post", "/api/v1/deployments", {"name": "demo", "config": {}, "dryRun": True},
+     [("dryRun", "unknown key; allowed: config, name")]),
+    ("patch", "/api/v1/deployments/demo", {"config": None},
+     [("config", "must be an object of Contract 1 keys (null resets one)")]),
+    ("patch", "/api/v1/deployments/demo", {}, [("config", "is required")]),
+    ("post", "/api/v1/deployments/demo/up", {"dryRun": True}, [("dryRun", "unknown key; allowed: force")]),
+    ("post", "/api/v1/deployments/demo/preview", {"force": True}, [("force", "unknown key; allowed: none")]),
+    ("post", "/api/v1/deployments/demo/clear-pending", {"confirm": 7}, [("confirm", "must be the deployment's name")]),
+    ("post", "/api/v1/deployments/demo/clear-pending", {}, [("confirm", "is required")]),
+    ("post", "/api/v1/deployments/demo/clear-pending", None, [("body", "a JSON object is required")]),
+    ("post", "/api/v1/jobs/abc/cancel", {"now": True}, [("now", "unknown key; allowed: none")]),
+])
+def test_request_models_refuse_in_the_words_users_rely_on(client, method, path, body, errors):
+    create(client, "demo")
+    response = getattr(client, method)(path, json=body, headers=AUTH)
+    assert response.status_code == 400
+    assert [(e["field"], e["message"]) for e in response.get_json()["errors"]] == errors
+
+
 # ---- 404s ----
 
 @pytest.mark.parametrize("method,path", [

@@ -1,0 +1,397 @@
+"""The JSON API's bodies as pydantic models (Contract 4): the one list of their fields.
+
+Requests are strict (no key the model does not name, no "true" for true); `parse` turns a refusal
+into the API's `{"errors": [{"field", "message"}]}` entries with the messages people rely on.
+Answers are built by the service through these models and dumped (`dump`), so a key cannot be
+answered without being documented: webui/openapi.py derives the OpenAPI schemas from them.
+
+Contract 1 config (`config`, `spec`) stays an object here: DeploymentSpec validates it (the API
+must not hold a second copy of its rules), and its schema in the document is derived from
+DeploymentSpec (`contract1_schema`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal, Optional, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+
+from components.checks import Report
+from components.errors import FieldError
+from components.spec import MAX_STACK_NAME, NAMESPACE, REGION_KEY, DeploymentSpec
+
+SCHEMA_REF = "#/components/schemas/{model}"
+STACK_NAME_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
+Operation = Literal["preview", "up", "refresh", "destroy", "clear-pending", "preflight", "verify"]
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+def absent(description: str = "", **kwargs: Any) -> Any:
+    """A key that is left out of the answer when it does not apply (never sent as null).
+
+    The model holds None for it and `dump` drops what was never set; the schema says the key is
+    optional, with its real type and no null.
+    """
+    return Field(None, description=description or None, json_schema_extra=_no_default, **kwargs)
+
+
+# ---- Contract 1 config: an object here, validated by DeploymentSpec, documented from it ----
+
+# In a model's own schema a Contract 1 object is marked; the document swaps the mark for a $ref to
+# the schema `contract1_schema` derives (pydantic cannot hold a $ref to a schema it did not make).
+CONFIG_MARK = "x-raypd-config"
+Contract1 = Annotated[dict[str, Any], WithJsonSchema({"type": "object", CONFIG_MARK: "DeploymentConfig"})]
+Contract1Patch = Annotated[dict[str, Any], WithJsonSchema({"type": "object", CONFIG_MARK: "DeploymentConfigPatch"})]
+
+
+def contract1_schema() -> dict[str, dict[str, Any]]:
+    """`DeploymentConfig` (Contract 1 keys), `DeploymentConfigPatch` (each key may be null) and the
+    nested objects, derived from DeploymentSpec: its field rules are the only ones written down."""
+    spec = DeploymentSpec.model_json_schema(ref_template=SCHEMA_REF)
+    definitions = spec.pop("$defs", {})
+    fields = spec["properties"]
+    properties = {REGION_KEY: fields["region"]}
+    properties.update({f"{NAMESPACE}:{alias}": schema for alias, schema in fields.items()
+                       if alias not in ("stack", "region")})
+    token = f"{NAMESPACE}:hfToken"
+    properties[token] = {"type": "string", "description": (
+        "the Hugging Face token: kept as a stack secret, answered as \"[secret]\"; in a PATCH, "
+        "\"[secret]\" keeps the token the stack has")}
+    config = {
+        "type": "object", "additionalProperties": False, "properties": properties,
+        "description": "Contract 1 keys: aws:region and raypd:*; every value has its JSON type "
+                       "(\"2\" is not a number). Validated by DeploymentSpec; a mistake is a 400 naming the key.",
+    }
+    patch = {
+        "type": "object", "additionalProperties": False,
+        "properties": {key: {"anyOf": [schema, {"type": "null"}]} for key, schema in properties.items()},
+        "description": "Contract 1 keys merged over the config; null resets a key to its default "
+                       "(raypd:hfToken: null removes the token)",
+    }
+    return {**definitions, "DeploymentConfig": config, "DeploymentConfigPatch": patch}
+
+
+# ---- requests ----
+
+class ApiRequest(BaseModel):
+    """A request body: strict JSON types, no unknown keys. `messages` words a field's type error."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    messages: ClassVar[dict[str, str]] = {}
+
+
+class NoOptions(ApiRequest):
+    """Operations that take no options: an empty body, `{}`, or none at all."""
+
+
+class CreateDeployment(ApiRequest):
+    messages: ClassVar[dict[str, str]] = {
+        "name": "must be a string", "config": "must be an object of Contract 1 keys"}
+
+    # The stack-name rule lives in components.spec (its message names the rule); shown here only.
+    name: str = Field(description="the stack name", json_schema_extra={
+        "pattern": STACK_NAME_PATTERN, "maxLength": MAX_STACK_NAME})
+    config: Contract1 = Field(default_factory=dict)
+
+
+class ChangeDeployment(ApiRequest):
+    messages: ClassVar[dict[str, str]] = {"config": "must be an object of Contract 1 keys (null resets one)"}
+
+    config: Contract1Patch
+
+
+class UpOptions(ApiRequest):
+    messages: ClassVar[dict[str, str]] = {"force": "must be true or false"}
+
+    force: bool = Field(False, description="launch even when a preflight check fails (the job says so)")
+
+
+class ClearPending(ApiRequest):
+    messages: ClassVar[dict[str, str]] = {"confirm": "must be the deployment's name"}
+
+    confirm: str = Field(description="the deployment's name, typed")
+
+
+RequestT = TypeVar("RequestT", bound=ApiRequest)
+_ORDER = {"extra_forbidden": 0, "missing": 1}
+
+
+def parse(model: type[RequestT], body: dict[str, Any]) -> RequestT:
+    """Validate a decoded JSON object; raise `BodyRefused` with one entry per field.
+
+    Unknown keys come first (naming the key and what is allowed), then missing ones, then type
+    errors in the model's own words.
+    """
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        allowed = ", ".join(sorted(model.model_fields)) or "none"
+        problems = []
+        for error in sorted(exc.errors(), key=lambda e: _ORDER.get(e["type"], 2)):
+            field = ".".join(str(part) for part in error["loc"]) or "body"
+            if error["type"] == "extra_forbidden":
+                problems.append(FieldError(field, f"unknown key; allowed: {allowed}"))
+            elif error["type"] == "missing":
+                problems.append(FieldError(field, "is required"))
+            else:
+                problems.append(FieldError(field, model.messages.get(field, error["msg"])))
+        raise BodyRefused(problems) from None
+
+
+class BodyRefused(Exception):
+    """A request body the API refuses: 400 with these field errors."""
+
+    def __init__(self, errors: list[FieldError]):
+        super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
+        self.errors = errors
+
+
+# ---- answers ----
+
+class ApiAnswer(BaseModel):
+    """An answer the API builds itself: every key it sends is declared (the document says so)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Passthrough(BaseModel):
+    """An answer section read from elsewhere (the cluster, a stored summary): its known
+    keys are declared, others pass through rather than fail the request."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """The JSON object of an answer: what was set, nothing invented (absent keys stay absent)."""
+    return model.model_dump(mode="json", exclude_unset=True)
+
+
+class ErrorEntry(ApiAnswer):
+    field: str = Field(description="the key, header or part of the request at fault (Contract 1 keys as raypd:prefill.replicas)")
+    message: str
+
+
+class Errors(ApiAnswer):
+    """Every refusal: one entry per field."""
+
+    errors: list[ErrorEntry]
+
+
+class BusyErrors(Errors):
+    """A 409: the running job's id, when another operation holds the deployment."""
+
+    job: str = absent("the running job's id (absent when the conflict is not a running job)")
+
+
+class JobAccepted(ApiAnswer):
+    job: str = Field(description="the job's id; follow it at /jobs/{id}")
+    notice: str = absent("offline engine: nothing is created in AWS")
+
+
+class CheckReport(Report):
+    """A Contract 5 report. `ok` is derived: a stored or sent `ok` is dropped and recomputed."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recompute_ok(cls, value: Any) -> Any:
+        if isinstance(value, Report):
+            value = value.as_dict()
+        if isinstance(value, dict):
+            value = {key: item for key, item in value.items() if key != "ok"}
+        return value
+
+
+class LastReport(CheckReport):
+    """The last report of one kind, with the job that made it and when."""
+
+    job: Optional[str] = Field(description="the job that made it")
+    at: Optional[str] = Field(description="when (UTC, ISO 8601)")
+
+
+class Progress(ApiAnswer):
+    done: int
+    total: int
+
+
+class JobView(ApiAnswer):
+    """A job as Contract 4 shows it, plus when, who and a hint where there is one."""
+
+    id: str
+    deployment: str
+    operation: Operation
+    engine: str = Field(description="pulumi or offline")
+    status: JobStatus
+    progress: Progress
+    error: Optional[str]
+    createdAt: Optional[str]
+    startedAt: Optional[str]
+    finishedAt: Optional[str]
+    actor: Optional[str] = Field(description="who asked: api-token@<address> or browser@<address>")
+    hint: str = absent("what to do next (an interrupted job)")
+    summary: dict[str, Any] = absent("what the operation found: changes, pendingOperations, ...")
+    reports: dict[str, CheckReport] = absent("every Contract 5 report the job made, by kind")
+    result: CheckReport = absent("preflight and verify jobs: their report")
+    notice: str = absent("offline engine: nothing is created in AWS")
+
+
+class EngineInfo(ApiAnswer):
+    default: str
+    available: list[str]
+    banner: Optional[str]
+    reason: Optional[str]
+
+
+class DeploymentRow(ApiAnswer):
+    """One deployment in the list: from the stored summary, no spec validated, no engine called."""
+
+    name: str
+    engine: str
+    notice: str = absent("offline engine: nothing is created in AWS")
+    status: str
+    modelId: Optional[str]
+    mode: Optional[str]
+    topology: Optional[str]
+    region: Optional[str]
+    gpus: Optional[int]
+    estimatedUsdPerHour: Optional[float]
+    lastOperation: Optional[str]
+    lastResult: Optional[str]
+    lastOperationAt: Optional[str]
+    lastJob: Optional[str]
+    createdAt: Optional[str]
+
+
+class DeploymentList(ApiAnswer):
+    deployments: list[DeploymentRow]
+    engine: EngineInfo
+
+
+class DeploymentSummary(Passthrough):
+    """What raypd computed from the spec when it was stored (webui/summary.py); a summary stored by
+    an older raypd may lack keys."""
+
+    modelId: str = absent()
+    modelSource: str = absent()
+    mode: str = absent()
+    region: str = absent()
+    clusterName: str = absent()
+    topology: str = absent()
+    phases: dict[str, dict[str, Any]] = absent("by phase: instanceType, replicas, parallelism, nodes, gpus")
+    nodeGroups: list[dict[str, Any]] = absent()
+    systemNodes: dict[str, Any] = absent()
+    gpus: int = absent()
+    gpuNodes: int = absent()
+    usdPerHour: Optional[float] = absent()
+    unpriced: list[str] = absent()
+    warnings: list[str] = absent()
+    kvTransfer: Optional[dict[str, str]] = absent("connector and backend; null in colocated mode")
+    namespace: str = absent()
+    serviceName: str = absent()
+    hasHfToken: bool = absent()
+
+
+class Connect(ApiAnswer):
+    """How to reach the endpoint (commands to paste)."""
+
+    portForward: str
+    curl: str
+    kubeconfig: str
+    openaiBaseUrl: str
+
+
+class ConfigChange(ApiAnswer):
+    key: str
+    old: Any = Field(description="the deployed value (null: not set)")
+    new: Any = Field(description="the value now (null: not set)")
+
+
+class CostChange(ApiAnswer):
+    old: Optional[float]
+    new: Optional[float]
+    delta: Optional[float]
+
+
+class PendingChanges(ApiAnswer):
+    """Settings changed since the last successful up, and the cost before and after."""
+
+    config: list[ConfigChange]
+    usdPerHour: CostChange
+
+
+class DeploymentView(ApiAnswer):
+    """One deployment: spec, status, engine, outputs (secrets masked), resources, last jobs."""
+
+    name: str
+    engine: str
+    notice: str = absent("offline engine: nothing is created in AWS")
+    status: str
+    spec: Contract1
+    summary: DeploymentSummary
+    warnings: list[str]
+    estimatedUsdPerHour: Optional[float]
+    outputs: Optional[dict[str, Any]] = Field(description="Contract 3 outputs; secrets as [secret]")
+    resources: Optional[list[dict[str, Any]]]
+    connect: Optional[Connect] = Field(description="null when the stored config no longer validates")
+    pendingChanges: Optional[PendingChanges]
+    lastOperation: Optional[str]
+    lastResult: Optional[str]
+    lastOperationAt: Optional[str]
+    createdAt: Optional[str]
+    jobs: list[JobView] = Field(description="the last jobs, newest first")
+
+
+class PendingOperation(ApiAnswer):
+    """One pending operation: the engine keeps these five fields of the state and nothing else."""
+
+    urn: str
+    type: str
+    name: str
+    operation: str = Field(description="creating, updating, deleting, reading or unknown")
+    check: str = Field(description="where to look in the AWS console before clearing it")
+
+
+class PendingView(ApiAnswer):
+    operations: list[PendingOperation]
+    reason: str = absent("why nothing can be pending (offline engine)")
+
+
+class ChecksView(ApiAnswer):
+    """The last report of each kind; null where that kind never ran."""
+
+    preflight: Optional[LastReport]
+    verify: Optional[LastReport]
+
+
+class SectionError(ApiAnswer):
+    error: str
+
+
+class LiveStatus(Passthrough):
+    """What runs now, read from the cluster (serve/live_status.py), or why there is nothing to read.
+
+    A section that could not be read is `{"error": ...}`; a whole snapshot that failed is `error`.
+    """
+
+    available: bool
+    reason: str = absent("why there is no live status")
+    checkedAt: str = absent()
+    error: str = absent("the whole snapshot failed")
+    namespace: str = absent()
+    rayService: Any = absent("the RayService")
+    nodes: list[dict[str, Any]] | SectionError = absent("GPU nodes: name, ready, zone, instanceType, gpus, efa")
+    rayPods: list[dict[str, Any]] | SectionError = absent("Ray worker pods: name, group, phase, node, status")
+    ready: dict[str, Any] = absent("the RayService's Ready condition (or error)")
+    serveApplication: dict[str, Any] = absent("the Serve application and its deployments (or error)")
+
+
+# The answers' models, by name, for the document (webui/openapi.py).
+ANSWERS: tuple[type[BaseModel], ...] = (
+    Errors, BusyErrors, JobAccepted, JobView, DeploymentList, DeploymentView, PendingView,
+    ChecksView, LiveStatus, CheckReport,
+)
+REQUESTS: tuple[type[ApiRequest], ...] = (CreateDeployment, ChangeDeployment, UpOptions, ClearPending, NoOptions)
