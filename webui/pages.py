@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from flask.typing import ResponseReturnValue
+from markupsafe import Markup
 from flask import (
     Blueprint, flash, g, redirect, render_template, request, session, url_for,
 )
@@ -81,8 +82,11 @@ def logout() -> ResponseReturnValue:
 @bp.get("/")
 def index() -> str:
     app = raypd()
+    rows = app.service.list()
+    rows_html = app.fragments.render(
+        "deployment-rows", rows, lambda: Markup(render_template("_deployment_rows.html", deployments=rows)))
     return render_template(
-        "index.html", deployments=app.service.list(), removed=request.args.get("removed"),
+        "index.html", deployments=rows, rows_html=rows_html, removed=request.args.get("removed"),
     )
 
 

@@ -62,6 +62,7 @@ audit_logger = logging.getLogger("raypd.audit")
 RUNNING_STATUS = {"preview": "previewing", "up": "updating", "refresh": "refreshing",
                   "destroy": "destroying", "preflight": "checking", "verify": "verifying",
                   "clear-pending": "clearing pending operations"}
+LIST_TTL_SECONDS = 1.0
 # Operations that change nothing in the cloud: whatever their outcome, a failed or cancelled one
 # leaves the deployment's status as it was (a deployed stack stays "deployed"; the job shows why).
 READ_ONLY_OPERATIONS = ("preview", "refresh", "clear-pending")
@@ -187,6 +188,8 @@ class DeploymentService:
         self.engines = engines
         self.checker = checker or Checker()
         self._blocked_jobs: set[str] = set()  # launches a preflight stopped: nothing changed
+        self._listing: Optional[tuple[float, list[dict[str, Any]]]] = None
+        self._listing_lock = threading.Lock()
         self._create_lock = threading.Lock()
 
     # ---- reading (SQLite only) ----
@@ -198,6 +201,24 @@ class DeploymentService:
         return fields
 
     def list(self) -> list[dict[str, Any]]:
+        """Every deployment as the list shows it, read at most once a LIST_TTL_SECONDS: the list
+        page and GET /deployments are what a team's browsers poll, and 200 rows cost a query and
+        200 models. Changes made through this service are seen at once; a job's status at most
+        a second late."""
+        now = time.monotonic()
+        with self._listing_lock:
+            if self._listing is not None and now - self._listing[0] < LIST_TTL_SECONDS:
+                return self._listing[1]
+        rows = self._list_rows()
+        with self._listing_lock:
+            self._listing = (now, rows)
+        return rows
+
+    def _stale_listing(self) -> None:
+        with self._listing_lock:
+            self._listing = None
+
+    def _list_rows(self) -> list[dict[str, Any]]:
         rows = []
         for row in self.store.list_deployments():
             summary = row["summary"]
@@ -318,6 +339,7 @@ class DeploymentService:
                 raise
             try:
                 self.store.create_deployment(spec.stack, engine.name, spec.public_config(), summarize(spec))
+                self._stale_listing()
             except NameTaken:
                 raise Conflict(f"a deployment named {spec.stack} already exists") from None
         self.audit(actor, "create", spec.stack, "succeeded", None)
@@ -354,6 +376,7 @@ class DeploymentService:
             with self.runner.idle(name):
                 engine.configure(spec, new_token, removed)
                 self.store.update_deployment(name, config=public, summary=summarize(spec))
+                self._stale_listing()
         except Busy as busy:
             raise Conflict(
                 f"{name} is busy: job {busy.job_id} is still running; change it when it has ended",
@@ -445,6 +468,7 @@ class DeploymentService:
                 f"{name} is busy: job {busy.job_id} is still running; wait for it or cancel it",
                 job=busy.job_id, field="job",
             ) from None
+        self._stale_listing()
         detail = f"job {job_id}" + (" (force)" if force and operation == "up" else "")
         self.audit(actor, f"{operation} requested", name, "accepted", detail)
         return job_id
@@ -537,6 +561,7 @@ class DeploymentService:
         job = self.store.get_job(job_id) or {}
         previous = job.get("previousStatus") or "created"
         self.checker.forget(name)
+        self._stale_listing()
         blocked = job_id in self._blocked_jobs
         self._blocked_jobs.discard(job_id)
         if operation in CHECK_OPERATIONS or blocked or (
@@ -581,6 +606,7 @@ class DeploymentService:
                 job["deployment"], status=job.get("previousStatus") or "created",
             )
         result = self.runner.cancel(job_id, actor, release)
+        self._stale_listing()
         self.audit(actor, "cancel requested", job["deployment"], result["status"], f"job {job_id}")
         return result
 

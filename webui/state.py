@@ -6,7 +6,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from flask import current_app
 
@@ -57,6 +57,28 @@ class TokenDrafts:
                 self._drafts.pop(draft, None)
 
 
+class FragmentCache:
+    """A rendered piece of a page, kept while the data it was rendered from is the same object.
+
+    The list page's 200 rows cost as much to render as to read; the service hands out the same
+    listing object while it is fresh, so the rows are rendered once per listing, not per request.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[str, tuple[object, Any]] = {}
+        self._lock = threading.Lock()
+
+    def render(self, key: str, source: object, render: Callable[[], Any]) -> Any:
+        with self._lock:
+            cached = self._items.get(key)
+        if cached is not None and cached[0] is source:
+            return cached[1]
+        fragment = render()
+        with self._lock:
+            self._items[key] = (source, fragment)
+        return fragment
+
+
 @dataclass
 class Raypd:
     settings: Settings
@@ -66,6 +88,7 @@ class Raypd:
     service: DeploymentService
     drafts: TokenDrafts = field(default_factory=TokenDrafts)
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    fragments: FragmentCache = field(default_factory=FragmentCache)
 
     def close(self) -> None:
         # Cancel every job first (the real engine SIGINTs its CLIs), give the CLIs a bounded time
