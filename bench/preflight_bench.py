@@ -13,8 +13,6 @@ median and max wall time and whether the median meets the target (< 2 s). Not a 
 
 from __future__ import annotations
 
-from typing import Any
-
 import argparse
 import logging
 import os
@@ -24,6 +22,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # a script: make the project importable from anywhere

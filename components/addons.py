@@ -5,9 +5,10 @@ test. KubeRay's CRDs are applied by Pulumi from the chart version's own crds/ di
 operator, rather than by Helm: Helm installs a chart's CRDs on first install only, so raising
 raypd:kuberayVersion would otherwise run a new operator against the old CRDs (fields it writes
 pruned by the API server). Pulumi applies them server-side and takes the fields over from Helm
-(`pulumi.com/patchForce`); the release is told to skip CRDs so the two never fight. Device plugins go where the GPU nodes are (label role=gpu-worker); without them no node
-advertises `nvidia.com/gpu` or `vpc.amazonaws.com/efa` and the Ray workers never schedule. The
-operator and its CRDs go on the system nodes, like the reference.
+(`pulumi.com/patchForce`); the release is told to skip CRDs so the two never fight. Device plugins
+go where the GPU nodes are (label role=gpu-worker); without them no node advertises
+`nvidia.com/gpu` or `vpc.amazonaws.com/efa` and the Ray workers never schedule. The operator and
+its CRDs go on the system nodes, like the reference.
 """
 
 from __future__ import annotations

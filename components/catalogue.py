@@ -45,7 +45,9 @@ class InstanceType:
         return QUOTA_STANDARD
 
 
-def _gpu(name: str, gpus: int, model: str, mem: float, vcpus: int, ram: int, efa: int, usd: Optional[float]) -> InstanceType:
+def _gpu(
+    name: str, gpus: int, model: str, mem: float, vcpus: int, ram: int, efa: int, usd: Optional[float],
+) -> InstanceType:
     return InstanceType(name, gpus, model, mem, vcpus, ram, efa, usd)
 
 

@@ -25,6 +25,7 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 
 import boto3
@@ -46,8 +47,8 @@ from components.model_shapes import memory_fit
 from components.program import AZ_FIELD, gpu_instance_types, is_regular_zone, zones_offering_all
 from components.spec import REGION_KEY, DeploymentSpec
 from components.stack_file import add_stack_arguments, read_stack
+from components.topology import DeploymentPlan, plan_deployment
 from components.zones import CLUSTER_TAG as VPC_CLUSTER_TAG
-from components.zones import STACK_TAG as VPC_STACK_TAG
 from components.zones import (
     EKS_UNSUPPORTED_ZONE_IDS,
     PreviousZones,
@@ -56,7 +57,7 @@ from components.zones import (
     pick_second_zone,
     previous_zones_from_tags,
 )
-from components.topology import DeploymentPlan, plan_deployment
+from components.zones import STACK_TAG as VPC_STACK_TAG
 
 log = logging.getLogger(__name__)
 
@@ -711,7 +712,7 @@ def _quota_facts(ctx: _Context) -> _QuotaFacts:
     unreadable: dict[str, str] = {}
     for code in sorted(need):
         try:
-            quotas[code] = _call(lambda: ctx.aws.quota(code))
+            quotas[code] = _call(partial(ctx.aws.quota, code))
         except (ClientError, Unreachable) as exc:
             unreadable[code] = _short(exc) if isinstance(exc, ClientError) else str(exc)
     others, mine, usage_error = _usage(ctx, need)

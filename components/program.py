@@ -50,7 +50,7 @@ def _offerings(types: Sequence[str], zone: Optional[str]) -> list[tuple[str, str
     if zone is not None:
         filters.append(aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="location", values=[zone]))
     result = aws.ec2.get_instance_type_offerings(location_type="availability-zone", filters=filters)
-    return list(zip(result.instance_types or [], result.locations or []))
+    return list(zip(result.instance_types or [], result.locations or [], strict=True))
 
 
 def _region_zones() -> list[tuple[str, str]]:
@@ -63,7 +63,7 @@ def _region_zones() -> list[tuple[str, str]]:
             name="opt-in-status", values=["opt-in-not-required"]
         )],
     )
-    return list(zip(result.names or [], result.zone_ids or []))
+    return list(zip(result.names or [], result.zone_ids or [], strict=True))
 
 
 def previous_zones(spec: DeploymentSpec) -> Optional[zones.PreviousZones]:
@@ -241,7 +241,10 @@ def _model_read_role(spec: DeploymentSpec, cluster: Any, tags: dict[str, str]) -
     None, and nothing created, for a Hugging Face source (components.model_access)."""
     from components.cluster import aws_partition
     from components.model_access import (
-        ModelReadRole, ModelReadRoleArgs, s3_location, service_account_name,
+        ModelReadRole,
+        ModelReadRoleArgs,
+        s3_location,
+        service_account_name,
     )
 
     location = s3_location(spec.model.source)

@@ -510,7 +510,7 @@ def client_from_kubeconfig(
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise KubeConfigError("the kubeconfig's cluster has no https:// server address")
     try:
-        parts.port
+        _ = parts.port  # urlsplit checks the port only when asked
     except ValueError:
         raise KubeConfigError("the kubeconfig's server address has an invalid port") from None
     client = KubeClient(

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from components.errors import SpecError
-from components.spec import DeploymentSpec
 from components.serve_config import render_serve_config_yaml
+from components.spec import DeploymentSpec
 from components.stack_file import add_stack_arguments, read_stack
 from components.topology import plan_deployment
 

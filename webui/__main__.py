@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-
 from webui.app import close_app, create_app
 from webui.redact import RedactingFilter
 from webui.server import make_server

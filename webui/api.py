@@ -13,7 +13,6 @@ import time
 from typing import Any, Iterator, Optional
 
 from flask import Blueprint, Response, g, jsonify, request, url_for
-
 from pydantic import BaseModel
 
 from components.errors import FieldError, SpecError

@@ -172,7 +172,8 @@ def dump(model: BaseModel) -> dict[str, Any]:
 
 
 class ErrorEntry(ApiAnswer):
-    field: str = Field(description="the key, header or part of the request at fault (Contract 1 keys as raypd:prefill.replicas)")
+    field: str = Field(description=(
+        "the key, header or part of the request at fault (Contract 1 keys as raypd:prefill.replicas)"))
     message: str
 
 

@@ -6,8 +6,8 @@ import logging
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional, cast
 
-from flask.json.provider import DefaultJSONProvider
 from flask import Flask, Response, jsonify, request
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from webui import api, pages

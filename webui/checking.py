@@ -1,7 +1,8 @@
 """Preflight, verify and the live status as the web app runs them, for either engine.
 
 The checks themselves live in `components.preflight` and `serve.verify` (the CLIs run the same
-functions), the live snapshot in `serve.live_status`; this module decides what evidence each engine can offer. An offline deployment has
+functions), the live snapshot in `serve.live_status`; this module decides what evidence each engine
+can offer. An offline deployment has
 nothing in AWS, so its verify report says `skip` for every check (never `pass`), and its live
 status says why there is none. The kubeconfig of a real deployment is read from the engine when a
 check needs it and dropped right after: it is never stored, cached or logged.

@@ -9,7 +9,6 @@ Pure functions; the HF token field is never filled back in (it is a password fie
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 

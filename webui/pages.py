@@ -8,15 +8,22 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from flask import (
+    Blueprint,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask.typing import ResponseReturnValue
 from markupsafe import Markup
-from flask import (
-    Blueprint, flash, g, redirect, render_template, request, session, url_for,
-)
 
 from components.errors import FieldError, SpecError
-from webui import forms
 from components.topology import plan_deployment
+from webui import forms
 from webui.diagram import architecture_svg
 from webui.engines.base import EngineError
 from webui.security import client_address, csrf_token, csrf_valid, safe_next, token_matches
@@ -190,7 +197,8 @@ def deployment(name: str) -> Any:
         pending=job_summary.get("pendingOperations") or [],
         job_steps=job_summary.get("steps") if job and job["operation"] == "preview" else None,
         job_consequences=job_summary.get("consequences") or [],
-        job_eta=next((e["etaSeconds"] for e in reversed(events) if isinstance(e.get("etaSeconds"), (int, float))), None),
+        job_eta=next((e["etaSeconds"] for e in reversed(events)
+                      if isinstance(e.get("etaSeconds"), (int, float))), None),
         active=job is not None and job["status"] in ACTIVE_STATUSES,
         diagram=architecture_svg(plan) if plan else None,
         rayservice=rayservice_yaml(plan) if plan else None,
@@ -269,7 +277,8 @@ def deployment_change_post(name: str) -> Any:
         return redirect(url_for("pages.deployment", name=name, job=exc.job))
     except EngineError as exc:
         return _render_change(name, values, [FieldError("engine", exc.message)], status=exc.http_status)
-    flash("Settings saved. Nothing changes in the cloud until Deploy; the preview below shows what it would do.", "info")
+    flash("Settings saved. Nothing changes in the cloud until Deploy; the preview below shows what it "
+          "would do.", "info")
     return _start(name, "preview")
 
 

@@ -10,10 +10,9 @@
 
 from __future__ import annotations
 
-import io
-
 import hashlib
 import hmac
+import io
 import secrets
 import threading
 import time

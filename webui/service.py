@@ -15,6 +15,7 @@ import time
 from typing import Any, Mapping, Optional
 
 from components import defaults
+from components.checks import Check, Report
 from components.errors import FieldError, SpecError
 from components.outputs import render_stack_outputs
 from components.spec import (
@@ -37,7 +38,6 @@ from webui.api_models import (
     dump,
 )
 from webui.change import config_diff, cost_change
-from components.checks import Check, Report
 from webui.checking import CHECK_OPERATIONS, Checker
 from webui.engines.base import (
     OFFLINE_NOTICE,

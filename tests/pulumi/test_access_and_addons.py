@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pulumi
 import pytest
 
 from components import defaults
@@ -14,8 +15,6 @@ from components.mockrun import RegisteredResource, run_program
 from components.model_access import read_policy, s3_location
 from components.program import build
 from components.spec import DeploymentSpec
-
-import pulumi
 
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
 CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"

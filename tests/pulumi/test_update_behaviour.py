@@ -41,7 +41,7 @@ def changed_paths(old: Any, new: Any, path: str = "") -> set[str]:
         return paths
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         paths = set()
-        for index, (a, b) in enumerate(zip(old, new)):
+        for index, (a, b) in enumerate(zip(old, new, strict=False)):
             paths |= changed_paths(a, b, f"{path}[{index}]")
         return paths
     return set() if old == new else {path}

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
-import json
 import logging
 from typing import Any, Optional
 
+import pulumi
 import pytest
 
 from components.mockrun import PlanMocks, run_program
 from components.network import subnet_cidrs
 from components.program import main
 from components.zones import GPU_ZONE_TAG, SECOND_ZONE_TAG, eks_usable, pick_second_zone
-
-import pulumi
 
 SUBNET = "aws:ec2/subnet:Subnet"
 

@@ -163,7 +163,7 @@ def test_reference_critical_path_goes_through_cluster_gpu_group_and_rayservice(r
     # The RayService, then the rollout check that waits on it (components.rollout).
     assert keys[-2:] == ["kubernetes:ray.io/v1:RayService", "kubernetes:batch/v1:Job"]
     # Every step depends on the one before it: a real chain of the plan.
-    for before, after in zip(path.names, path.names[1:]):
+    for before, after in zip(path.names, path.names[1:], strict=False):
         assert before in by_name[after]["dependsOn"]
     # It totals what the table says for its steps, and no chain of the plan is longer.
     assert path.seconds == sum(TYPICAL_SECONDS[key] for key in keys)

@@ -40,7 +40,8 @@ from components.preflight import (
 )
 from components.spec import DeploymentSpec
 from components.topology import plan_deployment
-from components.zones import PreviousZones, eks_usable as eks_usable_zones
+from components.zones import PreviousZones
+from components.zones import eks_usable as eks_usable_zones
 from tests.unit.cli_support import run_module, write_stack
 
 G, P, STD = catalogue.QUOTA_G_AND_VT, catalogue.QUOTA_P, catalogue.QUOTA_STANDARD

@@ -10,6 +10,7 @@ import yaml
 from components.serve_config import render_serve_config, render_serve_config_yaml
 from components.topology import plan_deployment
 
+
 # The AWS reference deployment's LLMConfig (docs of the reference, "The RayService"); the engine id
 # is the one difference between prefill and decode. TP/PP = 1 are vLLM's defaults written out.
 def reference_llm_config(engine_id: str) -> dict[str, Any]:

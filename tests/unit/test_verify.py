@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from components.checks import Report, VERIFY_IDS
+from components.checks import VERIFY_IDS, Report
 from serve.verify import cluster_status, parse_prometheus, run_verify
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer

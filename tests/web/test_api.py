@@ -419,7 +419,8 @@ def test_every_operation_leaves_an_audit_line(fake_app, caplog):
     wait_for_job(client, job_id)
     lines = [r.getMessage() for r in caplog.records if r.name == "raypd.audit"]
     assert any("action='create'" in line and "target=audited" in line for line in lines), lines
-    assert any("action=up" in line and "result=succeeded" in line and "actor=api-token@" in line for line in lines), lines
+    assert any("action=up" in line and "result=succeeded" in line and "actor=api-token@" in line
+               for line in lines), lines
     stored = fake_app.extensions["raypd"].store.audit_entries()
     assert {("create", "succeeded"), ("up", "succeeded")} <= {(e["action"], e["result"]) for e in stored}
 

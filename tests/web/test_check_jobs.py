@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from components.checks import PREFLIGHT_IDS, VERIFY_IDS, Check, Report
-from tests.web.support import AUTH, create, login, text_of, wait_for_job, extract_csrf
+from tests.web.support import AUTH, create, extract_csrf, login, text_of, wait_for_job
 
 TOO_BIG = {"raypd:model": {"id": "qwen3-32b", "source": "Qwen/Qwen3-32B"}}  # 64 GB of bf16 on one L4
 KUBECONFIG_SECRET = "apiVersion: v1\nusers: [{name: u, user: {token: kube-secret-token-4242}}]\n"

@@ -3,8 +3,6 @@ never stored; pages keep working for everyone afterwards."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.web.support import AUTH, create, extract_csrf, form_defaults, login, text_of

@@ -7,7 +7,15 @@ import re
 import pytest
 
 from tests.web.support import (
-    AUTH, TOKEN, create, extract_csrf, field_error, form_defaults, login, text_of, wait_for_job,
+    AUTH,
+    TOKEN,
+    create,
+    extract_csrf,
+    field_error,
+    form_defaults,
+    login,
+    text_of,
+    wait_for_job,
 )
 from webui.engines.base import OFFLINE_NOTICE
 

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from tests.web.support import (
-    AUTH, HF_TOKEN, FakeEngine, extract_csrf, form_defaults, login, text_of, wait_for_job,
+    AUTH,
+    HF_TOKEN,
+    FakeEngine,
+    extract_csrf,
+    form_defaults,
+    login,
+    text_of,
+    wait_for_job,
 )
 from webui.engines.base import JobContext, OperationResult
 

@@ -23,6 +23,7 @@ from typing import Any, Optional
 import yaml
 
 from components.spec import HF_TOKEN_KEY, DeploymentSpec
+from webui.change import change_counts, consequences, plan_diff
 from webui.engines.base import (
     OFFLINE_NOTICE,
     JobContext,
@@ -31,7 +32,6 @@ from webui.engines.base import (
     OperationResult,
     resource_record,
 )
-from webui.change import change_counts, consequences, plan_diff
 from webui.redact import redact
 from webui.settings import Settings
 

@@ -41,6 +41,7 @@ from typing import Any, Callable, Mapping, Optional
 from pulumi import automation as auto
 
 from components.spec import HF_TOKEN_KEY, DeploymentSpec
+from webui.change import consequences
 from webui.engines.base import (
     EngineConflict,
     EngineError,
@@ -52,7 +53,6 @@ from webui.engines.base import (
     PendingOperations,
 )
 from webui.engines.cli_process import CliSession, cli_alive
-from webui.change import consequences
 from webui.engines.events import EventTranslator, expected_total_from, strip_markup, urn_name
 from webui.redact import MASK, redact
 from webui.settings import Settings, pulumi_env
