@@ -111,10 +111,6 @@ def gpu_instance_types() -> list[InstanceType]:
     return [t for t in _TYPES if t.gpus > 0]
 
 
-def cpu_instance_types() -> list[InstanceType]:
-    return [t for t in _TYPES if t.gpus == 0]
-
-
 # Fixed hourly charges of every raypd stack (us-east-1 list prices).
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 NAT_GATEWAY_USD_PER_HOUR = 0.045

@@ -55,7 +55,6 @@ SERVICE_NAME = "ray-llm"
 # The Ray LLM Deep Learning Container. The DLC registry account serves most commercial regions.
 DLC_ACCOUNT = "763104351884"
 DLC_REPOSITORY_TAG = "ray:serve-llm-cuda-v1.0"
-DLC_PUBLIC_MIRROR = "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda"
 
 
 def dlc_image(region: str) -> str:

@@ -19,16 +19,13 @@ from typing import Any
 
 from components import catalogue, defaults
 from components.model_access import service_account_name
-from components.rollout import ROLLOUT_TIMEOUT_SECONDS, rayservice_await_annotations
+from components.rollout import rayservice_await_annotations
 from components.serve_config import render_application, to_yaml
 from components.spec import DeploymentSpec
 from components.topology import DeploymentPlan, GpuGroupPlan
 
 API_VERSION = "ray.io/v1"
 KIND = "RayService"
-# The model load (image pull + weights download on every node) can take tens of minutes on big
-# checkpoints; Pulumi waits for condition Ready up to this long before calling the update failed.
-READY_TIMEOUT_SECONDS = ROLLOUT_TIMEOUT_SECONDS
 # Under /tmp: writable whatever user the image runs as; on workers an emptyDir is mounted there.
 HF_HOME = "/tmp/huggingface"
 HF_TOKEN_SECRET_KEY = "token"

@@ -59,7 +59,6 @@ _MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
 _BAD_TEXT = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 MAX_NESTING = 8
 MAX_STACK_NAME = 40
-MIN_KUBERNETES_MINOR = 29
 # IAM role ARNs in any partition (aws, aws-cn, aws-us-gov, aws-iso...), role paths allowed.
 _ROLE_ARN = re.compile(r"^arn:aws[-a-z]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 ADMIN_ROLE_ARNS_KEY = f"{NAMESPACE}:adminRoleArns"

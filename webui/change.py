@@ -57,15 +57,6 @@ def config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str
     ]
 
 
-def _lookup(inputs: Mapping[str, Any], path: str) -> Any:
-    value: Any = inputs
-    for part in path.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
-
-
 def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
     keys = []
     for key in sorted(set(old) | set(new)):

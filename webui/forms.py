@@ -18,7 +18,6 @@ from components.spec import HF_TOKEN_KEY, MODES, VLLM_DTYPES
 
 NAME_FIELD = "name"
 TOKEN_FIELD = HF_TOKEN_KEY
-PHASES = ("prefill", "decode", "colocated")
 
 
 @dataclass(frozen=True)

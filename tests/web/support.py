@@ -43,7 +43,6 @@ class FakeEngine:
     def __init__(self, name: str = "pulumi", real: bool = True):
         self.name = name
         self.real = real
-        self.notice = None
         self.gate = threading.Event()
         self.gate.set()
         self.started = threading.Event()

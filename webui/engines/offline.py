@@ -76,7 +76,6 @@ def _clean_stderr(stderr: str) -> str:
 class OfflineEngine:
     name = "offline"
     real = False
-    notice = OFFLINE_NOTICE
 
     def __init__(self, settings: Settings):
         self.settings = settings

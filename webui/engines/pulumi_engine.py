@@ -277,7 +277,6 @@ def _in_background(call: Callable[[], Any], what: str) -> threading.Thread:
 class PulumiEngine:
     name = "pulumi"
     real = True
-    notice = None
     operations = ENGINE_OPERATIONS
 
     def __init__(self, settings: Settings, command: Any):
