@@ -16,6 +16,9 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	./scripts/ensure-chromium
+	./scripts/ensure-postgresql
+	$(PY) -m ruff check .
+	$(PY) -m mypy components serve webui bench
 	$(PY) -m pytest $(ARGS)
 
 plan: $(VENV)/.installed

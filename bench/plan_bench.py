@@ -65,7 +65,7 @@ def _eight_groups_child() -> int:
         return list(synthetic)
 
     # The one planner: plan_deployment calls it, and nothing else does.
-    topology.plan_gpu_groups = eight_groups  # type: ignore[assignment]
+    topology.plan_gpu_groups = eight_groups
     stack_file = Path(sys.argv[2])
     stack_file.write_text(yaml.safe_dump({"config": HETEROGENEOUS}), encoding="utf-8")
     return plan.main(["--config", str(stack_file), "--stack", "bench", "--json"])

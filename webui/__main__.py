@@ -94,7 +94,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"Access token: {settings.token}", flush=True)
     else:
         print("Access token: the value of RAYPD_TOKEN", flush=True)
-    print(f"Engine: {state.engines.default.name} ({state.engines.reason}); state in {settings.home}",
+    print(f"Engine: {state.engines.default.name} ({state.engines.reason}); state in {settings.home}; "
+          f"job store {state.store.location}",
           flush=True)
     if state.engines.banner:
         print(state.engines.banner, flush=True)

@@ -8,7 +8,6 @@ an answer holds are the models of webui/api_models.py; the OpenAPI document is d
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any, Iterator, Optional
 
@@ -34,7 +33,7 @@ from webui.openapi import openapi_document
 from webui.security import api_error
 from webui.service import Conflict, NotFound, public_job
 from webui.state import raypd
-from webui.store import FINAL_STATUSES
+from webui.store import FINAL_STATUSES, STORE_ERRORS
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -45,7 +44,6 @@ KEEPALIVE_SECONDS = 15.0
 MAX_WINDOW_SECONDS = 300
 MAX_EVENT_SEQ = 2**63 - 1
 # A job's end record follows its final status by a moment; wait that long before closing.
-END_GRACE_SECONDS = 3.0
 
 
 # Raised by the parsing below and by `_after`: 400 with the field errors.
@@ -268,7 +266,7 @@ def job_events(job_id: str) -> Response:
                 return
             try:
                 events = store.events_after(job_id, last)
-            except sqlite3.Error:
+            except STORE_ERRORS:
                 events = []  # the store is failing; the runner ends the job, and the loop says so
             for event in events:
                 last = event["seq"]
@@ -281,8 +279,11 @@ def job_events(job_id: str) -> Response:
             job = store.get_job(job_id)
             if job is None:
                 return
-            if job["status"] in FINAL_STATUSES and time.time() - (job["finishedAt"] or 0) > END_GRACE_SECONDS:
-                # Ended and its end record already sent (a replay from past the end): close.
+            if job["status"] in FINAL_STATUSES:
+                # The end event is committed with the final status, but it may have landed between
+                # the read above and this one: send what is left, then close.
+                for event in store.events_after(job_id, last):
+                    yield f"id: {event['seq']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
                 return
             if time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
                 quiet_since = time.monotonic()

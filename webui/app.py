@@ -56,7 +56,7 @@ def create_app(
     remember_secret(settings.token)
     remember_secret(settings.passphrase)
     engines = engines or select_engines(settings, discover or find_pulumi_cli)
-    store = Store(settings.db_path)
+    store = Store(settings.store_location)
     runner = JobRunner(store, workers=settings.workers)
     interrupted = runner.recover()
     if interrupted:

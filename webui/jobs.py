@@ -5,22 +5,33 @@ thread pool runs it. The per-deployment lock is the job table itself (checked an
 in-process lock), so "is something running on this stack?" has one answer that survives restarts:
 on start-up, jobs left queued or running are marked interrupted, with what to do next.
 
-Every job ends with an "end" event, which is what the SSE stream waits for.
+Every job ends with an "end" event, which is what the SSE stream waits for: the store writes it in
+the same transaction as the final status and the audit line (`Store.finish_job`), so a reader that
+sees a job ended also finds its end event. In team mode (several servers on one PostgreSQL store)
+each server heartbeats, and jobs of a server no longer seen are marked interrupted by the others.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
-from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
 from webui.engines.base import EngineError, JobContext, OperationCancelled, OperationResult
+from webui.jobstate import JobStatus
 from webui.redact import redact
-from webui.store import ACTIVE_STATUSES, INTERRUPTED_HINT, JobActive, Store
+from webui.store import (
+    ACTIVE_STATUSES,
+    INSTANCE_STALE_SECONDS,
+    STORE_ERRORS,
+    AuditLine,
+    JobActive,
+    Store,
+    error_text,
+)
 
 logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")
@@ -29,8 +40,12 @@ Work = Callable[[JobContext], OperationResult]
 Finish = Callable[[str, str, Optional[OperationResult]], None]  # (job id, final status, result)
 
 
-# What a broken store raises: SQLite's errors, and the OS's (a full disk, a vanished file).
-STORAGE_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+# What a broken store raises: the database driver's errors, and the OS's (a full disk, a vanished file).
+STORAGE_ERRORS: tuple[type[BaseException], ...] = STORE_ERRORS
+# Team mode: how often a server says it is alive and looks for orphaned jobs, and how often it
+# looks for cancel requests another server took for one of its jobs.
+HEARTBEAT_SECONDS = 10.0
+CANCEL_POLL_SECONDS = 1.0
 
 
 class StorageFailed(Exception):
@@ -46,8 +61,14 @@ class Busy(Exception):
 
 
 class JobRunner:
-    def __init__(self, store: Store, workers: int = 2, retry_seconds: float = 5.0, retry_attempts: int = 120):
+    def __init__(self, store: Store, workers: int = 2, retry_seconds: float = 5.0, retry_attempts: int = 120,
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS, stale_seconds: float = INSTANCE_STALE_SECONDS,
+                 cancel_poll_seconds: float = CANCEL_POLL_SECONDS):
         self.store = store
+        self.heartbeat_seconds = heartbeat_seconds
+        self.cancel_poll_seconds = cancel_poll_seconds
+        self.stale_seconds = stale_seconds
+        self._heartbeat: Optional[threading.Thread] = None
         self.retry_seconds = retry_seconds
         self.retry_attempts = retry_attempts  # 10 minutes of retries by default
         self._unrecorded: dict[str, dict[str, Any]] = {}
@@ -57,18 +78,46 @@ class JobRunner:
         self._contexts: dict[str, JobContext] = {}
 
     def recover(self) -> list[dict[str, Any]]:
-        """Mark jobs a previous server left queued/running as interrupted (call once at start)."""
-        interrupted = self.store.interrupt_active_jobs()
+        """Mark jobs a previous server left queued/running as interrupted (call once at start).
+
+        Embedded, that is every such job (one server per RAYPD_HOME). In team mode it is only the
+        jobs of servers not seen for `stale_seconds`; this server then heartbeats, and keeps
+        looking for orphans, so a crashed peer's jobs do not stay "running" for ever.
+        """
+        if self.store.shared:
+            self.store.register_instance()
+        interrupted = self._interrupt_orphans()
+        if self.store.shared and self._heartbeat is None:
+            self._heartbeat = threading.Thread(target=self._beat, name="raypd-heartbeat", daemon=True)
+            self._heartbeat.start()
+        return interrupted
+
+    def _interrupt_orphans(self) -> list[dict[str, Any]]:
+        interrupted = self.store.interrupt_active_jobs(stale_after=self.stale_seconds)
         for job in interrupted:
-            self.store.add_event(job["id"], {
-                "kind": "end", "status": "interrupted", "error": None, "hint": INTERRUPTED_HINT,
-                "message": "interrupted: the server stopped while this job was running",
-            })
             audit_logger.info(
                 "actor=system action=%s target=%s result=interrupted job=%s",
                 job["operation"], job["deployment"], job["id"],
             )
         return interrupted
+
+    def _beat(self) -> None:
+        """Team mode, one thread: act on cancel requests for our jobs; now and then, say we are
+        alive and interrupt the jobs of servers that stopped saying so."""
+        next_beat = time.monotonic() + self.heartbeat_seconds
+        while not self._stopping.wait(min(self.cancel_poll_seconds, self.heartbeat_seconds)):
+            try:
+                for job_id in self.store.cancel_requests():
+                    with self._lock:
+                        ctx = self._contexts.get(job_id)
+                    if ctx is not None and not ctx.cancelled:
+                        ctx.request_cancel()
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + self.heartbeat_seconds
+                    self.store.heartbeat()
+                    self._interrupt_orphans()
+            except STORAGE_ERRORS as exc:
+                logger.warning("team mode: could not reach the job store (%s); retrying", error_text(exc))
 
     @contextmanager
     def idle(self, deployment: str) -> Iterator[None]:
@@ -94,7 +143,7 @@ class JobRunner:
                 raise Busy(taken.job_id or "unknown") from None
             ctx = JobContext(job_id, lambda record: self._record(job_id, record))
             self._contexts[job_id] = ctx
-        self.store.add_event(job_id, {"kind": "status", "status": "queued",
+        self.store.add_event(job_id, {"kind": "status", "status": JobStatus.QUEUED.value,
                                       "message": f"{operation} queued for {deployment}"})
         self._executor.submit(self._run, ctx, deployment, operation, actor, work, finish)
         return job_id
@@ -108,7 +157,7 @@ class JobRunner:
             with self._lock:
                 ctx = self._contexts.get(job_id)
             if ctx is not None:
-                ctx.storage_failed(f"the job store could not be written ({exc}); the job was stopped")
+                ctx.storage_failed(f"the job store could not be written ({error_text(exc)}); the job was stopped")
             raise
 
     def _run(
@@ -120,7 +169,7 @@ class JobRunner:
         except Exception as exc:  # noqa: BLE001 - e.g. the database failed: never leave a job "running" silently
             logger.exception("job %s (%s %s): the job runner failed", job_id, operation, deployment)
             error = ctx.storage_error or (
-                f"the job store could not be written ({exc})" if isinstance(exc, STORAGE_ERRORS)
+                f"the job store could not be written ({error_text(exc)})" if isinstance(exc, STORAGE_ERRORS)
                 else "internal error while recording the job (see the server log)")
             self._fail_until_recorded(job_id, deployment, operation, actor, error, finish)
         finally:
@@ -133,15 +182,14 @@ class JobRunner:
         """End a job as failed even while the store refuses writes: answer "failed" from memory
         at once (`ended`), and keep trying to write it down until the store takes it."""
         with self._lock:
-            self._unrecorded[job_id] = {"status": "failed", "error": error, "finishedAt": time.time()}
+            self._unrecorded[job_id] = {"status": JobStatus.FAILED.value, "error": error, "finishedAt": time.time()}
 
         def record() -> bool:
             try:
                 job = self.store.get_job(job_id)
                 if job is not None and job["status"] in ACTIVE_STATUSES:
-                    finish(job_id, "failed", None)  # the deployment must not stay "updating"
-                    if self.store.finish_job(job_id, "failed", error=error):
-                        self._end(job_id, deployment, operation, actor, "failed", error)
+                    finish(job_id, JobStatus.FAILED.value, None)  # the deployment must not stay "updating"
+                    self._finish_job(job_id, deployment, operation, actor, JobStatus.FAILED, error)
             except Exception:  # noqa: BLE001 - still broken: try again later
                 logger.warning("job %s: the store still refuses to record its failure", job_id)
                 return False
@@ -172,8 +220,8 @@ class JobRunner:
         job_id = ctx.job_id
         if not self.store.set_job_running(job_id):
             return  # cancelled while queued
-        ctx.emit({"kind": "status", "status": "running", "message": f"{operation} started"})
-        status, error, result = "succeeded", None, None
+        ctx.emit({"kind": "status", "status": JobStatus.RUNNING.value, "message": f"{operation} started"})
+        status, error, result = JobStatus.SUCCEEDED.value, None, None
         try:
             result = work(ctx)
             if ctx.cancelled:
@@ -183,44 +231,45 @@ class JobRunner:
                     f"the cancel request came too late: {operation} had already finished"
                 )})
         except OperationCancelled:
-            status = "cancelled"
+            status = JobStatus.CANCELLED.value
         except EngineError as exc:
-            status, error = "failed", exc.message
+            status, error = JobStatus.FAILED.value, exc.message
         except Exception:  # noqa: BLE001 - a bug must fail the job, not kill the worker
             logger.exception("job %s (%s %s) crashed", job_id, operation, deployment)
-            status, error = "failed", "internal error while running the operation (see the server log)"
-        if status == "cancelled":
+            status, error = JobStatus.FAILED.value, "internal error while running the operation (see the server log)"
+        if status == JobStatus.CANCELLED:
             error = "cancelled on request"
         if ctx.storage_error is not None:
             raise StorageFailed(ctx.storage_error)  # -> _run: failed, recorded when the store can
         current = self.store.get_job(job_id)
-        if current is None or current["status"] != "running":
+        if current is None or current["status"] != JobStatus.RUNNING:
             return  # closed meanwhile (e.g. marked interrupted by a newer server): leave it be
         try:
             finish(job_id, status, result)
         except Exception:  # noqa: BLE001
             logger.exception("job %s: recording the result failed", job_id)
-            status, error = "failed", "the operation ended but its result could not be recorded"
+            status, error = JobStatus.FAILED.value, "the operation ended but its result could not be recorded"
         summary = {**ctx.findings, **(result.summary if result is not None else {})} or None
-        if self.store.finish_job(job_id, status, error=error, summary=summary):
-            self._end(job_id, deployment, operation, actor, status, error)
+        self._finish_job(job_id, deployment, operation, actor, status, error, summary=summary)
 
-    def _end(
-        self, job_id: str, deployment: str, operation: str, actor: str, status: str, error: Optional[str],
-    ) -> None:
-        job = self.store.get_job(job_id) or {}
-        progress = job.get("progress", {"done": 0, "total": 0})
-        if status == "succeeded":
-            progress = {"done": progress["total"], "total": progress["total"]}
-            self.store.set_progress(job_id, progress["done"], progress["total"])
-        self.store.add_event(job_id, {
-            "kind": "end", "status": status, "error": error, **progress,
-            "message": f"{operation} {status}" + (f": {error}" if error else ""),
-        })
-        self.store.add_audit(actor, operation, deployment, status, error)
-        audit_logger.info(
-            "actor=%s action=%s target=%s result=%s job=%s%s", actor, operation, deployment, status,
-            job_id, f" error={redact(error)!r}" if error else "",
+    def _finish_job(
+        self, job_id: str, deployment: str, operation: str, actor: str, status: str,
+        error: Optional[str], summary: Optional[dict[str, Any]] = None,
+        from_statuses: Optional[tuple[str, ...]] = None,
+    ) -> bool:
+        """Final status, end event and audit line in one transaction; the audit log line goes out
+        just before it commits (so a client that sees the status finds the line too)."""
+
+        def announce() -> None:
+            audit_logger.info(
+                "actor=%s action=%s target=%s result=%s job=%s%s", actor, operation, deployment,
+                status, job_id, f" error={redact(error)!r}" if error else "",
+            )
+
+        return self.store.finish_job(
+            job_id, status, error=error, summary=summary, from_statuses=from_statuses,
+            audit=AuditLine(actor, operation, deployment, str(JobStatus(status).value), error),
+            before_commit=announce,
         )
 
     def cancel(self, job_id: str, actor: str, release: Callable[[], None]) -> dict[str, Any]:
@@ -231,11 +280,10 @@ class JobRunner:
         job = self.store.get_job(job_id)
         if job is None:
             raise KeyError(job_id)
-        if job["status"] == "queued" and self.store.finish_job(
-            job_id, "cancelled", error="cancelled before it started", from_statuses=("queued",),
+        if job["status"] == JobStatus.QUEUED and self._finish_job(
+            job_id, job["deployment"], job["operation"], actor, JobStatus.CANCELLED,
+            "cancelled before it started", from_statuses=(JobStatus.QUEUED,),
         ):
-            self._end(job_id, job["deployment"], job["operation"], actor, "cancelled",
-                      "cancelled before it started")
             self._restore_status(job)
         elif job["status"] in ACTIVE_STATUSES:
             # Running, or it started between the read above and the update: stop the engine.
@@ -245,14 +293,19 @@ class JobRunner:
                 self.store.add_event(job_id, {"kind": "status", "status": "cancelling",
                                               "message": f"cancel requested by {actor}"})
                 ctx.request_cancel()
-        elif job["status"] == "interrupted":
+            elif self.store.shared and self.store.request_cancel(job_id):
+                # Team mode: another server runs it; it sees the request within a second or so.
+                self.store.add_event(job_id, {"kind": "status", "status": "cancelling",
+                                              "message": f"cancel requested by {actor}"})
+        elif job["status"] == JobStatus.INTERRUPTED:
             release()
-            if self.store.finish_job(job_id, "cancelled", error="closed after an interruption",
-                                     from_statuses=("interrupted",)):
-                self.store.add_event(job_id, {"kind": "end", "status": "cancelled",
-                                              "error": "closed after an interruption",
-                                              "message": "interrupted job closed"})
-            self.store.add_audit(actor, "cancel", job["deployment"], "cancelled", "interrupted job closed")
+            line = AuditLine(actor, "cancel", job["deployment"], JobStatus.CANCELLED.value,
+                             "interrupted job closed")
+            if not self.store.finish_job(
+                job_id, JobStatus.CANCELLED, error="closed after an interruption",
+                from_statuses=(JobStatus.INTERRUPTED,), message="interrupted job closed", audit=line,
+            ):  # closed meanwhile (another request, another server): still say who tried
+                self.store.add_audit(line.actor, line.action, line.target, line.result, line.detail)
             audit_logger.info("actor=%s action=cancel target=%s result=cancelled job=%s",
                               actor, job["deployment"], job_id)
         return self.store.get_job(job_id) or job
@@ -268,3 +321,10 @@ class JobRunner:
         for ctx in contexts:
             ctx.request_cancel()
         self._executor.shutdown(wait=wait, cancel_futures=True)
+        if wait and self._heartbeat is not None:
+            self._heartbeat.join(5)
+            self._heartbeat = None
+            try:  # our jobs have ended: nothing of ours is left for the others to interrupt
+                self.store.retire_instance()
+            except STORAGE_ERRORS as exc:
+                logger.warning("team mode: could not sign off from the job store (%s)", error_text(exc))

@@ -15,7 +15,7 @@ import functools
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from components.spec import MAX_STACK_NAME
 from webui import api_models as m
@@ -230,7 +230,7 @@ def _mark_to_ref(node: Any) -> Any:
 
 def component_schemas() -> dict[str, Any]:
     """Every model's schema: answers as they are serialized, requests as they are validated."""
-    inputs = [(model, "serialization") for model in m.ANSWERS]
+    inputs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(model, "serialization") for model in m.ANSWERS]
     inputs += [(model, "validation") for model in m.REQUESTS]
     _, definitions = models_json_schema(inputs, ref_template=m.SCHEMA_REF)
     schemas = _mark_to_ref(definitions.get("$defs", {}))

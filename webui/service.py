@@ -12,7 +12,7 @@ import logging
 import shlex
 import threading
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, List, Mapping, Optional
 
 from components import defaults
 from components.checks import Check, Report
@@ -218,7 +218,7 @@ class DeploymentService:
         with self._listing_lock:
             self._listing = None
 
-    def _list_rows(self) -> list[dict[str, Any]]:
+    def _list_rows(self) -> List[dict[str, Any]]:  # `list` here would name the method above
         rows = []
         for row in self.store.list_deployments():
             summary = row["summary"]

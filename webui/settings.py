@@ -5,6 +5,7 @@ Everything the app writes lives under one directory, RAYPD_HOME (default ~/.rayp
     state/                 Pulumi file backend (file://...), unless PULUMI_BACKEND_URL says otherwise
     passphrase             secrets-provider passphrase, 0600, made once (unless PULUMI_CONFIG_PASSPHRASE[_FILE])
     raypd.db               SQLite (WAL): deployments, jobs, progress events, audit log
+                           (unless RAYPD_DATABASE_URL puts them in PostgreSQL: team mode)
     workspaces/<stack>/    one Pulumi work dir per stack (generated Pulumi.yaml + stack settings)
 
 Keeping stack settings (with their encrypted secrets) under RAYPD_HOME means the web app never writes
@@ -53,12 +54,20 @@ class Settings:
     plan_timeout_seconds: float = 180.0
     # How often the SSE stream looks for new events in SQLite.
     sse_poll_seconds: float = 0.25
+    # RAYPD_DATABASE_URL (postgresql://...): the store is shared by every server using it (team
+    # mode). None: SQLite under home. Its password is a secret: repr and messages never show it.
+    database_url: Optional[str] = field(default=None, repr=False)
 
     # ---- derived paths ----
 
     @property
     def db_path(self) -> Path:
         return self.home / DB_FILE
+
+    @property
+    def store_location(self) -> "str | Path":
+        """What `Store(...)` opens: the team database URL, or the SQLite file under home."""
+        return self.database_url or self.db_path
 
     @property
     def state_dir(self) -> Path:
@@ -108,6 +117,7 @@ class Settings:
         elif len(token) < 16:
             raise SettingsError("RAYPD_TOKEN must be at least 16 characters (it guards the whole app)")
         passphrase_file = env.get("PULUMI_CONFIG_PASSPHRASE_FILE")
+        database_url = _database_url(env.get("RAYPD_DATABASE_URL") or "")
         settings = cls(
             home=home.resolve(),
             engine=engine,
@@ -116,8 +126,29 @@ class Settings:
             backend_url=env.get("PULUMI_BACKEND_URL") or None,
             passphrase=env.get("PULUMI_CONFIG_PASSPHRASE") or None,
             passphrase_file=Path(passphrase_file).expanduser() if passphrase_file else None,
+            database_url=database_url,
         )
         return settings.with_overrides(**overrides) if overrides else settings
+
+
+def _database_url(value: str) -> Optional[str]:
+    """RAYPD_DATABASE_URL, checked now so a typo stops the server with a message (no password in
+    it); its password is registered as a secret before anything could echo it."""
+    value = value.strip()
+    if not value:
+        return None
+    from webui.db import DatabaseUrlError, parse_url
+
+    try:
+        url = parse_url(value)  # remembers the password as a secret
+    except DatabaseUrlError as exc:
+        raise SettingsError(str(exc)) from None
+    if url.get_backend_name() != "postgresql":
+        raise SettingsError("RAYPD_DATABASE_URL must be a postgresql:// URL (SQLite is the default "
+                            "without it, under RAYPD_HOME)")
+    if not url.database:
+        raise SettingsError("RAYPD_DATABASE_URL names no database (postgresql://user:password@host:port/DATABASE)")
+    return value
 
 
 def prepare_home(settings: Settings) -> None:

@@ -1,117 +1,67 @@
-"""SQLite store (WAL) for deployments, jobs, progress events and the audit log.
+"""The job store: deployments, jobs, progress events, check reports, sessions and the audit log.
 
 The list page and the API read only this database, never the Pulumi CLI, so listing hundreds of
 deployments costs one query. Every progress event is a row, so the SSE stream can replay a job from
 any point (Last-Event-ID) and a restarted server still shows what happened. Nothing secret is ever
 handed to the store; text from outside (engine messages, errors) passes through `redact` anyway.
 
-Connections come from a small pool: SQLite connections are cheap but not shareable across threads,
-and the app serves requests and runs jobs on several threads.
+It lives in SQLite (WAL) under RAYPD_HOME by default, or in PostgreSQL (RAYPD_DATABASE_URL, team
+mode: several servers share it). SQL is built with SQLAlchemy Core from `webui.db`'s tables, so one
+code path serves both; the schema is migrated by Alembic when the store opens.
+
+A job's status only moves along `webui.jobstate.TRANSITIONS`, checked in the UPDATE itself (so a
+second server or a late worker cannot move it backwards), and a job's final status, its "end"
+event and its audit line are committed in one transaction: whoever sees the final status can read
+the end event, and the other way round.
 """
 
 from __future__ import annotations
 
 import json
-import queue
+import logging
+import os
 import secrets
 import shlex
-import sqlite3
+import socket
 import time
 import uuid
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
+from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import URL, Connection, Engine, RowMapping
+from sqlalchemy.exc import IntegrityError
+
+from webui import db
+from webui.db import STORE_ERRORS, DatabaseUrlError, error_text, safe_url
+from webui.jobstate import ACTIVE, FINAL, INITIAL, JobStatus, allowed_from
 from webui.redact import redact, redact_value
 
-ACTIVE_STATUSES = ("queued", "running")
-FINAL_STATUSES = ("succeeded", "failed", "cancelled", "interrupted")
-_ACTIVE_MARKS = ", ".join("?" for _ in ACTIVE_STATUSES)
+logger = logging.getLogger(__name__)
+
+ACTIVE_STATUSES: tuple[JobStatus, ...] = ACTIVE
+FINAL_STATUSES: tuple[JobStatus, ...] = FINAL
 # In the order that works: a refresh cannot run while the dead update's lock is held.
 INTERRUPTED_HINT = (
     "the server stopped while this job was running. 1) Close this job: that releases the stack's "
     "lock. 2) Run Refresh to read back what exists in the cloud. 3) If pending operations are "
     "listed, check those resources in the AWS console before clearing them"
 )
+# Team mode: a server not seen for this long is gone, and the jobs it ran are orphans.
+INSTANCE_STALE_SECONDS = 60.0
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS deployments (
-    name TEXT PRIMARY KEY,
-    engine TEXT NOT NULL,
-    status TEXT NOT NULL,
-    config TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    outputs TEXT,
-    resources TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    last_operation TEXT,
-    last_operation_at REAL,
-    last_result TEXT,
-    last_job TEXT
-);
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY,
-    deployment TEXT NOT NULL,
-    operation TEXT NOT NULL,
-    engine TEXT NOT NULL,
-    status TEXT NOT NULL,
-    previous_status TEXT,
-    done INTEGER NOT NULL DEFAULT 0,
-    total INTEGER NOT NULL DEFAULT 0,
-    error TEXT,
-    hint TEXT,
-    actor TEXT,
-    summary TEXT,
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL
-);
-CREATE INDEX IF NOT EXISTS jobs_by_deployment ON jobs (deployment, created_at);
-CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status);
--- The per-deployment lock lives in the store, not in a process: two servers on one store (a lock
--- file removed by hand) still cannot run two jobs on one deployment.
-CREATE UNIQUE INDEX IF NOT EXISTS one_active_job_per_deployment ON jobs (deployment)
-    WHERE status IN ('queued', 'running');
-CREATE TABLE IF NOT EXISTS events (
-    job TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    time REAL NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (job, seq)
-);
-CREATE TABLE IF NOT EXISTS checks (
-    deployment TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    job TEXT,
-    time REAL NOT NULL,
-    report TEXT NOT NULL,
-    PRIMARY KEY (deployment, kind)
-);
-CREATE TABLE IF NOT EXISTS deployed_configs (
-    deployment TEXT PRIMARY KEY,
-    config TEXT NOT NULL,
-    time REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
-    created REAL NOT NULL,
-    ended REAL
-);
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    time REAL NOT NULL,
-    actor TEXT NOT NULL,
-    action TEXT NOT NULL,
-    target TEXT NOT NULL,
-    result TEXT NOT NULL,
-    detail TEXT
-);
-"""
+__all__ = [
+    "ACTIVE_STATUSES", "FINAL_STATUSES", "INTERRUPTED_HINT", "STORE_ERRORS", "AuditLine", "JobActive",
+    "NameTaken", "Store", "StoreError", "error_text",
+]
 
 
 class StoreError(Exception):
-    """The store cannot be opened; the message says which file and what to do."""
+    """The store cannot be opened; the message says which store and what to do (no password)."""
 
 
 class NameTaken(Exception):
@@ -126,6 +76,17 @@ class JobActive(Exception):
         self.job_id = job_id
 
 
+@dataclass(frozen=True)
+class AuditLine:
+    """One audit entry, written in the same transaction as the job change it records."""
+
+    actor: str
+    action: str
+    target: str
+    result: str
+    detail: Optional[str] = None
+
+
 def _loads(text: Optional[str], default: Any = None) -> Any:
     return default if text is None else json.loads(text)
 
@@ -134,68 +95,83 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=False)
 
 
+def _words(statuses: tuple[Any, ...]) -> list[str]:
+    return [JobStatus(status).value for status in statuses]
+
+
 class Store:
-    def __init__(self, path: Path, pool_size: int = 8):
-        self.path = Path(path)
-        self._pool: "queue.LifoQueue[sqlite3.Connection]" = queue.LifoQueue(maxsize=pool_size)
-        self._closed = False
+    """`location`: a SQLite file path, or a database URL (sqlite:///..., postgresql://...)."""
+
+    def __init__(self, location: Union[Path, str, URL], pool_size: int = 8):
+        self.path: Optional[Path] = None
+        self.instance_id = uuid.uuid4().hex[:16]  # this server, as the jobs it owns name it
         try:
-            with self._connection() as conn:
-                conn.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:  # not a database, unreadable, read-only disk, ...
+            self.url = db.parse_url(location)
+        except DatabaseUrlError as exc:
+            raise StoreError(str(exc)) from None
+        self.shared = db.is_shared(self.url)
+        if not self.shared:
+            self.path = Path(self.url.database or "")
+        try:
+            self._engine: Engine = db.make_engine(self.url, pool_size=pool_size)
+        except ImportError as exc:  # e.g. psycopg missing from a hand-made environment
+            raise StoreError(f"cannot open the job store {self.location}: {exc}") from None
+        self._reader = self._engine.execution_options(raypd_read=True)
+        try:
+            db.upgrade(self._engine)
+        except db.NewerSchema as exc:
             self.close()
-            raise StoreError(
-                f"cannot open the job store {self.path}: {exc}. If the file is damaged, move it "
-                f"aside (mv {shlex.quote(str(self.path))} {shlex.quote(str(self.path) + '.broken')}) "
-                "and start again: deployments are listed again from a new store, the Pulumi state "
-                "is not in this file"
-            ) from None
+            raise StoreError(f"cannot open the job store {self.location}: {exc}") from None
+        except STORE_ERRORS as exc:
+            self.close()
+            raise StoreError(self._open_failure(exc)) from None
+
+    def _open_failure(self, exc: BaseException) -> str:
+        reason = redact(error_text(exc))
+        if self.shared:
+            return (
+                f"cannot open the job store {safe_url(self.url)}: {reason}. Check RAYPD_DATABASE_URL "
+                "(host, port, database, user and password) and that the database server is reachable"
+            )
+        path = str(self.path)
+        return (
+            f"cannot open the job store {path}: {reason}. If the file is damaged, move it "
+            f"aside (mv {shlex.quote(path)} {shlex.quote(path + '.broken')}) "
+            "and start again: deployments are listed again from a new store, the Pulumi state "
+            "is not in this file"
+        )
+
+    @property
+    def location(self) -> str:
+        """Where the store is, fit for a log line (a URL's password hidden)."""
+        return str(self.path) if self.path is not None else safe_url(self.url)
+
+    @property
+    def schema_version(self) -> Optional[str]:
+        """The Alembic revision the store is at ("0002", ...)."""
+        return db.current_revision(self._engine)
 
     # ---- connections ----
 
-    def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None, check_same_thread=False)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        return conn
-
     @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        try:
-            conn = self._pool.get_nowait()
-        except queue.Empty:
-            conn = self._open()
-        try:
+    def _read(self) -> Iterator[Connection]:
+        with self._reader.connect() as conn:
             yield conn
-        finally:
-            if self._closed:
-                conn.close()
-            else:
-                try:
-                    self._pool.put_nowait(conn)
-                except queue.Full:
-                    conn.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._connection() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+    def _write(self) -> Iterator[Connection]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        with self._engine.begin() as conn:
+            yield conn
 
     def close(self) -> None:
-        self._closed = True
-        while True:
-            try:
-                self._pool.get_nowait().close()
-            except queue.Empty:
-                break
+        self._engine.dispose()
+
+    def _upsert(self, conn: Connection, table: Any, values: dict[str, Any], keys: list[str]) -> None:
+        dialect = pg_dialect if conn.dialect.name == "postgresql" else sqlite_dialect
+        statement = dialect.insert(table).values(**values)
+        changes = {name: statement.excluded[name] for name in values if name not in keys}
+        conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=changes))
 
     # ---- deployments ----
 
@@ -205,16 +181,15 @@ class Store:
     ) -> None:
         now = time.time()
         try:
-            with self._connection() as conn:
-                conn.execute(
-                    "INSERT INTO deployments (name, engine, status, config, summary, created_at, "
-                    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (name, engine, status, _dumps(config), _dumps(summary), now, now),
-                )
-        except sqlite3.IntegrityError:
+            with self._write() as conn:
+                conn.execute(insert(db.deployments).values(
+                    name=name, engine=engine, status=status, config=_dumps(config),
+                    summary=_dumps(summary), created_at=now, updated_at=now,
+                ))
+        except IntegrityError:
             raise NameTaken(name) from None
 
-    def _deployment_row(self, row: sqlite3.Row, full: bool) -> dict[str, Any]:
+    def _deployment_row(self, row: RowMapping, full: bool) -> dict[str, Any]:
         record = {
             "name": row["name"],
             "engine": row["engine"],
@@ -234,86 +209,84 @@ class Store:
         return record
 
     def get_deployment(self, name: str) -> Optional[dict[str, Any]]:
-        with self._connection() as conn:
-            row = conn.execute("SELECT * FROM deployments WHERE name = ?", (name,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute(
+                select(db.deployments).where(db.deployments.c.name == name)
+            ).mappings().first()
         return None if row is None else self._deployment_row(row, full=True)
 
     def list_deployments(self) -> list[dict[str, Any]]:
-        with self._connection() as conn:
+        d = db.deployments.c
+        with self._read() as conn:
             rows = conn.execute(
-                "SELECT name, engine, status, summary, created_at, updated_at, last_operation, "
-                "last_operation_at, last_result, last_job FROM deployments ORDER BY name"
-            ).fetchall()
+                select(d.name, d.engine, d.status, d.summary, d.created_at, d.updated_at,
+                       d.last_operation, d.last_operation_at, d.last_result, d.last_job)
+                .order_by(d.name)
+            ).mappings().all()
         return [self._deployment_row(row, full=False) for row in rows]
 
+    _DEPLOYMENT_FIELDS = ("status", "outputs", "resources", "config", "summary", "last_operation",
+                          "last_operation_at", "last_result", "last_job")
+    _JSON_FIELDS = ("outputs", "resources", "config", "summary")
+
     def update_deployment(self, name: str, **fields: Any) -> None:
-        columns = {
-            "status": "status", "outputs": "outputs", "resources": "resources",
-            "config": "config", "summary": "summary",
-            "last_operation": "last_operation", "last_operation_at": "last_operation_at",
-            "last_result": "last_result", "last_job": "last_job",
-        }
-        sets, values = [], []
+        values: dict[str, Any] = {}
         for key, value in fields.items():
-            column = columns[key]
-            if key in ("outputs", "resources", "config", "summary"):
+            if key not in self._DEPLOYMENT_FIELDS:
+                raise KeyError(key)
+            if key in self._JSON_FIELDS:
                 value = None if value is None else _dumps(redact_value(value))
-            sets.append(f"{column} = ?")
-            values.append(value)
-        sets.append("updated_at = ?")
-        values.append(time.time())
-        with self._connection() as conn:
-            conn.execute(f"UPDATE deployments SET {', '.join(sets)} WHERE name = ?", (*values, name))
+            values[key] = value
+        values["updated_at"] = time.time()
+        with self._write() as conn:
+            conn.execute(update(db.deployments).where(db.deployments.c.name == name).values(**values))
 
     def delete_deployment(self, name: str) -> None:
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM deployments WHERE name = ?", (name,))
+        with self._write() as conn:
+            conn.execute(delete(db.deployments).where(db.deployments.c.name == name))
             # Reports describe what was there; a new deployment of the same name starts clean.
-            conn.execute("DELETE FROM checks WHERE deployment = ?", (name,))
-            conn.execute("DELETE FROM deployed_configs WHERE deployment = ?", (name,))
+            conn.execute(delete(db.checks).where(db.checks.c.deployment == name))
+            conn.execute(delete(db.deployed_configs).where(db.deployed_configs.c.deployment == name))
 
     # ---- jobs ----
 
     def active_job(self, deployment: str) -> Optional[str]:
-        with self._connection() as conn:
-            row = conn.execute(
-                f"SELECT id FROM jobs WHERE deployment = ? AND status IN ({_ACTIVE_MARKS}) "
-                "ORDER BY created_at LIMIT 1",
-                (deployment, *ACTIVE_STATUSES),
-            ).fetchone()
-        return None if row is None else row["id"]
+        j = db.jobs.c
+        with self._read() as conn:
+            return conn.execute(
+                select(j.id).where(j.deployment == deployment, j.status.in_(_words(ACTIVE)))
+                .order_by(j.created_at).limit(1)
+            ).scalar()
 
     def create_job(
         self, deployment: str, operation: str, engine: str, actor: str, running_status: str,
     ) -> str:
-        """Insert a queued job and mark the deployment busy, in one transaction."""
+        """Insert a queued job and mark the deployment busy, in one transaction. The unique index
+        on active jobs is the lock: a second job for the deployment, from any server, is refused
+        with JobActive."""
         job_id = uuid.uuid4().hex[:16]
         now = time.time()
         try:
-            self._insert_job(job_id, now, deployment, operation, engine, actor, running_status)
-        except sqlite3.IntegrityError:
+            with self._write() as conn:
+                previous = conn.execute(
+                    select(db.deployments.c.status).where(db.deployments.c.name == deployment)
+                ).scalar()
+                conn.execute(insert(db.jobs).values(
+                    id=job_id, deployment=deployment, operation=str(operation), engine=engine,
+                    status=INITIAL.value, previous_status=previous, actor=actor, created_at=now,
+                    owner=self.instance_id,
+                ))
+                conn.execute(
+                    update(db.deployments).where(db.deployments.c.name == deployment).values(
+                        status=running_status, last_operation=str(operation), last_operation_at=now,
+                        last_result=INITIAL.value, last_job=job_id, updated_at=now,
+                    )
+                )
+        except IntegrityError:
             raise JobActive(self.active_job(deployment)) from None
         return job_id
 
-    def _insert_job(
-        self, job_id: str, now: float, deployment: str, operation: str, engine: str, actor: str,
-        running_status: str,
-    ) -> None:
-        with self._transaction() as conn:
-            row = conn.execute("SELECT status FROM deployments WHERE name = ?", (deployment,)).fetchone()
-            previous = row["status"] if row else None
-            conn.execute(
-                "INSERT INTO jobs (id, deployment, operation, engine, status, previous_status, actor, "
-                "created_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)",
-                (job_id, deployment, operation, engine, previous, actor, now),
-            )
-            conn.execute(
-                "UPDATE deployments SET status = ?, last_operation = ?, last_operation_at = ?, "
-                "last_result = 'queued', last_job = ?, updated_at = ? WHERE name = ?",
-                (running_status, operation, now, job_id, now, deployment),
-            )
-
-    def _job_row(self, row: sqlite3.Row) -> dict[str, Any]:
+    def _job_row(self, row: Mapping[Any, Any]) -> dict[str, Any]:
         return {
             "id": row["id"],
             "deployment": row["deployment"],
@@ -332,102 +305,200 @@ class Store:
         }
 
     def get_job(self, job_id: str) -> Optional[dict[str, Any]]:
-        with self._connection() as conn:
-            row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute(select(db.jobs).where(db.jobs.c.id == job_id)).mappings().first()
         return None if row is None else self._job_row(row)
 
     def jobs_for(self, deployment: str, limit: int = 20) -> list[dict[str, Any]]:
         """This deployment's jobs, newest first: a deployment made with the name of a removed one
         does not inherit that one's history (the jobs stay in the store, and in the audit log)."""
-        with self._connection() as conn:
+        j, d = db.jobs, db.deployments
+        with self._read() as conn:
             rows = conn.execute(
-                "SELECT j.* FROM jobs j JOIN deployments d ON d.name = j.deployment "
-                "WHERE j.deployment = ? AND j.created_at >= d.created_at "
-                "ORDER BY j.created_at DESC LIMIT ?",
-                (deployment, limit),
-            ).fetchall()
+                select(j).join(d, d.c.name == j.c.deployment)
+                .where(j.c.deployment == deployment, j.c.created_at >= d.c.created_at)
+                .order_by(j.c.created_at.desc()).limit(limit)
+            ).mappings().all()
         return [self._job_row(row) for row in rows]
+
+    def _move(
+        self, conn: Connection, job_id: str, target: JobStatus, from_statuses: Any = None,
+        **values: Any,
+    ) -> bool:
+        """The one place a job's status is written: only from a status the transition table allows
+        (or the subset asked for), checked by the UPDATE itself. False when the job was elsewhere."""
+        sources = allowed_from(target, from_statuses)
+        result = conn.execute(
+            update(db.jobs).where(db.jobs.c.id == job_id, db.jobs.c.status.in_(sources))
+            .values(status=target.value, **values)
+        )
+        return bool(result.rowcount)
 
     def set_job_running(self, job_id: str) -> bool:
         """queued -> running; False when the job was cancelled before it started."""
-        with self._connection() as conn:
-            cursor = conn.execute(
-                "UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'",
-                (time.time(), job_id),
-            )
-            if cursor.rowcount:
-                conn.execute(
-                    "UPDATE deployments SET last_result = 'running' WHERE last_job = ?", (job_id,)
-                )
-        return bool(cursor.rowcount)
+        with self._write() as conn:
+            moved = self._move(conn, job_id, JobStatus.RUNNING, started_at=time.time())
+            if moved:
+                conn.execute(update(db.deployments).where(db.deployments.c.last_job == job_id)
+                             .values(last_result=JobStatus.RUNNING.value))
+        return moved
 
     def set_progress(self, job_id: str, done: int, total: int) -> None:
-        with self._connection() as conn:
-            conn.execute("UPDATE jobs SET done = ?, total = ? WHERE id = ?", (done, total, job_id))
+        with self._write() as conn:
+            conn.execute(update(db.jobs).where(db.jobs.c.id == job_id).values(done=done, total=total))
 
     def finish_job(
-        self, job_id: str, status: str, *, error: Optional[str] = None, hint: Optional[str] = None,
-        summary: Optional[dict[str, Any]] = None, from_statuses: tuple[str, ...] = ACTIVE_STATUSES,
+        self, job_id: str, status: Union[JobStatus, str], *, error: Optional[str] = None,
+        hint: Optional[str] = None, summary: Optional[dict[str, Any]] = None,
+        from_statuses: Optional[tuple[Any, ...]] = None, message: Optional[str] = None,
+        audit: Optional[AuditLine] = None, before_commit: Optional[Callable[[], None]] = None,
     ) -> bool:
-        """Move an active job to a final status; False if it had already ended (e.g. cancelled)."""
-        marks = ", ".join("?" for _ in from_statuses)
-        with self._transaction() as conn:
-            cursor = conn.execute(
-                f"UPDATE jobs SET status = ?, error = ?, hint = ?, summary = ?, finished_at = ? "
-                f"WHERE id = ? AND status IN ({marks})",
-                (
-                    status, None if error is None else redact(error), hint,
-                    None if summary is None else _dumps(redact_value(summary)), time.time(),
-                    job_id, *from_statuses,
-                ),
-            )
-            if cursor.rowcount:
-                conn.execute(
-                    "UPDATE deployments SET last_result = ? WHERE last_job = ?", (status, job_id)
-                )
-        return bool(cursor.rowcount)
+        """Move a job to a final status, with its "end" event (and `audit`, when given) in the same
+        transaction; False (and nothing written) if the job could not make that move, e.g. it had
+        already ended. `from_statuses` narrows where it may come from (default: the table's).
 
-    def interrupt_active_jobs(self) -> list[dict[str, Any]]:
-        """After a restart nothing is running: mark leftovers interrupted, with what to do next."""
-        with self._transaction() as conn:
-            rows = conn.execute(
-                f"SELECT * FROM jobs WHERE status IN ({_ACTIVE_MARKS})", ACTIVE_STATUSES,
-            ).fetchall()
-            now = time.time()
-            for row in rows:
+        `before_commit` runs once everything is written, just before COMMIT: the audit log line goes
+        out there, so nobody can see the final status before the line exists.
+        """
+        target = JobStatus(status)
+        if target not in FINAL:
+            raise ValueError(f"{target.value} is not a final status")
+        now = time.time()
+        error = None if error is None else redact(error)
+        with self._write() as conn:
+            if not self._move(
+                conn, job_id, target, from_statuses, error=error, hint=hint, finished_at=now,
+                summary=None if summary is None else _dumps(redact_value(summary)),
+            ):
+                return False
+            job = conn.execute(select(db.jobs).where(db.jobs.c.id == job_id)).mappings().one()
+            done, total = job["done"], job["total"]
+            if target is JobStatus.SUCCEEDED and done != total:
+                done = total  # a finished job is at 100 %, whatever the last event counted
+                conn.execute(update(db.jobs).where(db.jobs.c.id == job_id).values(done=done))
+            conn.execute(update(db.deployments).where(db.deployments.c.last_job == job_id)
+                         .values(last_result=target.value))
+            record: dict[str, Any] = {"kind": "end", "status": target.value, "error": error}
+            if hint is not None and target is JobStatus.INTERRUPTED:
+                record["hint"] = hint
+            record.update(done=done, total=total, message=message or (
+                f"{job['operation']} {target.value}" + (f": {error}" if error else "")))
+            self._append_event(conn, job_id, record, now)
+            if audit is not None:
+                self._append_audit(conn, audit, now)
+            if before_commit is not None:
+                before_commit()
+        return True
+
+    def interrupt_active_jobs(
+        self, orphans_only: Optional[bool] = None, stale_after: float = INSTANCE_STALE_SECONDS,
+    ) -> list[dict[str, Any]]:
+        """Mark jobs no live server runs as interrupted, with what to do next, each with its end
+        event and audit line. Embedded (SQLite: one server per RAYPD_HOME) that is every active job
+        at start-up; shared (team mode, `orphans_only`) only jobs whose server stopped being seen."""
+        orphans_only = self.shared if orphans_only is None else orphans_only
+        j, i = db.jobs.c, db.instances.c
+        now = time.time()
+        wanted = select(db.jobs).where(j.status.in_(_words(ACTIVE)))
+        if orphans_only:
+            alive = select(i.id).where(i.seen_at >= self._clock() - stale_after)
+            wanted = wanted.where(or_(j.owner.is_(None), j.owner.not_in(alive)))
+        else:
+            wanted = wanted.where(or_(j.owner.is_(None), j.owner != self.instance_id))
+        interrupted = []
+        with self._write() as conn:
+            for row in conn.execute(wanted.with_for_update()).mappings().all():
+                if not self._move(conn, row["id"], JobStatus.INTERRUPTED, hint=INTERRUPTED_HINT,
+                                  finished_at=now):
+                    continue
                 conn.execute(
-                    "UPDATE jobs SET status = 'interrupted', hint = ?, finished_at = ? WHERE id = ?",
-                    (INTERRUPTED_HINT, now, row["id"]),
+                    update(db.deployments)
+                    .where(db.deployments.c.name == row["deployment"], db.deployments.c.last_job == row["id"])
+                    .values(status=JobStatus.INTERRUPTED.value, last_result=JobStatus.INTERRUPTED.value,
+                            updated_at=now)
                 )
-                conn.execute(
-                    "UPDATE deployments SET status = 'interrupted', last_result = 'interrupted', "
-                    "updated_at = ? WHERE name = ? AND last_job = ?",
-                    (now, row["deployment"], row["id"]),
-                )
-        return [self._job_row(row) for row in rows]
+                self._append_event(conn, row["id"], {
+                    "kind": "end", "status": JobStatus.INTERRUPTED.value, "error": None,
+                    "hint": INTERRUPTED_HINT, "done": row["done"], "total": row["total"],
+                    "message": "interrupted: the server stopped while this job was running",
+                }, now)
+                self._append_audit(conn, AuditLine("system", row["operation"], row["deployment"],
+                                                   JobStatus.INTERRUPTED.value), now)
+                interrupted.append(self._job_row({**row, "status": JobStatus.INTERRUPTED.value,
+                                                  "hint": INTERRUPTED_HINT, "finished_at": now}))
+        return interrupted
+
+    def request_cancel(self, job_id: str) -> bool:
+        """Ask whichever server runs this active job to stop it (team mode: maybe not this one)."""
+        j = db.jobs.c
+        with self._write() as conn:
+            asked = conn.execute(update(db.jobs).where(j.id == job_id, j.status.in_(_words(ACTIVE)))
+                                 .values(cancel_requested_at=time.time()))
+        return bool(asked.rowcount)
+
+    def cancel_requests(self) -> list[str]:
+        """This server's running jobs that someone asked to cancel."""
+        j = db.jobs.c
+        with self._read() as conn:
+            return list(conn.execute(
+                select(j.id).where(j.owner == self.instance_id, j.status.in_(_words(ACTIVE)),
+                                   j.cancel_requested_at.is_not(None))
+            ).scalars())
+
+    # ---- servers sharing the store (team mode) ----
+
+    def _clock(self) -> Any:
+        """"Now" for liveness: the database server's clock in team mode (servers' own clocks may
+        disagree by more than the staleness limit), this machine's for SQLite (one machine)."""
+        if self.shared:
+            return func.extract("epoch", func.clock_timestamp())
+        return time.time()
+
+    def register_instance(self) -> None:
+        with self._write() as conn:
+            now = conn.execute(select(self._clock())).scalar_one()
+            self._upsert(conn, db.instances, {
+                "id": self.instance_id, "host": socket.gethostname(), "pid": os.getpid(),
+                "started_at": float(now), "seen_at": float(now),
+            }, ["id"])
+
+    def heartbeat(self) -> None:
+        """This server is alive: its running jobs are not orphans."""
+        with self._write() as conn:
+            seen = conn.execute(update(db.instances).where(db.instances.c.id == self.instance_id)
+                                .values(seen_at=self._clock()))
+        if not seen.rowcount:  # removed meanwhile (by hand, or a store restored from backup)
+            self.register_instance()
+
+    def retire_instance(self) -> None:
+        with self._write() as conn:
+            conn.execute(delete(db.instances).where(db.instances.c.id == self.instance_id))
 
     # ---- events ----
 
+    def _append_event(self, conn: Connection, job_id: str, record: dict[str, Any], now: float) -> int:
+        # Lock the job's row first (PostgreSQL; SQLite's IMMEDIATE transaction already holds the
+        # write lock), so two writers cannot pick one seq.
+        conn.execute(select(db.jobs.c.id).where(db.jobs.c.id == job_id).with_for_update())
+        seq = conn.execute(
+            select(func.coalesce(func.max(db.events.c.seq), 0) + 1).where(db.events.c.job == job_id)
+        ).scalar_one()
+        conn.execute(insert(db.events).values(job=job_id, seq=seq, time=now,
+                                              data=_dumps(redact_value(record))))
+        return int(seq)
+
     def add_event(self, job_id: str, record: dict[str, Any]) -> int:
         """Append one progress record; returns its sequence number (1, 2, ...) within the job."""
-        now = time.time()
-        body = redact_value(record)
-        # IMMEDIATE: take the write lock before reading MAX(seq), so two writers cannot pick one seq.
-        with self._transaction() as conn:
-            row = conn.execute(
-                "INSERT INTO events (job, seq, time, data) VALUES "
-                "(?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job = ?), ?, ?) "
-                "RETURNING seq",
-                (job_id, job_id, now, _dumps(body)),
-            ).fetchone()
-        return int(row["seq"])
+        with self._write() as conn:
+            return self._append_event(conn, job_id, record, time.time())
 
     def events_after(self, job_id: str, after: int = 0, limit: int = 500) -> list[dict[str, Any]]:
-        with self._connection() as conn:
+        e = db.events.c
+        with self._read() as conn:
             rows = conn.execute(
-                "SELECT seq, time, data FROM events WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (job_id, after, limit),
-            ).fetchall()
+                select(e.seq, e.time, e.data).where(e.job == job_id, e.seq > after)
+                .order_by(e.seq).limit(limit)
+            ).mappings().all()
         events = []
         for row in rows:
             event = json.loads(row["data"])
@@ -439,13 +510,17 @@ class Store:
     def resource_durations(self, engine: str, operation: str = "up", jobs: int = 20) -> list[tuple[str, str, float]]:
         """(name, type, seconds) of every resource step of the last succeeded jobs of an engine: from its
         "started" event to its "finished" one. What this app measured beats any published figure."""
-        with self._connection() as conn:
+        j, e = db.jobs.c, db.events.c
+        recent = (
+            select(j.id).where(j.engine == engine, j.operation == operation,
+                               j.status == JobStatus.SUCCEEDED.value)
+            .order_by(j.created_at.desc()).limit(jobs).subquery()
+        )
+        with self._read() as conn:
             rows = conn.execute(
-                "SELECT e.job, e.time, e.data FROM events e JOIN (SELECT id FROM jobs WHERE engine = ? "
-                "AND operation = ? AND status = 'succeeded' ORDER BY created_at DESC LIMIT ?) j "
-                "ON e.job = j.id WHERE e.data LIKE '%\"kind\":\"resource\"%' ORDER BY e.job, e.seq",
-                (engine, operation, jobs),
-            ).fetchall()
+                select(e.job, e.time, e.data).join(recent, e.job == recent.c.id)
+                .where(e.data.like('%"kind":"resource"%')).order_by(e.job, e.seq)
+            ).mappings().all()
         started: dict[tuple[str, str], float] = {}
         samples: list[tuple[str, str, float]] = []
         for row in rows:
@@ -460,37 +535,33 @@ class Store:
     # ---- the config of the last successful up (what a change is measured against) ----
 
     def set_deployed_config(self, deployment: str, config: dict[str, Any]) -> None:
-        with self._connection() as conn:
-            conn.execute(
-                "INSERT INTO deployed_configs (deployment, config, time) VALUES (?, ?, ?) "
-                "ON CONFLICT (deployment) DO UPDATE SET config = excluded.config, time = excluded.time",
-                (deployment, _dumps(redact_value(config)), time.time()),
-            )
+        with self._write() as conn:
+            self._upsert(conn, db.deployed_configs, {
+                "deployment": deployment, "config": _dumps(redact_value(config)), "time": time.time(),
+            }, ["deployment"])
 
     def deployed_config(self, deployment: str) -> Optional[dict[str, Any]]:
-        with self._connection() as conn:
-            row = conn.execute(
-                "SELECT config FROM deployed_configs WHERE deployment = ?", (deployment,)
-            ).fetchone()
-        return None if row is None else json.loads(row["config"])
+        c = db.deployed_configs.c
+        with self._read() as conn:
+            config = conn.execute(select(c.config).where(c.deployment == deployment)).scalar()
+        return None if config is None else json.loads(config)
 
     # ---- check reports (Contract 5): the last one of each kind per deployment ----
 
     def save_check(self, deployment: str, report: dict[str, Any], job: Optional[str]) -> None:
-        with self._connection() as conn:
-            conn.execute(
-                "INSERT INTO checks (deployment, kind, job, time, report) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (deployment, kind) DO UPDATE SET job = excluded.job, "
-                "time = excluded.time, report = excluded.report",
-                (deployment, report["kind"], job, time.time(), _dumps(redact_value(report))),
-            )
+        with self._write() as conn:
+            self._upsert(conn, db.checks, {
+                "deployment": deployment, "kind": report["kind"], "job": job, "time": time.time(),
+                "report": _dumps(redact_value(report)),
+            }, ["deployment", "kind"])
 
     def last_checks(self, deployment: str) -> dict[str, dict[str, Any]]:
         """{kind: {"report", "job", "time"}} for the kinds that ever ran on this deployment."""
-        with self._connection() as conn:
+        c = db.checks.c
+        with self._read() as conn:
             rows = conn.execute(
-                "SELECT kind, job, time, report FROM checks WHERE deployment = ?", (deployment,)
-            ).fetchall()
+                select(c.kind, c.job, c.time, c.report).where(c.deployment == deployment)
+            ).mappings().all()
         return {row["kind"]: {"report": json.loads(row["report"]), "job": row["job"],
                               "time": row["time"]} for row in rows}
 
@@ -498,35 +569,37 @@ class Store:
 
     def start_session(self) -> str:
         session_id = secrets.token_urlsafe(24)
-        with self._connection() as conn:
-            conn.execute("INSERT INTO sessions (id, created) VALUES (?, ?)", (session_id, time.time()))
+        with self._write() as conn:
+            conn.execute(insert(db.sessions).values(id=session_id, created=time.time()))
         return session_id
 
     def session_active(self, session_id: str, max_age_seconds: float) -> bool:
-        with self._connection() as conn:
-            row = conn.execute(
-                "SELECT created FROM sessions WHERE id = ? AND ended IS NULL", (session_id,)
-            ).fetchone()
-        return row is not None and time.time() - row["created"] <= max_age_seconds
+        s = db.sessions.c
+        with self._read() as conn:
+            created = conn.execute(
+                select(s.created).where(and_(s.id == session_id, s.ended.is_(None)))
+            ).scalar()
+        return created is not None and time.time() - created <= max_age_seconds
 
     def end_session(self, session_id: str) -> None:
-        with self._connection() as conn:
-            conn.execute("UPDATE sessions SET ended = ? WHERE id = ?", (time.time(), session_id))
+        with self._write() as conn:
+            conn.execute(update(db.sessions).where(db.sessions.c.id == session_id).values(ended=time.time()))
 
     # ---- audit ----
+
+    def _append_audit(self, conn: Connection, line: AuditLine, now: float) -> None:
+        conn.execute(insert(db.audit).values(
+            time=now, actor=line.actor, action=line.action, target=line.target, result=line.result,
+            detail=None if line.detail is None else redact(line.detail),
+        ))
 
     def add_audit(
         self, actor: str, action: str, target: str, result: str, detail: Optional[str] = None,
     ) -> None:
-        with self._connection() as conn:
-            conn.execute(
-                "INSERT INTO audit (time, actor, action, target, result, detail) VALUES (?, ?, ?, ?, ?, ?)",
-                (time.time(), actor, action, target, result, None if detail is None else redact(detail)),
-            )
+        with self._write() as conn:
+            self._append_audit(conn, AuditLine(actor, action, target, result, detail), time.time())
 
     def audit_entries(self, limit: int = 100) -> list[dict[str, Any]]:
-        with self._connection() as conn:
-            rows = conn.execute(
-                "SELECT * FROM audit ORDER BY id DESC LIMIT ?", (limit,)
-            ).fetchall()
+        with self._read() as conn:
+            rows = conn.execute(select(db.audit).order_by(db.audit.c.id.desc()).limit(limit)).mappings().all()
         return [dict(row) for row in rows]

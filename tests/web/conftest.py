@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from tests.web import pg_server
 from tests.web.support import FakeEngine, settings_for
 from webui import close_app, create_app
 from webui.engines.offline import OfflineEngine
 from webui.engines.select import EngineSet
+from webui.store import Store
 
 
 @pytest.fixture
@@ -52,3 +54,48 @@ def fake_engine() -> FakeEngine:
 @pytest.fixture
 def fake_app(make_app: Callable[..., Flask], fake_engine: FakeEngine) -> Flask:
     return make_app(engine=fake_engine)
+
+
+# ---- the job store on both dialects: SQLite (embedded) and a real PostgreSQL server (team mode) ----
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[pg_server.Databases]:
+    """One PostgreSQL server for the session (skips, saying why, where none can start)."""
+    try:
+        server, databases = pg_server.start()
+    except (pg_server.PostgresUnavailable, ImportError) as exc:
+        pytest.skip(f"PostgreSQL tests: {exc}")
+    try:
+        yield databases
+    finally:
+        if server is not None:
+            server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Union[Path, str]]:
+    """Where a test's store lives: a SQLite file, or a fresh database on the session's server."""
+    if request.param == "sqlite":
+        yield tmp_path / "raypd.db"
+        return
+    databases: pg_server.Databases = request.getfixturevalue("postgres")
+    url = databases.create()
+    try:
+        yield url
+    finally:
+        databases.drop(url)
+
+
+@pytest.fixture
+def make_store(store_url: Union[Path, str]) -> Iterator[Callable[[], Store]]:
+    """Stores on the test's location (call twice for two servers sharing it); closed at the end."""
+    stores: list[Store] = []
+
+    def build() -> Store:
+        store = Store(store_url)
+        stores.append(store)
+        return store
+
+    yield build
+    for store in stores:
+        store.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any, Optional
 
 import pytest
@@ -16,11 +15,11 @@ from webui.store import Store
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    store = Store(tmp_path / "jobs.db")
+def store(make_store) -> Store:
+    """Every runner test runs on both dialects (SQLite and PostgreSQL)."""
+    store = make_store()
     store.create_deployment("demo", "offline", {}, {})
-    yield store
-    store.close()
+    return store
 
 
 def test_cancel_that_races_the_job_starting_still_stops_it(store):
