@@ -1,8 +1,10 @@
 """The new-deployment form: Contract 1 as HTML fields, and the way back to a config dict.
 
 Field names ARE the config keys (`raypd:prefill.tensorParallelSize`), so an error from
-`DeploymentSpec.from_config` lands next to the field it names without a mapping table. Defaults come
-from components.defaults and choices from the catalogue: the form cannot disagree with the spec.
+`DeploymentSpec.from_config` lands next to the field it names without a mapping table. The fields
+are derived from the spec itself (its keys, types, defaults and choices; `PRESENTATION` only adds the
+words and sections) and instance-type choices come from the catalogue: the form cannot disagree with
+the spec.
 Pure functions; the HF token field is never filled back in (it is a password field).
 """
 
@@ -10,11 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Literal, Mapping, Optional, Union, get_args, get_origin
+
+from pydantic import BaseModel, SecretStr
+from pydantic.alias_generators import to_camel
 
 from components import catalogue, defaults
 from components.errors import FieldError
-from components.spec import HF_TOKEN_KEY, MODES, VLLM_DTYPES
+from components.spec import HF_TOKEN_KEY, NAMESPACE, REGION_KEY, VLLM_DTYPES, DeploymentSpec
 
 NAME_FIELD = "name"
 TOKEN_FIELD = HF_TOKEN_KEY
@@ -52,77 +57,111 @@ def _gpu_choices() -> tuple[tuple[str, str], ...]:
     return tuple(choices)
 
 
-def _phase_fields(phase: str, replicas: int, mode: str) -> list[Field]:
-    prefix = f"raypd:{phase}"
-    section = phase
-    return [
-        Field(f"{prefix}.instanceType", "Instance type", "select", defaults.GPU_INSTANCE_TYPE,
-              _gpu_choices(), "GPU type for this phase's nodes (GPUs, EFA, on-demand price)",
-              section=section, mode=mode, wide=True),
-        Field(f"{prefix}.replicas", "Replicas", "int", replicas, help="vLLM engines for this phase",
-              section=section, mode=mode),
-        Field(f"{prefix}.tensorParallelSize", "Tensor parallel size", "int", 1,
-              help="GPUs per replica split by tensor parallelism", section=section, mode=mode),
-        Field(f"{prefix}.pipelineParallelSize", "Pipeline parallel size", "int", 1,
-              help="TP × PP must fit on one node", section=section, mode=mode),
-    ]
+def _cpu_choices() -> tuple[tuple[str, str], ...]:
+    return tuple((t.name, f"{t.name} ({t.vcpus} vCPU, {t.memory_gib} GiB)")
+                 for t in catalogue.CATALOGUE.values() if t.gpus == 0)
+
+
+# How each Contract 1 key looks on the page: the words, the section, choices the type alone does not
+# give. Everything else (which keys exist, their types, defaults and Literal choices, which are
+# optional) is read from DeploymentSpec, so the form cannot drift from the spec: a key the spec
+# gains without an entry here fails at import.
+_PHASE_WORDS: dict[str, dict[str, Any]] = {
+    "instanceType": dict(label="Instance type", choices=_gpu_choices, wide=True,
+                         help="GPU type for this phase's nodes (GPUs, EFA, on-demand price)"),
+    "replicas": dict(label="Replicas", help="vLLM engines for this phase"),
+    "tensorParallelSize": dict(label="Tensor parallel size", help="GPUs per replica split by tensor parallelism"),
+    "pipelineParallelSize": dict(label="Pipeline parallel size", help="TP × PP must fit on one node"),
+}
+PRESENTATION: dict[str, dict[str, Any]] = {
+    "aws:region": dict(label="AWS region"),
+    "raypd:clusterName": dict(label="EKS cluster name", help="default raypd-<name>"),
+    "raypd:kubernetesVersion": dict(label="Kubernetes version"),
+    "raypd:availabilityZone": dict(
+        label="GPU availability zone",
+        help="default: the first zone offering every GPU type (EFA cannot cross zones)"),
+    "raypd:systemNodes.instanceType": dict(label="System node type", section="system", choices=_cpu_choices),
+    "raypd:systemNodes.count": dict(label="System nodes", section="system"),
+    "raypd:mode": dict(label="Mode", section="serving",
+                       help="disaggregated splits prefill and decode; colocated is the baseline"),
+    "raypd:model.id": dict(label="Served model name", section="model"),
+    "raypd:model.source": dict(label="Model source", section="model",
+                               help="Hugging Face repo id (org/name) or s3:// URI"),
+    "raypd:model.maxModelLen": dict(label="Max model length", section="model"),
+    "raypd:model.dtype": dict(label="dtype", section="model",
+                              choices=lambda: tuple((d, d) for d in VLLM_DTYPES)),
+    "raypd:model.gpuMemoryUtilization": dict(label="GPU memory utilization", section="model",
+                                             help="0 < value ≤ 0.98"),
+    "raypd:model.enforceEager": dict(label="Enforce eager (no CUDA graphs)", section="model"),
+    **{f"raypd:{phase}.{key}": dict(words, section=phase)
+       for phase in ("prefill", "decode", "colocated") for key, words in _PHASE_WORDS.items()},
+    "raypd:kvTransfer.connector": dict(label="KV connector", section="kv"),
+    "raypd:kvTransfer.backend": dict(label="KV transfer backend", section="kv", choices=lambda: (
+        ("LIBFABRIC", "LIBFABRIC (EFA)"), ("UCX", "UCX (TCP speed on EFA)"))),
+    "raypd:image": dict(label="Container image", section="cluster",
+                        help="default: the Ray LLM Deep Learning Container of the region"),
+    "raypd:rayVersion": dict(label="Ray version", section="cluster"),
+    "raypd:kuberayVersion": dict(label="KubeRay version", section="cluster"),
+    "raypd:namespace": dict(label="Namespace", section="cluster"),
+    "raypd:serviceName": dict(label="RayService name", section="cluster"),
+    "raypd:hfToken": dict(label="Hugging Face token", section="cluster",
+                          help="for gated models; stored only as an encrypted Pulumi secret, never shown again"),
+    "raypd:adminRoleArns": dict(label="Admin IAM roles", section="cluster", wide=True,
+                                help="comma-separated IAM role ARNs that get cluster-admin (EKS access "
+                                     "entries): the web app's role, CI"),
+}
+# Sections that belong to one mode (the page hides the other mode's sections).
+_MODE_OF_SECTION = {"prefill": "disaggregated", "decode": "disaggregated", "kv": "disaggregated",
+                    "colocated": "colocated"}
+
+
+def _kind(annotation: Any) -> tuple[str, bool, tuple[tuple[str, str], ...]]:
+    """(form kind, optional, Literal choices) of a spec field's type."""
+    optional = False
+    if get_origin(annotation) is Union:
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        optional, annotation = len(members) < len(get_args(annotation)), members[0]
+    if get_origin(annotation) is Literal:
+        return "select", optional, tuple((str(v), str(v)) for v in get_args(annotation))
+    if get_origin(annotation) is tuple:
+        return "list", True, ()
+    kinds = {bool: "bool", int: "int", float: "float", SecretStr: "password"}
+    return kinds.get(annotation, "text"), optional or annotation is SecretStr, ()
+
+
+def _spec_keys() -> list[tuple[str, Any, Any]]:
+    """(Contract 1 key, field type, reference default) for every key, in the spec's order."""
+    reference = DeploymentSpec.from_config({}, "dev")
+    keys: list[tuple[str, Any, Any]] = []
+    for name, info in DeploymentSpec.model_fields.items():
+        if name == "stack":
+            continue
+        key = REGION_KEY if name == "region" else f"{NAMESPACE}:{to_camel(name)}"
+        value = getattr(reference, name)
+        nested = info.annotation if isinstance(info.annotation, type) else None
+        if nested is not None and issubclass(nested, BaseModel):
+            for sub, sub_info in nested.model_fields.items():
+                keys.append((f"{key}.{to_camel(sub)}", sub_info.annotation, getattr(value, sub)))
+        else:
+            keys.append((key, info.annotation, value))
+    return keys
 
 
 def form_fields() -> list[Field]:
-    cpu_types = tuple(
-        (t.name, f"{t.name} ({t.vcpus} vCPU, {t.memory_gib} GiB)")
-        for t in catalogue.CATALOGUE.values() if t.gpus == 0
-    )
-    fields = [
-        Field(NAME_FIELD, "Deployment name", "text", "", help=(
-            "the Pulumi stack name: lower-case letters, digits and '-', at most 40 characters"
-        )),
-        Field("aws:region", "AWS region", "text", defaults.REGION),
-        Field("raypd:clusterName", "EKS cluster name", "text", "", optional=True,
-              help="default raypd-<name>"),
-        Field("raypd:kubernetesVersion", "Kubernetes version", "text", defaults.KUBERNETES_VERSION),
-        Field("raypd:availabilityZone", "GPU availability zone", "text", "", optional=True,
-              help="default: the first zone offering every GPU type (EFA cannot cross zones)"),
-        Field("raypd:systemNodes.instanceType", "System node type", "select",
-              defaults.SYSTEM_INSTANCE_TYPE, cpu_types, section="system"),
-        Field("raypd:systemNodes.count", "System nodes", "int", defaults.SYSTEM_NODE_COUNT,
-              section="system"),
-        Field("raypd:mode", "Mode", "select", defaults.MODE, tuple((m, m) for m in MODES),
-              help="disaggregated splits prefill and decode; colocated is the baseline",
-              section="serving"),
-        Field("raypd:model.id", "Served model name", "text", defaults.MODEL_ID, section="model"),
-        Field("raypd:model.source", "Model source", "text", defaults.MODEL_SOURCE,
-              help="Hugging Face repo id (org/name) or s3:// URI", section="model"),
-        Field("raypd:model.maxModelLen", "Max model length", "int", defaults.MAX_MODEL_LEN,
-              section="model"),
-        Field("raypd:model.dtype", "dtype", "select", defaults.DTYPE,
-              tuple((d, d) for d in VLLM_DTYPES), section="model"),
-        Field("raypd:model.gpuMemoryUtilization", "GPU memory utilization", "float",
-              defaults.GPU_MEMORY_UTILIZATION, help="0 < value ≤ 0.98", section="model"),
-        Field("raypd:model.enforceEager", "Enforce eager (no CUDA graphs)", "bool",
-              defaults.ENFORCE_EAGER, section="model"),
-        *_phase_fields("prefill", defaults.PHASE_REPLICAS, "disaggregated"),
-        *_phase_fields("decode", defaults.PHASE_REPLICAS, "disaggregated"),
-        *_phase_fields("colocated", defaults.COLOCATED_REPLICAS, "colocated"),
-        Field("raypd:kvTransfer.connector", "KV connector", "select", defaults.KV_CONNECTOR,
-              (("NixlConnector", "NixlConnector"),), section="kv", mode="disaggregated"),
-        Field("raypd:kvTransfer.backend", "KV transfer backend", "select", defaults.KV_BACKEND,
-              (("LIBFABRIC", "LIBFABRIC (EFA)"), ("UCX", "UCX (TCP speed on EFA)")),
-              section="kv", mode="disaggregated"),
-        Field("raypd:image", "Container image", "text", "", optional=True,
-              help="default: the Ray LLM Deep Learning Container of the region", section="cluster"),
-        Field("raypd:rayVersion", "Ray version", "text", defaults.RAY_VERSION, section="cluster"),
-        Field("raypd:kuberayVersion", "KubeRay version", "text", defaults.KUBERAY_VERSION,
-              section="cluster"),
-        Field("raypd:namespace", "Namespace", "text", defaults.NAMESPACE, section="cluster"),
-        Field("raypd:serviceName", "RayService name", "text", defaults.SERVICE_NAME, section="cluster"),
-        Field("raypd:adminRoleArns", "Admin IAM roles", "list", "", optional=True,
-              help="comma-separated IAM role ARNs that get cluster-admin (EKS access entries): "
-                   "the web app's role, CI", section="cluster", wide=True),
-        Field(TOKEN_FIELD, "Hugging Face token", "password", "", optional=True,
-              help="for gated models; stored only as an encrypted Pulumi secret, never shown again",
-              section="cluster"),
-    ]
+    fields = [Field(NAME_FIELD, "Deployment name", "text", "", help=(
+        "the Pulumi stack name: lower-case letters, digits and '-', at most 40 characters"))]
+    for key, annotation, default in _spec_keys():
+        words = dict(PRESENTATION[key])  # KeyError: a new spec key needs its words here
+        kind, optional, choices = _kind(annotation)
+        made = words.pop("choices", None)
+        if made is not None:
+            kind, choices = "select", made()
+        section = words.pop("section", "general")
+        if isinstance(default, (tuple, list)) or default is None:
+            default = ""
+        fields.append(Field(key, words.pop("label"), kind, default, choices, words.pop("help", ""),
+                            optional=optional or (kind == "text" and default == ""), section=section,
+                            mode=_MODE_OF_SECTION.get(section), **words))
     return fields
 
 

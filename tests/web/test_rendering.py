@@ -141,3 +141,20 @@ def test_the_connect_curl_command_is_safe_to_paste_whatever_the_model_id(tmp_pat
     assert not any((tmp_path / name).exists() for name in ("pwned", "pwned2", "pwned3"))
     args = (tmp_path / "args").read_text().split("\0")
     assert json.loads(args[args.index("-d") + 1])["model"] == hostile
+
+
+def test_the_form_has_one_field_per_contract_1_key_derived_from_the_spec():
+    from webui.change import config_diff
+
+    every_key_set = DeploymentSpec.from_config({
+        "raypd:clusterName": "c", "raypd:availabilityZone": "us-east-2a", "raypd:image": "x/ray:1",
+        "raypd:hfToken": "hf_formtestformtestformtest", "raypd:adminRoleArns": ["arn:aws:iam::123456789012:role/a"],
+    })
+    contract_keys = {item["key"] for item in config_diff({}, every_key_set.public_config())}
+    form_keys = {field.key for field in forms.FIELDS if field.key != forms.NAME_FIELD}
+    assert form_keys == contract_keys
+    by_key = forms.FIELDS_BY_KEY
+    assert by_key["raypd:mode"].choices == (("disaggregated", "disaggregated"), ("colocated", "colocated"))
+    assert by_key["raypd:colocated.replicas"].default == 2  # the spec's own default for that phase
+    assert by_key["raypd:model.enforceEager"].kind == "bool"
+    assert by_key["raypd:hfToken"].kind == "password"
