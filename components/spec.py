@@ -34,7 +34,6 @@ HF_TOKEN_KEY = f"{NAMESPACE}:hfToken"
 SECRET_PLACEHOLDER = "[secret]"
 # vLLM's --dtype choices.
 VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-MODES = ("disaggregated", "colocated")
 
 # Patterns are applied with fullmatch: `$` alone would accept a trailing newline.
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
