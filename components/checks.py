@@ -9,7 +9,8 @@ a check that could not get its evidence is `warn` or `skip`: `Check.passed` is t
 from __future__ import annotations
 
 import enum
-from typing import Any, Iterable, Literal
+import json
+from typing import Any, Iterable, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -102,6 +103,13 @@ class Report(BaseModel):
 def exit_code(report: Report) -> int:
     """The CLIs' contract: 0 when no check failed, 1 when one did (2 is for invalid input)."""
     return 0 if report.ok else 1
+
+
+def write_report(report: Report, as_json: bool, out: TextIO) -> int:
+    """What both check CLIs end with: the report (`--json`: Contract 5 as JSON; else readable) on
+    `out`, and their exit code."""
+    out.write((json.dumps(report.as_dict(), indent=2) if as_json else format_report(report)) + "\n")
+    return exit_code(report)
 
 
 STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}

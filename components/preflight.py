@@ -18,7 +18,6 @@ Exit codes: 0 no fail, 1 a fail, 2 invalid configuration.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import re
@@ -41,7 +40,7 @@ from botocore.exceptions import (
 from botocore.parsers import ResponseParserError
 
 from components import catalogue, model_shapes
-from components.checks import Check, Report, exit_code, format_report
+from components.checks import Check, Report, write_report
 from components.errors import SpecError
 from components.model_shapes import memory_fit
 from components.program import AZ_FIELD, gpu_instance_types, is_regular_zone, zones_offering_all
@@ -881,11 +880,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(error, file=sys.stderr)
         return EXIT_INVALID
     report = run_preflight(spec)
-    if args.json:
-        sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
-    else:
-        sys.stdout.write(format_report(report) + "\n")
-    return exit_code(report)
+    return write_report(report, args.json, sys.stdout)
 
 
 if __name__ == "__main__":

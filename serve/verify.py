@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from components import defaults
-from components.checks import Check, Report, exit_code, format_report
+from components.checks import Check, Report, write_report
 from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
 from serve.evidence import (
     LOG_LINES,
@@ -668,11 +668,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (VerifyInputError, KubeConfigError) as exc:
         print(f"verify: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    if args.json:
-        sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
-    else:
-        sys.stdout.write(format_report(report) + "\n")
-    return exit_code(report)
+    return write_report(report, args.json, sys.stdout)
 
 
 if __name__ == "__main__":
