@@ -602,6 +602,37 @@ def test_real_cli_creates_a_stack_with_an_encrypted_token(tmp_path):
     assert not settings.workspace_dir("clitest").exists()
 
 
+@pytest.mark.needs_pulumi_cli
+def test_real_cli_export_lists_pending_operations_and_blocks_up(tmp_path):
+    """The pending-operations flow against the real CLI's own `stack export` (no cloud: the state
+    is imported, as `pulumi stack import` would after a crash)."""
+    found = find_pulumi_cli()
+    if not found.found:
+        pytest.skip(f"needs the Pulumi CLI: {found.reason} (install: curl -fsSL https://get.pulumi.com | sh)")
+    settings = settings_for(tmp_path / "home", engine="pulumi")
+    prepare_home(settings)
+    engine = PulumiEngine(settings, found.command)
+    engine.create(DeploymentSpec.from_config({}, "pendtest"), None)
+    stack = engine._select("pendtest")
+    exported = stack.export_stack()
+    urn = "urn:pulumi:pendtest::raypd::eks:index:Cluster::cluster-eks"
+    deployment = dict(exported.deployment or {})
+    deployment["pending_operations"] = [{
+        "resource": {"urn": urn, "type": "eks:index:Cluster", "custom": False,
+                     "inputs": {"secret": "should-never-leave-the-export"}},
+        "type": "creating",
+    }]
+    stack.import_stack(auto.Deployment(version=exported.version, deployment=deployment))
+    pending = engine.pending_operations("pendtest")
+    assert [(p["type"], p["name"], p["operation"]) for p in pending] == [
+        ("eks:index:Cluster", "cluster-eks", "creating")]
+    assert "should-never-leave-the-export" not in json.dumps(pending)
+    with pytest.raises(PendingOperations):
+        engine.run("pendtest", "up", JobContext("j", lambda record: None))
+    stack.workspace.remove_stack("pendtest", force=True)
+    engine.remove("pendtest")
+
+
 def test_the_offline_plan_subprocess_gets_only_what_python_needs(tmp_path, monkeypatch):
     import subprocess as real_subprocess
 
