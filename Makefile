@@ -29,6 +29,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/preflight_bench.py
 	$(PY) bench/serving_time_bench.py
 	$(PY) bench/list_bench.py
+	$(PY) bench/benchmark_client_bench.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache

@@ -9,11 +9,20 @@ The answer is deterministic: the words of `reply`, one token per word, cut at `m
     with OpenAIServer("qwen3.5-9b") as server:
         server.base_url        # http://127.0.0.1:PORT/v1
         server.requests        # [(method, path, parsed JSON body or None), ...]
+
+For the benchmark tests the streamed answer can be timed and shaped (all keyword-only, off by
+default so the verify tests see the same server as before): `ttft_s` before the first content
+chunk, `itl_s` between content chunks, `output_tokens` (answer exactly min(output_tokens,
+max_tokens) tokens), `failure_rate` (that share of requests, drawn from a seeded RNG, get a 500),
+`hang_s` (sleep that long before answering, to provoke client timeouts). `POST /v1/completions`
+(the legacy text API: `prompt`, chunks with `choices[0].text`) is served too.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import sys
 import threading
 import time
 import uuid
@@ -94,6 +103,36 @@ def chat_completion_chunks(model_id: str, request: dict[str, Any], reply: str = 
     return chunks
 
 
+def text_completion_chunks(model_id: str, request: dict[str, Any], reply: str = DEFAULT_REPLY
+                           ) -> list[dict[str, Any]]:
+    """The `text_completion` chunks of a streamed `/v1/completions` answer (without [DONE])."""
+    tokens, finish = completion_tokens(reply, request.get("max_tokens"))
+    ident, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+
+    def chunk(text: str, finish_reason: Optional[str] = None) -> dict[str, Any]:
+        return {"id": ident, "object": "text_completion", "created": created, "model": model_id,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}]}
+
+    chunks = [chunk(token if index == 0 else " " + token) for index, token in enumerate(tokens)]
+    chunks.append(chunk("", finish))
+    options = request.get("stream_options") or {}
+    if isinstance(options, dict) and options.get("include_usage"):
+        prompt = len(str(request.get("prompt", "")).split())
+        chunks.append({"id": ident, "object": "text_completion", "created": created, "model": model_id,
+                       "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": len(tokens),
+                                                "total_tokens": prompt + len(tokens)}})
+    return chunks
+
+
+def _is_content_chunk(chunk: dict[str, Any]) -> bool:
+    choices = chunk.get("choices") or []
+    if not choices:
+        return False
+    delta = choices[0].get("delta")
+    text = delta.get("content") if isinstance(delta, dict) else choices[0].get("text")
+    return bool(text)
+
+
 def validate_chat_request(model_id: str, request: Any) -> Optional[tuple[int, dict[str, Any]]]:
     """An OpenAI error (status, body) for a request vLLM would refuse, else None."""
     if not isinstance(request, dict):
@@ -144,25 +183,42 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, UnicodeDecodeError):
             request = None
         owner.requests.append(("POST", self.path, request))
-        if self.path.split("?", 1)[0] != "/v1/chat/completions":
+        route = self.path.split("?", 1)[0]
+        if route not in ("/v1/chat/completions", "/v1/completions"):
             self._send_json(404, error_document(f"no route {self.path}", "NotFoundError", 404))
             return
-        error = validate_chat_request(owner.model_id, request)
+        if route == "/v1/completions":
+            error = validate_completion_request(owner.model_id, request)
+        else:
+            error = validate_chat_request(owner.model_id, request)
         if error is not None:
             self._send_json(*error)
             return
         assert isinstance(request, dict)
-        if owner.on_chat is not None:
+        if owner.hang_s:
+            time.sleep(owner.hang_s)
+        if owner.should_fail():
+            self._send_json(500, error_document("injected failure", "InternalServerError", 500))
+            return
+        if owner.on_chat is not None and route == "/v1/chat/completions":
             owner.on_chat(request)
+        reply = owner.reply_for(request)
         if not request.get("stream"):
-            self._send_json(200, chat_completion_document(owner.model_id, request, owner.reply))
+            self._send_json(200, chat_completion_document(owner.model_id, request, reply))
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for chunk in chat_completion_chunks(owner.model_id, request, owner.reply):
+        make_chunks = text_completion_chunks if route == "/v1/completions" else chat_completion_chunks
+        first = True
+        for chunk in make_chunks(owner.model_id, request, reply):
+            if _is_content_chunk(chunk):
+                delay = owner.ttft_s if first else owner.itl_s
+                if delay:
+                    time.sleep(delay)
+                first = False
             self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode("utf-8"))
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")
@@ -172,25 +228,66 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def validate_completion_request(model_id: str, request: Any) -> Optional[tuple[int, dict[str, Any]]]:
+    """Like validate_chat_request, for `/v1/completions` (a `prompt` string instead of messages)."""
+    if not isinstance(request, dict):
+        return 400, error_document("request body must be a JSON object", "BadRequestError", 400)
+    if request.get("model") != model_id:
+        return 404, error_document(f"The model `{request.get('model')}` does not exist.",
+                                   "NotFoundError", 404)
+    if not isinstance(request.get("prompt"), str):
+        return 400, error_document("prompt must be a string", "BadRequestError", 400)
+    return None
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # the benchmark tests open many connections at once
 
     def __init__(self, owner: "OpenAIServer"):
         self.owner = owner
         super().__init__(("127.0.0.1", 0), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client closing its keep-alive connection (or giving up on a timeout) is normal here."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class OpenAIServer:
     """Context manager: start on a free 127.0.0.1 port, stop on exit."""
 
     def __init__(self, model_id: str, *, reply: str = DEFAULT_REPLY,
-                 on_chat: Optional[Callable[[dict[str, Any]], None]] = None):
+                 on_chat: Optional[Callable[[dict[str, Any]], None]] = None,
+                 ttft_s: float = 0.0, itl_s: float = 0.0, output_tokens: Optional[int] = None,
+                 failure_rate: float = 0.0, hang_s: float = 0.0, seed: int = 0):
         self.model_id = model_id
         self.reply = reply
         self.on_chat = on_chat
+        self.ttft_s = ttft_s
+        self.itl_s = itl_s
+        self.output_tokens = output_tokens
+        self.failure_rate = failure_rate
+        self.hang_s = hang_s
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
         self.requests: list[tuple[str, str, Any]] = []
         self._server = _Server(self)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def should_fail(self) -> bool:
+        """Draw from the seeded RNG under a lock: handler threads share it."""
+        if self.failure_rate <= 0:
+            return False
+        with self._lock:
+            return self._rng.random() < self.failure_rate
+
+    def reply_for(self, request: dict[str, Any]) -> str:
+        """With `output_tokens`, an answer of that many words (max_tokens still cuts it)."""
+        if self.output_tokens is None:
+            return self.reply
+        return " ".join(f"t{i}" for i in range(self.output_tokens))
 
     @property
     def url(self) -> str:

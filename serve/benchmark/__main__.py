@@ -1,0 +1,284 @@
+"""`python -m serve.benchmark run|compare ...` (Contract 6).
+
+    run --endpoint URL --model ID (--rate R[,R...] | --concurrency N) --requests N
+        [--input-tokens N] [--output-tokens N] [--slo-ttft-ms X --slo-tpot-ms Y] --out DIR [--json]
+    compare DIR_A DIR_B [...] --out REPORT_DIR
+    job --outputs FILE|- [--name NAME] -- RUN ARGS     (prints the in-cluster Job: kubectl apply -f -)
+
+Exit 0 ok; 1 when the run could not be done (every request failed to connect); 2 on invalid
+arguments (one line on stderr, naming the argument, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, Optional, Sequence
+from urllib.parse import urlparse
+
+from serve.benchmark.loadgen import APIS, LoadConfig, run_load
+from serve.benchmark.summary import CompareError, goodput, summarize
+from serve.benchmark.workload import (
+    DISTRIBUTIONS,
+    PRESETS,
+    RequestSpec,
+    WorkloadError,
+    file_workload,
+    synthetic_workload,
+)
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID = 0, 1, 2
+MAX_REQUESTS = 100_000
+MAX_TOKENS = 1_000_000
+MAX_RATES = 32
+MAX_PROMPT_WORDS = 50_000_000  # prompts are built up front: requests x input tokens must fit in memory
+MAX_SCHEDULE_S = 86_400.0  # an open-loop schedule longer than a day without --duration is a typo
+
+
+class UsageError(Exception):
+    """Invalid arguments: reported as one line on stderr with exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints the usage and exits 2 on its own; make that one readable line instead."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _positive_int(name: str, limit: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if not 1 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"{name} must be between 1 and {limit}, got {value}")
+        return value
+    return parse
+
+
+def _positive_float(name: str, allow_zero: bool = False) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+            raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text}")
+        return value
+    return parse
+
+
+def _rates(text: str) -> list[float]:
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts or len(parts) > MAX_RATES:
+        raise argparse.ArgumentTypeError(f"--rate takes 1 to {MAX_RATES} comma-separated rates, got {text!r}")
+    rates = [_positive_float("--rate")(p.strip()) for p in parts]
+    if len(set(rates)) != len(rates):
+        raise argparse.ArgumentTypeError(f"--rate has a repeated rate: {text!r}")
+    return sorted(rates)
+
+
+def _endpoint(text: str) -> str:
+    parsed = urlparse(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise argparse.ArgumentTypeError(f"--endpoint must be an http(s) URL, got {text!r}")
+    return text
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m serve.benchmark", description=(__doc__ or "").split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = commands.add_parser("run", help="send a workload and write requests.jsonl and summary.json")
+    run.add_argument("--endpoint", required=True, type=_endpoint, help="server root or its /v1 base URL")
+    run.add_argument("--model", required=True, help="the model id the endpoint serves")
+    run.add_argument("--api", choices=APIS, default="chat", help="chat: /v1/chat/completions; completions")
+    load = run.add_mutually_exclusive_group(required=True)
+    load.add_argument("--rate", type=_rates, help="open-loop Poisson rate(s), requests/s; R1,R2,... sweeps")
+    load.add_argument("--concurrency", type=_positive_int("--concurrency", 10_000), help="requests in flight")
+    run.add_argument("--requests", required=True, type=_positive_int("--requests", MAX_REQUESTS),
+                     help="requests per (sub-)run")
+    run.add_argument("--duration", type=_positive_float("--duration"), help="stop sending after this many s")
+    run.add_argument("--timeout", type=_positive_float("--timeout"), default=60.0, help="per request, s")
+    run.add_argument("--input-tokens", type=_positive_int("--input-tokens", MAX_TOKENS),
+                     help="prompt length in words (approximately tokens); default 1024 or the preset's")
+    run.add_argument("--output-tokens", type=_positive_int("--output-tokens", MAX_TOKENS),
+                     help="max_tokens; default 256 or the preset's")
+    run.add_argument("--input-dist", choices=DISTRIBUTIONS, default="fixed")
+    run.add_argument("--output-dist", choices=DISTRIBUTIONS, default="fixed")
+    run.add_argument("--preset", choices=sorted(PRESETS), help="chat 1k/256, rag 8k/256, agentic shared prefix")
+    run.add_argument("--prompts", type=Path, help='JSONL file of {"prompt": ..., "max_tokens"?: ...}')
+    run.add_argument("--ignore-eos", action="store_true", help="send vLLM's ignore_eos: exactly max_tokens")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--slo-ttft-ms", type=_positive_float("--slo-ttft-ms"))
+    run.add_argument("--slo-tpot-ms", type=_positive_float("--slo-tpot-ms"))
+    run.add_argument("--usd-per-hour", type=_positive_float("--usd-per-hour", allow_zero=True),
+                     help="cost of the deployment, for usd_per_million_output_tokens")
+    run.add_argument("--out", required=True, type=Path)
+    run.add_argument("--json", action="store_true", help="print summary.json instead of a table")
+    compare = commands.add_parser("compare", help="side-by-side report of 2+ run directories")
+    compare.add_argument("runs", nargs="+", type=Path)
+    compare.add_argument("--out", required=True, type=Path)
+    job = commands.add_parser("job", help="print the in-cluster Job (for kubectl apply -f -) that runs "
+                                          "`run` next to the endpoint; RUN ARGS after --")
+    job.add_argument("--outputs", required=True, help="stack outputs JSON (pulumi stack output --json), or -")
+    job.add_argument("--name", default="raypd-benchmark", help="Job name (DNS-1123, at most 52 characters)")
+    job.add_argument("run_args", nargs=argparse.REMAINDER, help="-- then the run command's load and workload")
+    return parser
+
+
+def _job(args: argparse.Namespace) -> int:
+    # Imported here: the in-cluster `run` has only RUN_FILES (no job.py, no PyYAML).
+    from serve.benchmark.job import JobError, package_sources, render_benchmark_job
+    from serve.benchmark.yaml_out import dump_all
+
+    try:
+        text = sys.stdin.read() if args.outputs == "-" else Path(args.outputs).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--outputs: cannot read {args.outputs}: {exc}") from None
+    try:
+        outputs = json.loads(text)
+    except ValueError:
+        raise UsageError("--outputs: not JSON (give `pulumi stack output --json`)") from None
+    if not isinstance(outputs, dict):
+        raise UsageError("--outputs: must be a JSON object of stack outputs")
+    run_args = [arg for arg in args.run_args if arg != "--"]
+    try:
+        manifests = render_benchmark_job(outputs, args.name, run_args, package_sources())
+    except JobError as exc:
+        raise UsageError(str(exc)) from None
+    print(dump_all(manifests), end="")
+    return EXIT_OK
+
+
+def _specs(args: argparse.Namespace) -> list[RequestSpec]:
+    preset = PRESETS.get(args.preset or "chat", PRESETS["chat"])
+    output_tokens = args.output_tokens or preset["output_tokens"]
+    if args.prompts is not None:
+        return file_workload(args.prompts, args.requests, output_tokens, seed=args.seed, output_dist=args.output_dist)
+    input_tokens = args.input_tokens or preset["input_tokens"]
+    prefix = min(preset["shared_prefix_tokens"], input_tokens - 1) if args.preset == "agentic" else 0
+    return synthetic_workload(args.requests, input_tokens, output_tokens, seed=args.seed,
+                              input_dist=args.input_dist, output_dist=args.output_dist, shared_prefix_tokens=prefix)
+
+
+def _write_run(directory: Path, records: Sequence[dict[str, Any]], summary: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "requests.jsonl", "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record) + "\n")
+    (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+def _table(summary: dict[str, Any]) -> str:
+    def ms(value: Optional[float]) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    r = summary["requests"]
+    lines = [f"requests: {r['sent']} sent, {r['completed']} completed, {r['failed']} failed"
+             + (f" {summary['errors']}" if summary["errors"] else "")]
+    lines.append(f"{'':8}{'mean':>10}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}")
+    for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        s = summary[key]
+        lines.append(f"{key:8}" + "".join(f"{ms(s[k]):>10}" for k in ("mean", "p50", "p90", "p95", "p99")))
+    lines.append(f"request_rate {summary['request_rate']:.2f}/s, input {summary['input_tokens_per_s']:.1f} tok/s, "
+                 f"output {summary['output_tokens_per_s']:.1f} tok/s")
+    if summary["slo"]["attained"] is not None:
+        lines.append(f"SLO ttft<={summary['slo']['ttft_ms']:g} ms, tpot<={summary['slo']['tpot_ms']:g} ms: "
+                     f"{summary['slo']['attained']:.1%} attained")
+    if summary["usd_per_million_output_tokens"] is not None:
+        lines.append(f"USD per million output tokens: {summary['usd_per_million_output_tokens']:.4f}")
+    if "goodput" in summary:
+        lines.append(f"goodput: {summary['goodput']['rate']} requests/s")
+    return "\n".join(lines)
+
+
+def _unreachable(records: Sequence[dict[str, Any]]) -> bool:
+    return bool(records) and all(r.get("error_kind") == "connect" for r in records)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if (args.slo_ttft_ms is None) != (args.slo_tpot_ms is None):
+        raise UsageError("--slo-ttft-ms and --slo-tpot-ms go together")
+    if args.prompts is not None and (args.input_tokens or args.preset):
+        raise UsageError("--prompts cannot be combined with --input-tokens or --preset")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out: {args.out} exists and is not a directory")
+    input_tokens = args.input_tokens or PRESETS[args.preset or "chat"]["input_tokens"]
+    if args.prompts is None and args.requests * input_tokens > MAX_PROMPT_WORDS:
+        raise UsageError(f"--requests x --input-tokens is {args.requests * input_tokens}, more than "
+                         f"{MAX_PROMPT_WORDS} prompt words")
+    if args.rate and args.duration is None and args.requests / min(args.rate) > MAX_SCHEDULE_S:
+        raise UsageError(f"--rate {min(args.rate):g} with --requests {args.requests} would send for more than "
+                         f"{MAX_SCHEDULE_S:g} s; pass --duration")
+    specs = _specs(args)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out: cannot create {args.out}: {exc.strerror or exc}") from exc
+    slo = {"slo_ttft_ms": args.slo_ttft_ms, "slo_tpot_ms": args.slo_tpot_ms, "usd_per_hour": args.usd_per_hour}
+    loads = [{"rate": rate} for rate in args.rate] if args.rate else [{"concurrency": args.concurrency}]
+    workload = {"model": args.model, "endpoint": args.endpoint, "api": args.api, "preset": args.preset,
+                "prompts": str(args.prompts) if args.prompts else None, "requests": args.requests,
+                "input_tokens": None if args.prompts else (specs[0].input_tokens if args.input_dist == "fixed"
+                                                           else args.input_tokens),
+                "output_tokens": specs[0].max_tokens if args.output_dist == "fixed" else args.output_tokens,
+                "input_dist": args.input_dist, "output_dist": args.output_dist, "seed": args.seed}
+    all_records: list[dict[str, Any]] = []
+    sweep: list[tuple[float, dict[str, Any]]] = []
+    wall = 0.0
+    for load in loads:
+        config = LoadConfig(endpoint=args.endpoint, model=args.model, api=args.api, duration_s=args.duration,
+                            timeout_s=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos, **load)
+        records = asyncio.run(run_load(config, specs))
+        summary = summarize(records, **slo)
+        summary["load"], summary["workload"] = load, workload
+        if len(loads) > 1:
+            rate = load["rate"]
+            _write_run(args.out / f"rate-{rate:g}", records, summary)
+            sweep.append((rate, summary))
+            all_records.extend({**r, "rate": rate} for r in records)
+            wall += summary["wall_s"]
+        else:
+            all_records = records
+    if len(loads) > 1:
+        summary = summarize(all_records, wall_s=wall, **slo)
+        summary["load"], summary["workload"] = {"rates": args.rate}, workload
+        summary["goodput"] = goodput(sweep)
+        summary["sweep"] = [{"rate": rate, "dir": f"rate-{rate:g}", **{k: s[k] for k in ("requests", "slo")},
+                             "request_rate": s["request_rate"], "ttft_ms": s["ttft_ms"], "tpot_ms": s["tpot_ms"]}
+                            for rate, s in sweep]
+    _write_run(args.out, all_records, summary)
+    print(json.dumps(summary, indent=2) if args.json else _table(summary))
+    if _unreachable(all_records):
+        print(f"benchmark: {args.endpoint} was unreachable for every request", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    return EXIT_OK
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        args = _parser().parse_args(argv)
+        if args.command == "compare":
+            # Imported here: `run` must work where matplotlib is not installed (a serving image).
+            from serve.benchmark.compare import compare_runs
+
+            print(compare_runs(args.runs, args.out))
+            return EXIT_OK
+        if args.command == "job":
+            return _job(args)
+        return _run(args)
+    except (UsageError, WorkloadError, CompareError) as exc:
+        print(f"benchmark: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+
+
+if __name__ == "__main__":
+    sys.exit(main())

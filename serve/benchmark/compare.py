@@ -1,0 +1,236 @@
+"""Side-by-side report of two or more run directories: a text table, PNG plots, report.html, a verdict.
+
+Plots are drawn with matplotlib's Agg backend (no display needed) and embedded in report.html as
+base64 PNGs, so the report is one self-contained file; the PNGs are also written next to it. The
+verdict compares the first run with each other run under the conditions both were measured in
+(workload, load, SLOs) and says so, since a ratio without its conditions misleads.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 (the backend must be chosen first)
+
+from serve.benchmark.summary import CompareError, tpot_ms  # noqa: E402
+
+log = logging.getLogger(__name__)
+MAX_RECORDS_BYTES = 512 * 1024 * 1024
+TABLE_ROWS = (
+    ("requests completed", lambda s: s["requests"]["completed"], "{:d}"),
+    ("requests failed", lambda s: s["requests"]["failed"], "{:d}"),
+    ("TTFT p50 ms", lambda s: s["ttft_ms"]["p50"], "{:.1f}"),
+    ("TTFT p90 ms", lambda s: s["ttft_ms"]["p90"], "{:.1f}"),
+    ("TTFT p99 ms", lambda s: s["ttft_ms"]["p99"], "{:.1f}"),
+    ("TPOT p50 ms", lambda s: s["tpot_ms"]["p50"], "{:.2f}"),
+    ("TPOT p90 ms", lambda s: s["tpot_ms"]["p90"], "{:.2f}"),
+    ("TPOT p99 ms", lambda s: s["tpot_ms"]["p99"], "{:.2f}"),
+    ("ITL p99 ms", lambda s: s["itl_ms"]["p99"], "{:.2f}"),
+    ("E2E p90 ms", lambda s: s["e2e_ms"]["p90"], "{:.0f}"),
+    ("request rate /s", lambda s: s["request_rate"], "{:.2f}"),
+    ("output tokens/s", lambda s: s["output_tokens_per_s"], "{:.1f}"),
+    ("SLO attained", lambda s: s["slo"]["attained"], "{:.1%}"),
+    ("goodput req/s", lambda s: (s.get("goodput") or {}).get("rate"), "{:g}"),
+    ("USD / M output tokens", lambda s: s["usd_per_million_output_tokens"], "{:.4f}"),
+)
+
+
+
+
+class Run:
+    """One run directory: its summary.json and its requests.jsonl records."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.label = directory.resolve().name or str(directory)
+        try:
+            self.summary: dict[str, Any] = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
+            records_path = directory / "requests.jsonl"
+            if records_path.stat().st_size > MAX_RECORDS_BYTES:
+                raise CompareError(f"{records_path} is larger than {MAX_RECORDS_BYTES} bytes")
+            self.records = [json.loads(line) for line in records_path.read_text(encoding="utf-8").splitlines()
+                            if line.strip()]
+            self.summary["requests"]["completed"]  # noqa: B018 (a shape check: a Contract 6 summary)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CompareError(f"{directory} is not a benchmark run directory: {exc}") from exc
+
+
+def _cell(value: Any, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def table_rows(runs: Sequence[Run]) -> list[list[str]]:
+    """Header and rows of the side-by-side table (metric, then one column per run)."""
+    rows = [["metric"] + [run.label for run in runs]]
+    for name, get, fmt in TABLE_ROWS:
+        rows.append([name] + [_cell(get(run.summary), fmt) for run in runs])
+    return rows
+
+
+def format_table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
+                               for i, cell in enumerate(row)) for row in rows)
+
+
+def _conditions(summary: dict[str, Any]) -> str:
+    w, load = summary.get("workload") or {}, summary.get("load") or {}
+    parts = []
+    if w:
+        parts.append(f"{w.get('api', 'chat')} API, ~{w.get('input_tokens')} input / {w.get('output_tokens')} output "
+                     f"tokens" + (f" ({w['preset']} preset)" if w.get("preset") else ""))
+    if "rate" in load:
+        parts.append(f"Poisson {load['rate']:g} req/s")
+    elif "rates" in load:
+        parts.append("rates " + ",".join(f"{r:g}" for r in load["rates"]) + " req/s")
+    elif "concurrency" in load:
+        parts.append(f"concurrency {load['concurrency']}")
+    slo = summary["slo"]
+    if slo["ttft_ms"] is not None:
+        parts.append(f"SLO TTFT <= {slo['ttft_ms']:g} ms and TPOT <= {slo['tpot_ms']:g} ms")
+    return "; ".join(parts) or "the recorded conditions"
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b is not None and b > 0 else None
+
+
+def _latency_facts(a: Run, b: Run) -> str:
+    """"; A has 0.9x the p90 TTFT, ... of B" (over each run's completed requests), or ""."""
+    sa, sb = a.summary, b.summary
+    facts = []
+    for name, ratio in (("p90 TTFT", _ratio(sa["ttft_ms"]["p90"], sb["ttft_ms"]["p90"])),
+                        ("p90 TPOT", _ratio(sa["tpot_ms"]["p90"], sb["tpot_ms"]["p90"])),
+                        ("output tokens/s", _ratio(sa["output_tokens_per_s"], sb["output_tokens_per_s"]))):
+        if ratio is not None:
+            facts.append(f"{ratio:.2g}x the {name}")
+    return f"; {a.label} has " + ", ".join(facts) + f" of {b.label}" if facts else ""
+
+
+def verdict(a: Run, b: Run) -> str:
+    """One plain sentence comparing run a with run b, with the conditions it holds for."""
+    sa, sb = a.summary, b.summary
+    same_slo = sa["slo"]["ttft_ms"] == sb["slo"]["ttft_ms"] and sa["slo"]["tpot_ms"] == sb["slo"]["tpot_ms"]
+    ga, gb = (sa.get("goodput") or {}).get("rate"), (sb.get("goodput") or {}).get("rate")
+    if "goodput" in sa and "goodput" in sb and same_slo:
+        if ga is None and gb is None:
+            return (f"Neither {a.label} nor {b.label} meets the SLOs for 90% of requests at any swept rate "
+                    f"({_conditions(sa)}).")
+        if gb is None or ga is None:
+            best, other = (a, b) if gb is None else (b, a)
+            rate = ga if gb is None else gb
+            return (f"{best.label} meets the SLOs for 90% of requests up to {rate:g} req/s; {other.label} at no swept "
+                    f"rate ({_conditions(sa)}).")
+        ceiling = ""
+        top = min(max((s.get("load") or {}).get("rates") or [0]) for s in (sa, sb))
+        if max(ga, gb) >= top:
+            ceiling = "; the highest swept rate, so the true goodput may be higher: sweep further"
+        if ga == gb:
+            return (f"{a.label} and {b.label} both meet the SLOs for 90% of requests up to {ga:g} req/s"
+                    f"{ceiling}{_latency_facts(a, b)} ({_conditions(sa)}).")
+        return (f"{a.label} meets the SLOs for 90% of requests at {ga / gb:.2g}x the rate of {b.label} "
+                f"({ga:g} vs {gb:g} req/s{ceiling}) ({_conditions(sa)}).")
+    if sa["slo"]["attained"] is not None and sb["slo"]["attained"] is not None and same_slo:
+        lead = f"{a.label} meets the SLOs for {sa['slo']['attained']:.0%} of requests, {b.label} for " \
+               f"{sb['slo']['attained']:.0%}"
+    else:
+        lead = f"{a.label} vs {b.label}"
+    detail = _latency_facts(a, b)
+    conditions = _conditions(sa)
+    if _conditions(sb) != conditions:
+        conditions = f"{a.label}: {conditions}; {b.label}: {_conditions(sb)} (not the same conditions)"
+    return f"{lead}{detail} ({conditions})."
+
+
+def _cdf_plot(runs: Sequence[Run], metric: str) -> bytes:
+    figure, axes = plt.subplots(figsize=(6.4, 4))
+    for run in runs:
+        ok = [r for r in run.records if r.get("ok")]
+        values = sorted(v for v in ((tpot_ms(r) if metric == "tpot_ms" else r.get(metric)) for r in ok)
+                        if v is not None)
+        if values:
+            axes.step(values, [(i + 1) / len(values) for i in range(len(values))], where="post", label=run.label)
+    axes.set_xlabel(metric.replace("_ms", " (ms)").upper())
+    axes.set_ylabel("share of completed requests")
+    axes.set_title(f"{metric.replace('_ms', '').upper()} CDF")
+    axes.grid(alpha=0.3)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend()
+    return _png(figure)
+
+
+def _sweep_plot(runs: Sequence[Run]) -> Optional[bytes]:
+    swept = [run for run in runs if run.summary.get("sweep")]
+    if not swept:
+        return None
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for number, run in enumerate(swept):
+        rates = [point["rate"] for point in run.summary["sweep"]]
+        for q, style in (("p50", "-"), ("p90", "--"), ("p99", ":")):
+            for axes, key in ((left, "ttft_ms"), (right, "tpot_ms")):
+                axes.plot(rates, [p[key][q] for p in run.summary["sweep"]], style, marker="o", color=f"C{number}",
+                          label=f"{run.label} {q}")
+    for axes, name in ((left, "TTFT (ms)"), (right, "TPOT (ms)")):
+        axes.set_xlabel("offered rate (req/s)")
+        axes.set_ylabel(name)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+    return _png(figure)
+
+
+def _png(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png", dpi=100)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _html(rows: Sequence[Sequence[str]], verdicts: Sequence[str], images: dict[str, bytes]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows[1:])
+    pictures = "".join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
+                       f'{base64.b64encode(data).decode("ascii")}"><figcaption>{html.escape(name)}</figcaption></figure>'
+                       for name, data in images.items())
+    sentences = "".join(f"<p class=verdict>{html.escape(v)}</p>" for v in verdicts)
+    return ("<!doctype html><html><head><meta charset=utf-8><title>raypd benchmark comparison</title><style>"
+            "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}td:first-child,th:first-child"
+            "{text-align:left}.verdict{font-weight:600}img{max-width:100%}figure{margin:1em 0}</style></head>"
+            f"<body><h1>Benchmark comparison</h1>{sentences}<table><tr>{head}</tr>{body}</table>{pictures}"
+            "</body></html>\n")
+
+
+def compare_runs(directories: Sequence[Path], out: Path) -> str:
+    """Write out/report.html and the PNGs; return the text table and verdicts for the CLI to print."""
+    if len(directories) < 2:
+        raise CompareError("compare needs at least two run directories")
+    runs = [Run(d) for d in directories]
+    labels = [run.label for run in runs]
+    if len(set(labels)) != len(labels):  # two runs named alike: number them
+        for i, run in enumerate(runs):
+            run.label = f"{chr(ord('A') + i) if i < 26 else i}:{run.label}"
+    rows = table_rows(runs)
+    verdicts = [verdict(runs[0], other) for other in runs[1:]]
+    images = {"ttft_cdf.png": _cdf_plot(runs, "ttft_ms"), "tpot_cdf.png": _cdf_plot(runs, "tpot_ms")}
+    sweep = _sweep_plot(runs)
+    if sweep is not None:
+        images["percentiles_vs_rate.png"] = sweep
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in images.items():
+            (out / name).write_bytes(data)
+        (out / "report.html").write_text(_html(rows, verdicts, images), encoding="utf-8")
+    except OSError as exc:
+        raise CompareError(f"--out: cannot write {out}: {exc}") from exc
+    log.info("wrote %s", out / "report.html")
+    return format_table(rows) + "\n\n" + "\n".join(verdicts)

@@ -1,0 +1,108 @@
+"""The benchmark as a Kubernetes Job next to the endpoint: a pure renderer, manifests out.
+
+Latencies measured through `kubectl port-forward` include the tunnel; from a pod in the same
+cluster they are the endpoint's own. The serving image already has Python and aiohttp, so the Job
+runs that image with this package's files mounted from a ConfigMap (the `run` command imports
+nothing else: no matplotlib, no raypd), on a system node so it never takes a GPU node's CPUs. It
+prints the Contract 6 summary as JSON on stdout, which `kubectl logs job/<name>` returns.
+
+    python -m serve.benchmark job --outputs FILE|- --name NAME [-- RUN ARGS] | kubectl apply -f -
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The files `python -m serve.benchmark run` needs, and nothing that pulls heavy imports.
+RUN_FILES = ("__init__.py", "__main__.py", "loadgen.py", "summary.py", "workload.py")
+MOUNT_ROOT = "/opt/raypd"
+RESULTS_DIR = "/tmp/benchmark"
+SERVE_PORT = 8000
+SYSTEM_NODE_SELECTOR = {"role": "system"}
+JOB_TTL_SECONDS = 24 * 3600
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+class JobError(ValueError):
+    """Outputs or a name the Job cannot be rendered from: exit 2 in the CLI."""
+
+
+def package_sources() -> dict[str, str]:
+    """The run command's source files, read from this package (what the ConfigMap carries)."""
+    return {name: (PACKAGE_DIR / name).read_text(encoding="utf-8") for name in RUN_FILES}
+
+
+def endpoint_of(outputs: Mapping[str, Any]) -> str:
+    """The OpenAI base URL inside the cluster, from the stack outputs (Contract 3)."""
+    try:
+        service, namespace = str(outputs["serveService"]), str(outputs["namespace"])
+    except KeyError as exc:
+        raise JobError(f"the outputs have no {exc.args[0]} (not raypd stack outputs?)") from None
+    return f"http://{service}.{namespace}.svc.cluster.local:{SERVE_PORT}"
+
+
+def render_benchmark_job(
+    outputs: Mapping[str, Any], name: str, run_args: Sequence[str], sources: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """[ConfigMap, Job] that run `serve.benchmark run` against the stack's own endpoint.
+
+    `run_args` are the run command's arguments after `--endpoint/--model/--out` (which the Job
+    sets): the load and the workload (`--rate 2 --requests 200 --preset chat`...).
+    """
+    if not _NAME.fullmatch(name) or len(name) > 52:  # the Job's pods add a suffix to 63
+        raise JobError(f"--name {name!r} must be a DNS-1123 label of at most 52 characters")
+    for flag in ("--endpoint", "--model", "--out"):
+        if flag in run_args:
+            raise JobError(f"{flag} is set by the Job itself; leave it out of the run arguments")
+    namespace = str(outputs.get("namespace") or "")
+    image, model = outputs.get("image"), outputs.get("modelId")
+    if not namespace or not image or not model:
+        raise JobError("the outputs need namespace, image and modelId (raypd stack outputs, Contract 3)")
+    labels = {"app.kubernetes.io/part-of": "raypd", "app.kubernetes.io/component": "benchmark",
+              "raypd.io/benchmark": name}
+    command = ["python", "-m", "serve.benchmark", "run", "--endpoint", endpoint_of(outputs),
+               "--model", str(model), *run_args, "--out", RESULTS_DIR, "--json"]
+    config_map = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-code", "namespace": namespace, "labels": labels},
+        "data": dict(sources),
+    }
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                     "annotations": {"raypd.io/command": shlex.join(command)}},
+        "spec": {
+            "backoffLimit": 0,  # a failed benchmark is a result to read, not something to retry
+            "ttlSecondsAfterFinished": JOB_TTL_SECONDS,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+                    "containers": [{
+                        "name": "benchmark",
+                        "image": str(image),
+                        "command": command,
+                        "env": [{"name": "PYTHONPATH", "value": MOUNT_ROOT},
+                                {"name": "PYTHONUNBUFFERED", "value": "1"}],
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                                      "limits": {"memory": "2Gi"}},
+                        "volumeMounts": [
+                            # `serve` without an __init__.py is a namespace package: enough for -m.
+                            {"name": "code", "mountPath": f"{MOUNT_ROOT}/serve/benchmark", "readOnly": True},
+                            {"name": "results", "mountPath": RESULTS_DIR},
+                        ],
+                    }],
+                    "volumes": [
+                        {"name": "code", "configMap": {"name": f"{name}-code"}},
+                        {"name": "results", "emptyDir": {}},
+                    ],
+                },
+            },
+        },
+    }
+    return [config_map, job]

@@ -1,0 +1,223 @@
+"""Sending the workload and timing each streamed answer: open-loop Poisson arrivals or fixed concurrency.
+
+Open loop (`rate`): send times are drawn up front (exponential gaps from a seeded RNG) and each
+request is sent at its time whether or not earlier ones have answered, as real users would; a
+closed loop would slow down with the server and hide queueing. Fixed `concurrency` keeps N
+requests in flight, for a saturation point. Both stop by themselves: after `requests` requests or
+`duration_s` seconds of sending, whichever comes first; each request has its own timeout, so
+the whole run is bounded by duration + timeout.
+
+Times are time.perf_counter() seconds from the run start; token counts come from the server's
+usage chunk (`stream_options.include_usage`). Every request sent yields one record, failed or
+not: nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import aiohttp
+
+from serve.benchmark.workload import RequestSpec
+
+log = logging.getLogger(__name__)
+APIS = ("chat", "completions")
+_ERROR_TEXT_LIMIT = 300
+_YIELD_EVERY_LINES = 8
+_SPIN_S = 0.002  # the last 2 ms before a scheduled send are spent yielding, not sleeping
+_MAX_SPINS = 1_000_000  # a bound on the yielding loop (2 ms is far fewer iterations)
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """How to send: the endpoint, the API, and either a Poisson `rate` or a fixed `concurrency`."""
+
+    endpoint: str
+    model: str
+    api: str = "chat"
+    rate: Optional[float] = None
+    concurrency: Optional[int] = None
+    duration_s: Optional[float] = None
+    timeout_s: float = 60.0
+    seed: int = 0
+    ignore_eos: bool = False
+
+
+def request_url(endpoint: str, api: str) -> str:
+    """The endpoint may be the server root or its /v1 base; both are accepted."""
+    base = endpoint.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return base + ("/chat/completions" if api == "chat" else "/completions")
+
+
+def request_body(config: LoadConfig, spec: RequestSpec) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": config.model, "max_tokens": spec.max_tokens, "stream": True,
+                            "stream_options": {"include_usage": True}, "temperature": 0.0}
+    if config.api == "chat":
+        body["messages"] = [{"role": "user", "content": spec.prompt}]
+    else:
+        body["prompt"] = spec.prompt
+    if config.ignore_eos:  # vLLM's extension: exactly max_tokens, so output length is the workload's
+        body["ignore_eos"] = True
+    return body
+
+
+def poisson_arrivals(rate: float, count: int, seed: int) -> list[float]:
+    """Send offsets in seconds: cumulative exponential gaps with mean 1/rate, the first at 0."""
+    rng = random.Random(seed)
+    offsets, now = [], 0.0
+    for _ in range(count):
+        offsets.append(now)
+        now += rng.expovariate(rate)
+    return offsets
+
+
+def _content(chunk: dict[str, Any]) -> str:
+    choices = chunk.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return ""
+    delta = choices[0].get("delta")
+    text = delta.get("content") if isinstance(delta, dict) else choices[0].get("text")
+    return text if isinstance(text, str) else ""
+
+
+async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig, spec: RequestSpec,
+                   t0: float, scheduled_s: float) -> dict[str, Any]:
+    """One request, timed chunk by chunk; errors become the record's error_kind, never an exception."""
+    record: dict[str, Any] = {
+        "index": spec.index, "scheduled_s": scheduled_s, "sent_s": None, "end_s": None,
+        "ttft_ms": None, "itl_ms": [], "e2e_ms": None, "prompt_tokens": None, "completion_tokens": None,
+        "input_tokens_requested": spec.input_tokens, "max_tokens": spec.max_tokens,
+        "status": None, "ok": False, "error_kind": None, "error": None,
+    }
+    body = request_body(config, spec)
+    sent = time.perf_counter()
+    record["sent_s"] = sent - t0
+    last: Optional[float] = None
+    chunks = 0
+    usage: Optional[dict[str, Any]] = None
+    done = False
+    try:
+        async with asyncio.timeout(config.timeout_s):
+            async with session.post(url, json=body) as response:
+                record["status"] = response.status
+                if response.status >= 400:
+                    text = await response.text()
+                    record["error_kind"] = "http"
+                    record["error"] = f"HTTP {response.status}: {text[:_ERROR_TEXT_LIMIT]}"
+                    return record
+                lines = 0
+                async for raw in response.content:
+                    now = time.perf_counter()  # the chunk's arrival, before anything else runs
+                    lines += 1
+                    if lines % _YIELD_EVERY_LINES == 0:
+                        await asyncio.sleep(0)  # a burst of buffered chunks must not hold up scheduled sends
+                    line = raw.strip()
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        done = True
+                        break
+                    chunk = json.loads(data)
+                    if isinstance(chunk, dict) and "error" in chunk:
+                        record["error_kind"], record["error"] = "stream", str(chunk["error"])[:_ERROR_TEXT_LIMIT]
+                        return record
+                    if isinstance(chunk, dict) and isinstance(chunk.get("usage"), dict):
+                        usage = chunk["usage"]
+                    if _content(chunk):
+                        if last is None:
+                            record["ttft_ms"] = (now - sent) * 1000
+                        else:
+                            record["itl_ms"].append((now - last) * 1000)
+                        last = now
+                        chunks += 1
+    except aiohttp.ConnectionTimeoutError as exc:  # before TimeoutError: it is one, but nothing was sent
+        record["error_kind"], record["error"] = "connect", f"connect timed out: {exc}"[:_ERROR_TEXT_LIMIT]
+    except TimeoutError:
+        record["error_kind"], record["error"] = "timeout", f"no complete answer within {config.timeout_s:g} s"
+    except aiohttp.ClientConnectorError as exc:
+        record["error_kind"], record["error"] = "connect", str(exc)[:_ERROR_TEXT_LIMIT]
+    except aiohttp.ClientError as exc:
+        record["error_kind"], record["error"] = "transport", f"{type(exc).__name__}: {exc}"[:_ERROR_TEXT_LIMIT]
+    except ValueError as exc:
+        record["error_kind"], record["error"] = "stream", f"malformed chunk: {exc}"[:_ERROR_TEXT_LIMIT]
+    finally:
+        end = time.perf_counter()
+        record["end_s"] = end - t0
+        record["e2e_ms"] = (end - sent) * 1000
+    if record["error_kind"] is not None:
+        return record
+    if not done:
+        record["error_kind"], record["error"] = "stream", "stream ended without data: [DONE]"
+    elif chunks == 0:
+        record["error_kind"], record["error"] = "stream", "no tokens in the answer"
+    else:
+        record["ok"] = True
+        if usage is not None:
+            record["prompt_tokens"] = usage.get("prompt_tokens")
+            record["completion_tokens"] = usage.get("completion_tokens")
+        else:  # a server without include_usage support: count chunks, and say so
+            record["completion_tokens"] = chunks
+            record["usage_source"] = "chunks"
+    return record
+
+
+async def _sleep_until(at: float) -> None:
+    """Sleep to `at` (perf_counter) within a fraction of a millisecond.
+
+    asyncio.sleep alone wakes up to ~1 ms late (epoll's timeout is in whole milliseconds, rounded
+    up), which would skew an open-loop schedule; so sleep to just before `at`, then yield to the
+    loop (other requests' chunks are still read) until it is time.
+    """
+    delay = at - time.perf_counter() - _SPIN_S
+    if delay > 0:
+        await asyncio.sleep(delay)
+    for _ in range(_MAX_SPINS):
+        if time.perf_counter() >= at:
+            return
+        await asyncio.sleep(0)
+
+
+async def run_load(config: LoadConfig, specs: Sequence[RequestSpec]) -> list[dict[str, Any]]:
+    """Send `specs` as `config` says; one record per request actually sent, in index order."""
+    if (config.rate is None) == (config.concurrency is None):
+        raise ValueError("exactly one of rate and concurrency")
+    url = request_url(config.endpoint, config.api)
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    records: list[dict[str, Any]] = []
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(config.timeout_s, 10.0))
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        t0 = time.perf_counter()
+        deadline = t0 + config.duration_s if config.duration_s is not None else None
+        if config.rate is not None:
+            tasks = []
+            for spec, offset in zip(specs, poisson_arrivals(config.rate, len(specs), config.seed), strict=True):
+                at = t0 + offset
+                if deadline is not None and at > deadline:
+                    break
+                await _sleep_until(at)
+                tasks.append(asyncio.create_task(send_one(session, url, config, spec, t0, offset)))
+            records = list(await asyncio.gather(*tasks))
+        else:
+            assert config.concurrency is not None
+            queue = iter(specs)
+
+            async def worker() -> None:
+                for spec in queue:  # a shared iterator: each spec goes to exactly one worker
+                    now = time.perf_counter()
+                    if deadline is not None and now > deadline:
+                        return
+                    records.append(await send_one(session, url, config, spec, t0, now - t0))
+
+            await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(specs)))))
+    records.sort(key=lambda r: r["index"])
+    log.info("sent %d requests, %d failed", len(records), sum(not r["ok"] for r in records))
+    return records

@@ -1,0 +1,111 @@
+"""Numbers from per-request records: pure functions, records in, dict out (Contract 6 summary.json).
+
+Percentiles use linear interpolation between closest ranks (numpy's default "linear" method):
+for sorted values v[0..n-1] and q in [0, 100], the rank is h = (n-1)q/100 and the percentile is
+v[floor h] + (h - floor h)(v[floor h + 1] - v[floor h]). Latency stats are over completed
+requests only; failed requests are counted in requests.failed and in errors by kind, and count as
+missing the SLO. TPOT of a request is (e2e - ttft) / (completion_tokens - 1); undefined (left
+out) for one-token answers, which then only have to meet the TTFT SLO.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+PERCENTILES = (50, 90, 95, 99)
+GOODPUT_ATTAINMENT = 0.9  # DistServe: the highest rate at which at least 90% of requests meet the SLOs
+
+
+def percentile(values: Sequence[float], q: float) -> Optional[float]:
+    """The q-th percentile (0..100) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (rank - low) * (ordered[high] - ordered[low])
+
+
+def stats(values: Sequence[float]) -> dict[str, Optional[float]]:
+    """mean, p50, p90, p95, p99 (all None when there are no values)."""
+    result: dict[str, Optional[float]] = {"mean": sum(values) / len(values) if values else None}
+    for q in PERCENTILES:
+        result[f"p{q}"] = percentile(values, q)
+    return result
+
+
+def tpot_ms(record: Mapping[str, Any]) -> Optional[float]:
+    """Time per output token after the first: (e2e - ttft) / (completion_tokens - 1)."""
+    tokens = record.get("completion_tokens")
+    if not record.get("ok") or record.get("ttft_ms") is None or not isinstance(tokens, int) or tokens < 2:
+        return None
+    return (record["e2e_ms"] - record["ttft_ms"]) / (tokens - 1)
+
+
+def meets_slo(record: Mapping[str, Any], slo_ttft_ms: float, slo_tpot_ms: float) -> bool:
+    if not record.get("ok") or record.get("ttft_ms") is None or record["ttft_ms"] > slo_ttft_ms:
+        return False
+    tpot = tpot_ms(record)
+    return tpot is None or tpot <= slo_tpot_ms
+
+
+def wall_time_s(records: Iterable[Mapping[str, Any]]) -> float:
+    """From the first send to the last end: the span the rates are measured over."""
+    sent = [r["sent_s"] for r in records if r.get("sent_s") is not None]
+    ends = [r["end_s"] for r in records if r.get("end_s") is not None]
+    return max(ends) - min(sent) if sent and ends else 0.0
+
+
+def summarize(records: Sequence[Mapping[str, Any]], *, slo_ttft_ms: Optional[float] = None,
+              slo_tpot_ms: Optional[float] = None, usd_per_hour: Optional[float] = None,
+              wall_s: Optional[float] = None) -> dict[str, Any]:
+    """The Contract 6 summary of one run (plus `errors` by kind and `wall_s`)."""
+    completed = [r for r in records if r.get("ok")]
+    wall = wall_time_s(records) if wall_s is None else wall_s
+
+    def per_s(total: float) -> float:
+        return total / wall if wall > 0 else 0.0
+
+    tpots = [t for t in (tpot_ms(r) for r in completed) if t is not None]
+    output_tokens = sum(r.get("completion_tokens") or 0 for r in completed)
+    output_per_s = per_s(output_tokens)
+    attained: Optional[float] = None
+    if slo_ttft_ms is not None and slo_tpot_ms is not None:
+        attained = (sum(meets_slo(r, slo_ttft_ms, slo_tpot_ms) for r in records) / len(records)
+                    if records else 0.0)
+    usd = None
+    if usd_per_hour is not None and output_per_s > 0:
+        usd = usd_per_hour / 3600 / output_per_s * 1_000_000
+    return {
+        "requests": {"sent": len(records), "completed": len(completed), "failed": len(records) - len(completed)},
+        "ttft_ms": stats([r["ttft_ms"] for r in completed]),
+        "itl_ms": stats([gap for r in completed for gap in r.get("itl_ms") or []]),
+        "tpot_ms": stats(tpots),
+        "e2e_ms": stats([r["e2e_ms"] for r in completed]),
+        "request_rate": per_s(len(completed)),
+        "input_tokens_per_s": per_s(sum(r.get("prompt_tokens") or 0 for r in completed)),
+        "output_tokens_per_s": output_per_s,
+        "slo": {"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "attained": attained},
+        "usd_per_million_output_tokens": usd,
+        "errors": dict(sorted(Counter(r.get("error_kind") or "unknown" for r in records if not r.get("ok")).items())),
+        "wall_s": wall,
+    }
+
+
+def goodput(sweep: Sequence[tuple[float, Mapping[str, Any]]],
+            threshold: float = GOODPUT_ATTAINMENT) -> dict[str, Any]:
+    """DistServe goodput: the highest offered rate whose sub-run met the SLOs for >= threshold of requests.
+
+    `sweep` is (offered rate, summary) pairs. None when no rate qualifies or no SLO was given.
+    """
+    qualifying = [rate for rate, s in sweep
+                  if s["slo"]["attained"] is not None and s["slo"]["attained"] >= threshold]
+    return {"rate": max(qualifying) if qualifying else None, "attainment_threshold": threshold,
+            "attained_by_rate": {f"{rate:g}": s["slo"]["attained"] for rate, s in sweep}}
+
+
+class CompareError(ValueError):
+    """A run directory that cannot be read: exit 2 in the CLI."""
