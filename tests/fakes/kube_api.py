@@ -33,6 +33,7 @@ import yaml
 from components.outputs import render_stack_outputs
 from components.spec import DeploymentSpec
 from components.topology import plan_deployment
+from tests.fakes import LoopbackServer
 from tests.fakes.openai_server import (
     chat_completion_document,
     error_document,
@@ -83,7 +84,7 @@ def _matches(labels: dict[str, str], selector: Optional[str]) -> bool:
     return True
 
 
-class FakeKubeApi:
+class FakeKubeApi(LoopbackServer):
     """A stack's Kubernetes API on 127.0.0.1:<free port>; use as a context manager."""
 
     def __init__(self, scenario: str = "healthy", *, config: Optional[dict[str, Any]] = None,
@@ -176,21 +177,6 @@ class FakeKubeApi:
                 self._out_logs[pod].append(
                     f"(EngineCore pid=2187) INFO 12-01 12:4{self.chats % 10}:07 [metrics.py:108] "
                     f"KV Transfer metrics: {line}")
-
-    def start(self) -> "FakeKubeApi":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> "FakeKubeApi":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # ---- the cluster's objects ----
 

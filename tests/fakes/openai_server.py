@@ -29,6 +29,8 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
 
+from tests.fakes import LoopbackServer
+
 DEFAULT_REPLY = "ready . The prefill and decode engines answered together"
 MAX_REQUEST_BYTES = 1024 * 1024
 
@@ -255,7 +257,7 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class OpenAIServer:
+class OpenAIServer(LoopbackServer):
     """Context manager: start on a free 127.0.0.1 port, stop on exit."""
 
     def __init__(self, model_id: str, *, reply: str = DEFAULT_REPLY,
@@ -297,18 +299,3 @@ class OpenAIServer:
     @property
     def base_url(self) -> str:
         return self.url + "/v1"
-
-    def start(self) -> "OpenAIServer":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> "OpenAIServer":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
