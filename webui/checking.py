@@ -24,7 +24,6 @@ from webui.engines.base import OFFLINE_NOTICE
 
 logger = logging.getLogger(__name__)
 
-CHECK_OPERATIONS = ("preflight", "verify")
 STATUS_TTL_SECONDS = 15.0
 NOTHING_DEPLOYED = (
     f"{OFFLINE_NOTICE}, so there is nothing running to verify; verify needs a deployment made "

@@ -1,5 +1,6 @@
 """The job state machine: its status words and the one table of which status may follow which.
 
+(A check's outcome is `components.checks.CheckStatus`, beside the report it belongs to.)
 The words are an API contract (job JSON, SSE "end" records, the audit log), so the enums are `str`
 enums whose values never change: `JobStatus.RUNNING == "running"`, and a row read back compares
 equal to its member. The store enforces `TRANSITIONS` on every write of a job's status, so no code
@@ -39,17 +40,10 @@ class Operation(str, Enum):
         return self.value
 
 
-class CheckStatus(str, Enum):
-    """The outcome of one check in a Contract 5 report."""
-
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-    SKIP = "skip"
-
-    def __str__(self) -> str:
-        return self.value
-
+# The operations an engine runs, and the checks the web app runs itself (one list each, from above).
+ENGINE_OPERATIONS: tuple[str, ...] = tuple(op.value for op in Operation
+                                          if op not in (Operation.PREFLIGHT, Operation.VERIFY))
+CHECK_OPERATIONS: tuple[str, ...] = (Operation.PREFLIGHT.value, Operation.VERIFY.value)
 
 # Which status may follow which. "interrupted" is a job a stopped server left behind: it is not
 # over for the user until closed (cancelled), because the stack's lock may still be held.

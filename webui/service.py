@@ -38,7 +38,7 @@ from webui.api_models import (
     dump,
 )
 from webui.change import config_diff, cost_change
-from webui.checking import CHECK_OPERATIONS, Checker
+from webui.checking import Checker
 from webui.engines.base import (
     OFFLINE_NOTICE,
     OPERATIONS,
@@ -51,6 +51,7 @@ from webui.engines.base import (
 )
 from webui.engines.select import EngineSet
 from webui.jobs import Busy, JobRunner
+from webui.jobstate import CHECK_OPERATIONS
 from webui.progress import ProgressPlan, durations_for, planned_total
 from webui.redact import remember_secret
 from webui.store import ACTIVE_STATUSES, NameTaken, Store

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
 from components.spec import DeploymentSpec
+from webui.jobstate import ENGINE_OPERATIONS
 
 logger = logging.getLogger(__name__)
 
-OPERATIONS = ("preview", "up", "refresh", "destroy", "clear-pending")
+OPERATIONS = ENGINE_OPERATIONS  # preview, up, refresh, destroy, clear-pending
 OFFLINE_NOTICE = "offline plan: nothing was created in AWS"
 
 
