@@ -16,13 +16,13 @@ import shlex
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from components import defaults
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The files `python -m serve.benchmark run` needs, and nothing that pulls heavy imports.
 RUN_FILES = ("__init__.py", "__main__.py", "loadgen.py", "summary.py", "workload.py")
 MOUNT_ROOT = "/opt/raypd"
 RESULTS_DIR = "/tmp/benchmark"
-SERVE_PORT = 8000
-SYSTEM_NODE_SELECTOR = {"role": "system"}
 JOB_TTL_SECONDS = 24 * 3600
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
@@ -37,12 +37,11 @@ def package_sources() -> dict[str, str]:
 
 
 def endpoint_of(outputs: Mapping[str, Any]) -> str:
-    """The OpenAI base URL inside the cluster, from the stack outputs (Contract 3)."""
-    try:
-        service, namespace = str(outputs["serveService"]), str(outputs["namespace"])
-    except KeyError as exc:
-        raise JobError(f"the outputs have no {exc.args[0]} (not raypd stack outputs?)") from None
-    return f"http://{service}.{namespace}.svc.cluster.local:{SERVE_PORT}"
+    """The OpenAI base URL inside the cluster: the stack outputs' own `openaiBaseUrl` (Contract 3)."""
+    url = outputs.get("openaiBaseUrl")
+    if not isinstance(url, str) or not url:
+        raise JobError("the outputs have no openaiBaseUrl (not raypd stack outputs?)")
+    return url
 
 
 def render_benchmark_job(
@@ -82,7 +81,7 @@ def render_benchmark_job(
                 "metadata": {"labels": labels},
                 "spec": {
                     "restartPolicy": "Never",
-                    "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+                    "nodeSelector": dict(defaults.SYSTEM_LABELS),
                     "containers": [{
                         "name": "benchmark",
                         "image": str(image),

@@ -65,7 +65,8 @@ def test_the_job_benchmarks_the_stacks_own_endpoint_with_the_given_load():
     _, job = _render(["--rate", "2", "--requests", "100"])
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[:4] == ["python", "-m", "serve.benchmark", "run"]
-    assert command[command.index("--endpoint") + 1] == "http://ray-llm-serve-svc.inference.svc.cluster.local:8000"
+    assert command[command.index("--endpoint") + 1] == _outputs()["openaiBaseUrl"]
+    assert _outputs()["openaiBaseUrl"] == "http://ray-llm-serve-svc.inference.svc.cluster.local:8000/v1"
     assert command[command.index("--model") + 1] == "qwen3.5-9b"
     assert command[command.index("--rate") + 1] == "2" and command[-1] == "--json"
 
