@@ -405,10 +405,14 @@ class KubeClient:
         except (OSError, http.client.HTTPException) as exc:
             raise KubeUnreachable(f"cannot reach the Kubernetes API at {self.server} "
                             f"({self._scrub(type(exc).__name__ + ': ' + str(exc))})") from None
-        if result.status in (401, 403):
+        if result.status == 401:
             raise KubeError(
                 f"the kubeconfig's credentials were refused by the Kubernetes API at {self.server} "
-                f"(HTTP {result.status}{self._status_message(result)})", status=result.status)
+                f"(HTTP 401{self._status_message(result)})", status=401)
+        if result.status == 403:  # who you are is known; what you asked is not allowed (RBAC)
+            raise KubeError(
+                f"the kubeconfig's user may not {method} {path.split('?')[0]} (HTTP 403, RBAC"
+                f"{self._status_message(result)}): grant it in the cluster's RBAC", status=403)
         return result
 
     def _status_message(self, response: HttpResponse) -> str:
@@ -435,6 +439,27 @@ class KubeClient:
             raise KubeError(f"the Kubernetes API answered GET {path} with something that is not "
                             "JSON") from None
 
+    def create(self, path: str, document: Mapping[str, Any]) -> dict[str, Any]:
+        """POST an object to a collection; 409 (it exists) and every other non-2xx -> KubeError."""
+        response = self.request("POST", path, body=json.dumps(document).encode("utf-8"))
+        if not 200 <= response.status < 300:
+            raise KubeError(f"the Kubernetes API answered HTTP {response.status} for POST {path}"
+                            f"{self._status_message(response)}", status=response.status)
+        try:
+            return dict(response.json())
+        except (ValueError, UnicodeDecodeError, TypeError):
+            return {}
+
+    def delete(self, path: str) -> bool:
+        """DELETE an object and its dependents (a Job's pods) in the background; False if already gone."""
+        response = self.request("DELETE", path, query={"propagationPolicy": "Background"})
+        if response.status == 404:
+            return False
+        if not 200 <= response.status < 300:
+            raise KubeError(f"the Kubernetes API answered HTTP {response.status} for DELETE {path}"
+                            f"{self._status_message(response)}", status=response.status)
+        return True
+
     # -- the calls verify and the web app make --
 
     def list_nodes(self, label_selector: Optional[str] = None) -> list[dict[str, Any]]:
@@ -450,11 +475,13 @@ class KubeClient:
         return dict(self.get_json(path))
 
     def pod_log(self, namespace: str, pod: str, *, container: Optional[str] = None,
-                tail_lines: Optional[int] = None, limit_bytes: Optional[int] = None) -> str:
+                tail_lines: Optional[int] = None, limit_bytes: Optional[int] = None,
+                timeout: Optional[float] = None) -> str:
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(pod, safe='')}/log"
         response = self.request("GET", path, query={"container": container, "tailLines": tail_lines,
                                                     "limitBytes": limit_bytes},
-                                headers={"Accept": "text/plain"})
+                                headers={"Accept": "text/plain"}, timeout=timeout,
+                                max_bytes=max(limit_bytes or 0, MAX_BODY_BYTES))
         if response.status == 404:
             raise KubeNotFound(f"no log for pod {namespace}/{pod}{self._status_message(response)}",
                                status=404)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Optional, Sequence
 from urllib.parse import urlparse
 
+from serve.benchmark.events import ProgressReporter, write_result
 from serve.benchmark.loadgen import APIS, LoadConfig, run_load
 from serve.benchmark.summary import CompareError, goodput, summarize
 from serve.benchmark.workload import (
@@ -121,7 +122,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--usd-per-hour", type=_positive_float("--usd-per-hour", allow_zero=True),
                      help="cost of the deployment, for usd_per_million_output_tokens")
     run.add_argument("--out", required=True, type=Path)
-    run.add_argument("--json", action="store_true", help="print summary.json instead of a table")
+    shown = run.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print summary.json instead of a table")
+    shown.add_argument("--events", action="store_true",
+                       help="stdout is JSON lines for a program: progress, then the summary and the records")
     compare = commands.add_parser("compare", help="side-by-side report of 2+ run directories")
     compare.add_argument("runs", nargs="+", type=Path)
     compare.add_argument("--out", required=True, type=Path)
@@ -233,10 +237,14 @@ def _run(args: argparse.Namespace) -> int:
     all_records: list[dict[str, Any]] = []
     sweep: list[tuple[float, dict[str, Any]]] = []
     wall = 0.0
-    for load in loads:
+    progress = (ProgressReporter(lambda line: print(line, flush=True), len(specs) * len(loads), len(loads))
+                if args.events else None)
+    for number, load in enumerate(loads, start=1):
         config = LoadConfig(endpoint=args.endpoint, model=args.model, api=args.api, duration_s=args.duration,
                             timeout_s=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos, **load)
-        records = asyncio.run(run_load(config, specs))
+        if progress is not None:
+            progress.start_subrun(number)
+        records = asyncio.run(run_load(config, specs, on_record=progress))
         summary = summarize(records, **slo)
         summary["load"], summary["workload"] = load, workload
         if len(loads) > 1:
@@ -255,11 +263,15 @@ def _run(args: argparse.Namespace) -> int:
                              "request_rate": s["request_rate"], "ttft_ms": s["ttft_ms"], "tpot_ms": s["tpot_ms"]}
                             for rate, s in sweep]
     _write_run(args.out, all_records, summary)
-    print(json.dumps(summary, indent=2) if args.json else _table(summary))
-    if _unreachable(all_records):
+    code = EXIT_RUN_FAILED if _unreachable(all_records) else EXIT_OK
+    if progress is not None:
+        progress.flush()
+        write_result(sys.stdout, summary, all_records, code)
+    else:
+        print(json.dumps(summary, indent=2) if args.json else _table(summary))
+    if code == EXIT_RUN_FAILED:
         print(f"benchmark: {args.endpoint} was unreachable for every request", file=sys.stderr)
-        return EXIT_RUN_FAILED
-    return EXIT_OK
+    return code
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

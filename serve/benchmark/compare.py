@@ -47,21 +47,31 @@ TABLE_ROWS = (
 
 
 class Run:
-    """One run directory: its summary.json and its requests.jsonl records."""
+    """One run: a label, its Contract 6 summary and its per-request records."""
 
-    def __init__(self, directory: Path):
-        self.directory = directory
-        self.label = directory.resolve().name or str(directory)
+    def __init__(self, label: str, summary: dict[str, Any], records: list[dict[str, Any]]):
+        self.label, self.summary, self.records = label, summary, records
         try:
-            self.summary: dict[str, Any] = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
+            summary["requests"]["completed"]  # noqa: B018 (a shape check: a Contract 6 summary)
+            summary["ttft_ms"]["p90"]  # noqa: B018
+        except (KeyError, TypeError) as exc:
+            raise CompareError(f"{label} is not a benchmark run: its summary lacks {exc}") from None
+
+    @classmethod
+    def load(cls, directory: Path) -> "Run":
+        """A run directory: summary.json and requests.jsonl."""
+        try:
+            summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
             records_path = directory / "requests.jsonl"
             if records_path.stat().st_size > MAX_RECORDS_BYTES:
                 raise CompareError(f"{records_path} is larger than {MAX_RECORDS_BYTES} bytes")
-            self.records = [json.loads(line) for line in records_path.read_text(encoding="utf-8").splitlines()
-                            if line.strip()]
-            self.summary["requests"]["completed"]  # noqa: B018 (a shape check: a Contract 6 summary)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            records = [json.loads(line) for line in records_path.read_text(encoding="utf-8").splitlines()
+                       if line.strip()]
+        except (OSError, ValueError) as exc:
             raise CompareError(f"{directory} is not a benchmark run directory: {exc}") from exc
+        if not isinstance(summary, dict):
+            raise CompareError(f"{directory} is not a benchmark run directory: summary.json is not an object")
+        return cls(directory.resolve().name or str(directory), summary, records)
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -116,29 +126,39 @@ def _latency_facts(a: Run, b: Run) -> str:
     return f"; {a.label} has " + ", ".join(facts) + f" of {b.label}" if facts else ""
 
 
+def _cost_fact(a: Run, b: Run) -> str:
+    """"; at 1.3x the cost per output token" from each run's USD per million output tokens, or ""."""
+    ca, cb = a.summary.get("usd_per_million_output_tokens"), b.summary.get("usd_per_million_output_tokens")
+    ratio = _ratio(ca, cb)
+    if ratio is None:
+        return ""
+    return f"; {a.label} at {ratio:.2g}x the cost per output token of {b.label} ({ca:.4g} vs {cb:.4g} USD per million)"
+
+
 def verdict(a: Run, b: Run) -> str:
     """One plain sentence comparing run a with run b, with the conditions it holds for."""
     sa, sb = a.summary, b.summary
+    cost = _cost_fact(a, b)
     same_slo = sa["slo"]["ttft_ms"] == sb["slo"]["ttft_ms"] and sa["slo"]["tpot_ms"] == sb["slo"]["tpot_ms"]
     ga, gb = (sa.get("goodput") or {}).get("rate"), (sb.get("goodput") or {}).get("rate")
     if "goodput" in sa and "goodput" in sb and same_slo:
         if ga is None and gb is None:
-            return (f"Neither {a.label} nor {b.label} meets the SLOs for 90% of requests at any swept rate "
-                    f"({_conditions(sa)}).")
+            return (f"Neither {a.label} nor {b.label} meets the SLOs for 90% of requests at any swept rate"
+                    f"{cost} ({_conditions(sa)}).")
         if gb is None or ga is None:
             best, other = (a, b) if gb is None else (b, a)
             rate = ga if gb is None else gb
             return (f"{best.label} meets the SLOs for 90% of requests up to {rate:g} req/s; {other.label} at no swept "
-                    f"rate ({_conditions(sa)}).")
+                    f"rate{cost} ({_conditions(sa)}).")
         ceiling = ""
         top = min(max((s.get("load") or {}).get("rates") or [0]) for s in (sa, sb))
         if max(ga, gb) >= top:
             ceiling = "; the highest swept rate, so the true goodput may be higher: sweep further"
         if ga == gb:
             return (f"{a.label} and {b.label} both meet the SLOs for 90% of requests up to {ga:g} req/s"
-                    f"{ceiling}{_latency_facts(a, b)} ({_conditions(sa)}).")
+                    f"{ceiling}{_latency_facts(a, b)}{cost} ({_conditions(sa)}).")
         return (f"{a.label} meets the SLOs for 90% of requests at {ga / gb:.2g}x the rate of {b.label} "
-                f"({ga:g} vs {gb:g} req/s{ceiling}) ({_conditions(sa)}).")
+                f"({ga:g} vs {gb:g} req/s{ceiling}){cost} ({_conditions(sa)}).")
     if sa["slo"]["attained"] is not None and sb["slo"]["attained"] is not None and same_slo:
         lead = f"{a.label} meets the SLOs for {sa['slo']['attained']:.0%} of requests, {b.label} for " \
                f"{sb['slo']['attained']:.0%}"
@@ -148,7 +168,7 @@ def verdict(a: Run, b: Run) -> str:
     conditions = _conditions(sa)
     if _conditions(sb) != conditions:
         conditions = f"{a.label}: {conditions}; {b.label}: {_conditions(sb)} (not the same conditions)"
-    return f"{lead}{detail} ({conditions})."
+    return f"{lead}{detail}{cost} ({conditions})."
 
 
 def _cdf_plot(runs: Sequence[Run], metric: str) -> bytes:
@@ -187,6 +207,33 @@ def _sweep_plot(runs: Sequence[Run]) -> Optional[bytes]:
     return _png(figure)
 
 
+def distinct_labels(runs: list[Run]) -> list[Run]:
+    """Two runs named alike are numbered (A:, B:, ...), so the table and the legends tell them apart."""
+    labels = [run.label for run in runs]
+    if len(set(labels)) != len(labels):
+        for i, run in enumerate(runs):
+            run.label = f"{chr(ord('A') + i) if i < 26 else i}:{run.label}"
+    return runs
+
+
+PLOT_NAMES = ("ttft_cdf.png", "tpot_cdf.png", "percentiles_vs_rate.png")
+
+
+def plot(name: str, runs: Sequence[Run]) -> Optional[bytes]:
+    """One of the report's PNGs (PLOT_NAMES); None for the rate plot when no run is a sweep."""
+    if name == "percentiles_vs_rate.png":
+        return _sweep_plot(runs)
+    if name in ("ttft_cdf.png", "tpot_cdf.png"):
+        return _cdf_plot(runs, name.replace("_cdf.png", "_ms"))
+    raise ValueError(f"no plot named {name}")
+
+
+def plots(runs: Sequence[Run]) -> dict[str, bytes]:
+    """The report's PNGs by file name (the rate plot only when a run is a sweep); one run works too."""
+    drawn = {name: plot(name, runs) for name in PLOT_NAMES}
+    return {name: image for name, image in drawn.items() if image is not None}
+
+
 def _png(figure: Any) -> bytes:
     buffer = io.BytesIO()
     figure.tight_layout()
@@ -214,17 +261,10 @@ def compare_runs(directories: Sequence[Path], out: Path) -> str:
     """Write out/report.html and the PNGs; return the text table and verdicts for the CLI to print."""
     if len(directories) < 2:
         raise CompareError("compare needs at least two run directories")
-    runs = [Run(d) for d in directories]
-    labels = [run.label for run in runs]
-    if len(set(labels)) != len(labels):  # two runs named alike: number them
-        for i, run in enumerate(runs):
-            run.label = f"{chr(ord('A') + i) if i < 26 else i}:{run.label}"
+    runs = distinct_labels([Run.load(d) for d in directories])
     rows = table_rows(runs)
     verdicts = [verdict(runs[0], other) for other in runs[1:]]
-    images = {"ttft_cdf.png": _cdf_plot(runs, "ttft_ms"), "tpot_cdf.png": _cdf_plot(runs, "tpot_ms")}
-    sweep = _sweep_plot(runs)
-    if sweep is not None:
-        images["percentiles_vs_rate.png"] = sweep
+    images = plots(runs)
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, data in images.items():

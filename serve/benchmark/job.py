@@ -14,13 +14,13 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from components import defaults
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The files `python -m serve.benchmark run` needs, and nothing that pulls heavy imports.
-RUN_FILES = ("__init__.py", "__main__.py", "loadgen.py", "summary.py", "workload.py")
+RUN_FILES = ("__init__.py", "__main__.py", "events.py", "loadgen.py", "summary.py", "workload.py")
 MOUNT_ROOT = "/opt/raypd"
 RESULTS_DIR = "/tmp/benchmark"
 JOB_TTL_SECONDS = 24 * 3600
@@ -46,15 +46,20 @@ def endpoint_of(outputs: Mapping[str, Any]) -> str:
 
 def render_benchmark_job(
     outputs: Mapping[str, Any], name: str, run_args: Sequence[str], sources: Mapping[str, str],
+    *, for_program: bool = False, deadline_seconds: Optional[int] = None,
 ) -> list[dict[str, Any]]:
     """[ConfigMap, Job] that run `serve.benchmark run` against the stack's own endpoint.
 
     `run_args` are the run command's arguments after `--endpoint/--model/--out` (which the Job
-    sets): the load and the workload (`--rate 2 --requests 200 --preset chat`...).
+    sets): the load and the workload (`--rate 2 --requests 200 --preset chat`...). The log is the
+    summary JSON for a person (`kubectl logs`), or with `for_program` the event stream
+    (serve/benchmark/events.py) that carries progress and every request's record. A
+    `deadline_seconds` (activeDeadlineSeconds) stops the Job on the cluster's side even when
+    whoever started it is gone.
     """
     if not _NAME.fullmatch(name) or len(name) > 52:  # the Job's pods add a suffix to 63
         raise JobError(f"--name {name!r} must be a DNS-1123 label of at most 52 characters")
-    for flag in ("--endpoint", "--model", "--out"):
+    for flag in ("--endpoint", "--model", "--out", "--json", "--events"):
         if flag in run_args:
             raise JobError(f"{flag} is set by the Job itself; leave it out of the run arguments")
     namespace = str(outputs.get("namespace") or "")
@@ -64,7 +69,8 @@ def render_benchmark_job(
     labels = {"app.kubernetes.io/part-of": "raypd", "app.kubernetes.io/component": "benchmark",
               "raypd.io/benchmark": name}
     command = ["python", "-m", "serve.benchmark", "run", "--endpoint", endpoint_of(outputs),
-               "--model", str(model), *run_args, "--out", RESULTS_DIR, "--json"]
+               "--model", str(model), *run_args, "--out", RESULTS_DIR,
+               "--events" if for_program else "--json"]
     config_map = {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": f"{name}-code", "namespace": namespace, "labels": labels},
@@ -77,6 +83,7 @@ def render_benchmark_job(
         "spec": {
             "backoffLimit": 0,  # a failed benchmark is a result to read, not something to retry
             "ttlSecondsAfterFinished": JOB_TTL_SECONDS,
+            **({"activeDeadlineSeconds": int(deadline_seconds)} if deadline_seconds else {}),
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {

@@ -17,13 +17,64 @@ Scenarios: see SCENARIOS. The stack is the reference (2 x g6.8xlarge, prefill + 
 group "gpu") unless `config` (Contract 1 keys) says otherwise; scenario "colocated" uses
 `raypd:mode: colocated`. A chat completion through the Serve Service (or `record_chat()`, e.g. as
 an OpenAIServer's `on_chat`) moves the KV counters and log lines as the scenario says.
+
+Batch Jobs really run (what serve.benchmark.incluster needs):
+- `POST /api/v1/namespaces/{ns}/configmaps` and `POST /apis/batch/v1/namespaces/{ns}/jobs` store
+  the object (201 with it; 409 AlreadyExists when the name is taken; 400 when the body is not a
+  ConfigMap/Job of that namespace; 422 for a ConfigMap over 1 MiB or a Job without containers);
+  GET of either object, DELETE of either (404 Status when absent).
+- A Job starts one pod `{job}-xxxxx` at once: the pod template's labels (plus the Job controller's
+  `job-name` labels), `metadata.creationTimestamp`, one containerStatuses entry, phase Pending
+  (waiting ContainerCreating) -> Running -> Succeeded/Failed. Running means a real process: the
+  container's volumes are made under a private temp root (a ConfigMap volume's data files written
+  at `<root>/<mountPath>/<key>`, an emptyDir as an empty directory), absolute paths in the command
+  and env values that lead to a mount are rewritten into that root (PYTHONPATH=/opt/raypd becomes
+  `<root>/opt/raypd`, `--out /tmp/benchmark` the emptyDir), "python" becomes sys.executable, and
+  the command runs with cwd=<root>, env = the container's `value` env + PATH, stdout and stderr
+  merged into the pod's log as it arrives (`GET .../pods/{pod}/log`, honouring `tailLines` then
+  `limitBytes`; 400 while the container is waiting, as the real API answers). A ConfigMap volume
+  whose ConfigMap does not exist fails the pod with the kubelet's `MountVolume.SetUp failed ...
+  configmap "..." not found` as its log.
+- The Job's status: `{"active": 1}` while its pod is pending or running, then `{"succeeded": 1,
+  "conditions": [Complete]}` or `{"failed": 1, "conditions": [Failed, BackoffLimitExceeded]}`.
+- DELETE of a Job with `propagationPolicy` Background or Foreground kills its process (SIGKILL to
+  its process group, waited for) and removes its pods; without one (or Orphan) the pods stay and
+  keep running, as the real API's default for batch/v1 Jobs orphans them.
+- A Job's `spec.activeDeadlineSeconds` is kept as the Job controller keeps it: when it passes
+  before the pod ended, the pod is killed and deleted and the Job fails with reason
+  DeadlineExceeded.
+- Pods of Jobs are listed with the stack's pods by `GET /api/v1/namespaces/{ns}/pods`
+  (`labelSelector=raypd.io/benchmark=<name>`).
+
+Knobs for Job tests (constructor keyword arguments, also plain attributes read at the moment they
+matter, so a test may change them between calls):
+- `job_pending_s` (default 0): how long a Job's pod stays Pending (ContainerCreating) before it runs;
+- `job_waiting_reason` (default None), e.g. "ImagePullBackOff" or "InvalidImageName": the pod stays
+  Pending for ever with that waiting reason (and a kubelet-like message) and never runs;
+- `refuse_jobs` (default None), 403 or 422: `POST .../jobs` answers that Status (Forbidden by
+  RBAC, or Invalid) and stores nothing, to test that the ConfigMap created first is cleaned up.
+Looking in: `objects()` -> {"configmaps": [names], "jobs": [names], "pods": [Job pod names]} of
+what exists now; `runs` -> every Job pod ever started (JobRun: `.process`, `.killed`, `.log()`,
+`.rootfs`). `stop()` (and leaving the `with`) kills every process still running and removes the
+temp roots.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import io
+import itertools
 import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -60,6 +111,32 @@ RAY_VERSION = "2.58.0"
 SESSION = "session_2026-12-01_12-00-03_412345_1"
 
 
+CONFIG_MAP_MAX_BYTES = 1024 * 1024
+MAX_REQUEST_BYTES = 3 * 1024 * 1024  # the API server's own limit on a request body
+_CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*").fullmatch
+_POD_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what the API server's generateName draws from
+# What a kubelet says next to a waiting reason (the `job_waiting_reason` knob); {image} is the container's.
+WAITING_MESSAGES = {
+    "ImagePullBackOff": 'Back-off pulling image "{image}"',
+    "ErrImagePull": 'failed to pull and unpack image "{image}": failed to resolve reference "{image}": '
+                    "not found",
+    "InvalidImageName": 'Failed to apply default image tag "{image}": couldn\'t parse image name '
+                        '"{image}": invalid reference format',
+    "ErrImageNeverPull": 'Container image "{image}" is not present with pull policy of Never',
+    "CreateContainerConfigError": 'configmap "missing" not found',
+}
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _uuid(seed: str) -> str:
+    h = _hex(seed, 32)
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def _hex(seed: str, length: int) -> str:
     out = ""
     counter = 0
@@ -90,7 +167,9 @@ class FakeKubeApi(LoopbackServer):
     def __init__(self, scenario: str = "healthy", *, config: Optional[dict[str, Any]] = None,
                  stack: str = "dev", token: str = DEFAULT_TOKEN,
                  accept_token: Optional[Callable[[str], bool]] = None,
-                 metrics: bool = True, ray_logs: bool = True):
+                 metrics: bool = True, ray_logs: bool = True,
+                 job_pending_s: float = 0.0, job_waiting_reason: Optional[str] = None,
+                 refuse_jobs: Optional[int] = None):
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
         self.scenario = scenario
@@ -107,6 +186,15 @@ class FakeKubeApi(LoopbackServer):
         self._base_outputs = render_stack_outputs(self.spec, availability_zone=ZONE,
                                                   cluster_name=self.cluster_name)
         self._lock = threading.Lock()
+        self.job_pending_s = job_pending_s
+        self.job_waiting_reason = job_waiting_reason
+        self.refuse_jobs = refuse_jobs
+        self.runs: list[JobRun] = []
+        self._jobs_lock = threading.RLock()
+        self._config_maps: dict[tuple[str, str], dict[str, Any]] = {}
+        self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._job_pods: dict[tuple[str, str], JobRun] = {}
+        self._serial = itertools.count(1)
         self._build_cluster()
         self._server = _Server(self)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -153,6 +241,26 @@ class FakeKubeApi(LoopbackServer):
         """The stack's full Contract 3 outputs document, its kubeconfig pointing here."""
         return {**json.loads(json.dumps(self._base_outputs)),
                 "kubeconfig": self.kubeconfig(**kubeconfig_options)}
+
+    def objects(self) -> dict[str, list[str]]:
+        """The names of the ConfigMaps, Jobs and Job pods that exist now (every namespace)."""
+        with self._jobs_lock:
+            return {"configmaps": sorted(name for _, name in self._config_maps),
+                    "jobs": sorted(name for _, name in self._jobs),
+                    "pods": sorted(name for _, name in self._job_pods)}
+
+    def stop(self) -> None:
+        """Stop serving, kill every Job process still running, remove the pods' temp roots."""
+        super().stop()
+        with self._jobs_lock:
+            runs = list(self.runs)
+            self._job_pods.clear()
+            self._jobs.clear()
+            self._config_maps.clear()
+        for run in runs:
+            run.kill()
+        for run in runs:
+            run.join()
 
     def record_chat(self, request: Optional[dict[str, Any]] = None) -> None:
         """What one chat completion does to the engines' counters and logs in this scenario."""
@@ -382,6 +490,156 @@ class FakeKubeApi(LoopbackServer):
             "_pod": pod["metadata"]["name"],
         }
 
+    # ---- ConfigMaps and Jobs ----
+
+    def _stamp(self, document: dict[str, Any], namespace: str) -> dict[str, Any]:
+        stored = copy.deepcopy(document)
+        metadata = stored.setdefault("metadata", {})
+        serial = next(self._serial)
+        metadata.update({"namespace": namespace, "uid": _uuid(f"{namespace}/{metadata['name']}/{serial}"),
+                         "resourceVersion": str(90000 + serial), "creationTimestamp": _now()})
+        return stored
+
+    def create_object(self, kind: str, namespace: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        """POST of a ConfigMap or a Job: (HTTP status, the stored object or a Status)."""
+        resource = "configmaps" if kind == "ConfigMap" else "jobs.batch"
+        try:
+            document = json.loads(body.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return 400, _status(400, "BadRequest", "the request body is not JSON")
+        metadata = document.get("metadata") if isinstance(document, dict) else None
+        metadata = metadata if isinstance(metadata, dict) else {}
+        name = metadata.get("name")
+        if not isinstance(document, dict) or document.get("kind") != kind or not isinstance(name, str):
+            return 400, _status(400, "BadRequest", f"the body is not a {kind} with metadata.name")
+        if str(metadata.get("namespace") or namespace) != namespace:
+            return 400, _status(400, "BadRequest", "the namespace of the provided object does not match "
+                                                   "the namespace sent on the request")
+        if not _DNS_SUBDOMAIN(name):
+            return 422, _status(422, "Invalid", f'{kind} "{name}" is invalid: metadata.name: Invalid value')
+        if kind == "Job" and self.refuse_jobs is not None:
+            code = int(self.refuse_jobs)
+            if code == 403:
+                return 403, _status(403, "Forbidden", f'jobs.batch is forbidden: User "system:serviceaccount:'
+                                    f'raypd:webui" cannot create resource "jobs" in API group "batch" in '
+                                    f'the namespace "{namespace}"')
+            if code == 422:
+                return 422, _status(422, "Invalid", f'Job.batch "{name}" is invalid: '
+                                    "spec.template.spec.containers[0].image: Required value")
+            return code, _status(code, "InternalError", f'the fake refuses to create Job "{name}"')
+        with self._jobs_lock:
+            store = self._config_maps if kind == "ConfigMap" else self._jobs
+            if (namespace, name) in store:
+                status = _status(409, "AlreadyExists", f'{resource} "{name}" already exists')
+                status["details"] = {"name": name, "group": "" if kind == "ConfigMap" else "batch",
+                                     "kind": resource.split(".")[0]}
+                return 409, status
+            if kind == "ConfigMap":
+                data = document.get("data") or {}
+                size = sum(len(str(k)) + len(str(v).encode("utf-8")) for k, v in data.items()) \
+                    if isinstance(data, dict) else 0
+                bad = [k for k in data if not _CONFIG_MAP_KEY.fullmatch(str(k)) or str(k) in (".", "..")] \
+                    if isinstance(data, dict) else ["data"]
+                if bad:
+                    return 422, _status(422, "Invalid", f'ConfigMap "{name}" is invalid: data[{bad[0]}]: Invalid '
+                                                        "value: a valid config key must consist of "
+                                                        "alphanumeric characters, '-', '_' or '.'")
+                if size > CONFIG_MAP_MAX_BYTES:
+                    return 422, _status(422, "Invalid", f'ConfigMap "{name}" is invalid: []: Too long: must '
+                                                        f"have at most {CONFIG_MAP_MAX_BYTES} bytes")
+                stored = self._stamp(document, namespace)
+                self._config_maps[(namespace, name)] = stored
+                return 201, copy.deepcopy(stored)
+            template = ((document.get("spec") or {}).get("template") or {})
+            containers = (template.get("spec") or {}).get("containers")
+            if not isinstance(containers, list) or not containers:
+                return 422, _status(422, "Invalid", f'Job.batch "{name}" is invalid: '
+                                                    "spec.template.spec.containers: Required value")
+            stored = self._stamp(document, namespace)
+            uid = stored["metadata"]["uid"]
+            controller = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                          "controller-uid": uid, "job-name": name}
+            spec = stored["spec"]
+            spec.setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+            labels = spec["template"].setdefault("metadata", {}).setdefault("labels", {})
+            labels.update(controller)
+            stored["status"] = {"active": 1, "startTime": _now()}
+            self._jobs[(namespace, name)] = stored
+            run = JobRun(self, namespace, stored)
+            self._job_pods[(namespace, run.name)] = run
+            self.runs.append(run)
+            created = copy.deepcopy(stored)
+        run.start()
+        return 201, created
+
+    def delete_object(self, kind: str, namespace: str, name: str, propagation: Optional[str]
+                      ) -> tuple[int, dict[str, Any]]:
+        resource = "configmaps" if kind == "ConfigMap" else "jobs.batch"
+        doomed: list[JobRun] = []
+        with self._jobs_lock:
+            store = self._config_maps if kind == "ConfigMap" else self._jobs
+            stored = store.pop((namespace, name), None)
+            if stored is None:
+                return 404, _status(404, "NotFound", f'{resource} "{name}" not found')
+            if kind == "Job" and propagation in ("Background", "Foreground"):
+                for key, run in list(self._job_pods.items()):
+                    if key[0] == namespace and run.job_name == name:
+                        del self._job_pods[key]
+                        doomed.append(run)
+        for run in doomed:
+            run.kill()
+        stored["metadata"]["deletionTimestamp"] = _now()
+        return 200, stored
+
+    def get_object(self, kind: str, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
+        with self._jobs_lock:
+            store = self._config_maps if kind == "ConfigMap" else self._jobs
+            stored = store.get((namespace, name))
+            if stored is not None:
+                return 200, copy.deepcopy(stored)
+        resource = "configmaps" if kind == "ConfigMap" else "jobs.batch"
+        return 404, _status(404, "NotFound", f'{resource} "{name}" not found')
+
+    def job_pods(self, namespace: str, selector: Optional[str]) -> list[dict[str, Any]]:
+        with self._jobs_lock:
+            return [copy.deepcopy(run.pod) for (ns, _), run in self._job_pods.items()
+                    if ns == namespace and _matches(run.pod["metadata"]["labels"], selector)]
+
+    def job_pod(self, namespace: str, name: str) -> Optional[JobRun]:
+        with self._jobs_lock:
+            return self._job_pods.get((namespace, name))
+
+    def _job_finished(self, run: JobRun, code: int) -> None:
+        """The Job controller's part: the pod ended, so the Job is complete or failed (backoffLimit 0)."""
+        job = self._jobs.get((run.namespace, run.job_name))
+        if job is None or job["metadata"]["uid"] != run.job_uid or job["status"].get("conditions"):
+            return  # deleted, or already ended (its deadline passed)
+        now = _now()
+        if code == 0:
+            job["status"] = {"startTime": job["status"].get("startTime"), "completionTime": now,
+                             "succeeded": 1, "conditions": [
+                                 {"type": "Complete", "status": "True", "lastProbeTime": now,
+                                  "lastTransitionTime": now}]}
+        else:
+            job["status"] = {"startTime": job["status"].get("startTime"), "failed": 1, "conditions": [
+                {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                 "message": "Job has reached the specified backoff limit", "lastProbeTime": now,
+                 "lastTransitionTime": now}]}
+
+    def _deadline_passed(self, run: JobRun) -> None:
+        """activeDeadlineSeconds: the Job fails with DeadlineExceeded and its active pod is deleted."""
+        with self._jobs_lock:
+            job = self._jobs.get((run.namespace, run.job_name))
+            if job is None or job["metadata"]["uid"] != run.job_uid or job["status"].get("conditions"):
+                return
+            now = _now()
+            job["status"] = {"startTime": job["status"].get("startTime"), "failed": 1, "conditions": [
+                {"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
+                 "message": "Job was active longer than specified deadline", "lastProbeTime": now,
+                 "lastTransitionTime": now}]}
+            self._job_pods.pop((run.namespace, run.name), None)
+        run.kill()
+
     # ---- documents served ----
 
     def serve_details(self) -> dict[str, Any]:
@@ -491,6 +749,256 @@ class FakeKubeApi(LoopbackServer):
         return "\n".join(lines[-tail:] if tail else lines) + "\n"
 
 
+class _StartFailure(Exception):
+    """The container cannot start: its log gets this line and the pod fails with `code`."""
+
+    def __init__(self, message: str, code: int = 128, reason: str = "ContainerCannotRun"):
+        super().__init__(message)
+        self.code, self.reason = code, reason
+
+
+class JobRun:
+    """A Job's pod in the fake: its Kubernetes object and, once it runs, its real process.
+
+    `process` is the subprocess.Popen (None until it starts, and for a pod that never runs),
+    `killed` whether a DELETE (or the fake's stop) killed it while it ran, `log()` its output so far.
+    """
+
+    def __init__(self, fake: FakeKubeApi, namespace: str, job: dict[str, Any]):
+        self.fake = fake
+        self.namespace = namespace
+        self.job_name = str(job["metadata"]["name"])
+        self.job_uid = str(job["metadata"]["uid"])
+        template = job["spec"]["template"]
+        self.spec: dict[str, Any] = copy.deepcopy(template.get("spec") or {})
+        self.container: dict[str, Any] = self.spec["containers"][0]
+        digest = int(_hex(self.job_uid, 16), 16)
+        suffix = ""
+        for _ in range(5):
+            digest, index = divmod(digest, len(_POD_SUFFIX_ALPHABET))
+            suffix += _POD_SUFFIX_ALPHABET[index]
+        self.name = f"{self.job_name}-{suffix}"
+        now = _now()
+        self.pod: dict[str, Any] = {
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {
+                "name": self.name, "generateName": f"{self.job_name}-", "namespace": namespace,
+                "uid": _uuid(f"pod/{self.job_uid}"), "creationTimestamp": now,
+                "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": self.job_name,
+                                     "uid": self.job_uid, "controller": True, "blockOwnerDeletion": True}],
+            },
+            "spec": {**copy.deepcopy(self.spec), "nodeName": fake.nodes[0]["metadata"]["name"]},
+            "status": {
+                "phase": "Pending", "hostIP": "10.0.1.20", "startTime": now,
+                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}],
+                "containerStatuses": [{
+                    "name": str(self.container.get("name") or ""), "image": str(self.container.get("image") or ""),
+                    "imageID": "", "ready": False, "started": False, "restartCount": 0,
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }],
+            },
+        }
+        self.process: Optional[subprocess.Popen[bytes]] = None
+        self.rootfs: Optional[str] = None
+        self.killed = False
+        self._deleted = threading.Event()
+        self._output = bytearray()
+        self._thread = threading.Thread(target=self._run, name=f"fake-pod-{self.name}", daemon=True)
+        deadline = job["spec"].get("activeDeadlineSeconds")
+        self._deadline = (threading.Timer(float(deadline), fake._deadline_passed, (self,))
+                          if isinstance(deadline, (int, float)) and deadline > 0 else None)
+        if self._deadline is not None:
+            self._deadline.daemon = True
+
+    # -- what the API serves --
+
+    def log(self, tail_lines: Optional[int] = None, limit_bytes: Optional[int] = None) -> str:
+        """The container's output so far: the last `tail_lines` lines, then at most `limit_bytes`."""
+        with self.fake._jobs_lock:
+            data = bytes(self._output)
+        if tail_lines is not None:
+            data = b"".join(data.splitlines(keepends=True)[-tail_lines:]) if tail_lines > 0 else b""
+        if limit_bytes is not None:
+            data = data[:limit_bytes]
+        return data.decode("utf-8", errors="replace")
+
+    def waiting_reason(self) -> Optional[str]:
+        with self.fake._jobs_lock:
+            state = self.pod["status"]["containerStatuses"][0]["state"]
+            return str(state["waiting"].get("reason")) if "waiting" in state else None
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.fake._jobs_lock:
+            return copy.deepcopy(self.pod)
+
+    # -- the kubelet's part --
+
+    def start(self) -> None:
+        self._thread.start()
+        if self._deadline is not None:
+            self._deadline.start()
+
+    def kill(self) -> None:
+        """Stop the pod: it never starts if it has not yet; a running process is killed and reaped."""
+        self._deleted.set()
+        if self._deadline is not None and threading.current_thread() is not self._deadline:
+            self._deadline.cancel()
+        with self.fake._jobs_lock:
+            process = self.process
+        if process is not None and process.poll() is None:
+            self.killed = True
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # its own session: the process and its children
+            except ProcessLookupError:
+                pass
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def join(self) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout=15)
+        self._remove_rootfs()
+
+    def _remove_rootfs(self) -> None:
+        if self.rootfs is not None:
+            shutil.rmtree(self.rootfs, ignore_errors=True)
+
+    def _set_state(self, state: dict[str, Any], phase: Optional[str] = None) -> None:
+        status = self.pod["status"]
+        container = status["containerStatuses"][0]
+        container["state"] = state
+        container["ready"] = container["started"] = "running" in state
+        if phase is not None:
+            status["phase"] = phase
+        if "running" in state:
+            status["podIP"] = "10.0.1.77"
+            status["conditions"] = [*status["conditions"], {"type": "Ready", "status": "True",
+                                                            "lastTransitionTime": _now()}]
+
+    def _terminate(self, code: int, reason: Optional[str] = None) -> None:
+        exit_code = code if code >= 0 else 128 - code  # killed by signal 9: 137, as a runtime reports
+        previous = self.pod["status"]["containerStatuses"][0]["state"]
+        started = (previous.get("running") or {}).get("startedAt") or _now()
+        self._set_state({"terminated": {"exitCode": exit_code,
+                                        "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+                                        "startedAt": started, "finishedAt": _now()}},
+                        "Succeeded" if exit_code == 0 else "Failed")
+        self.pod["status"]["conditions"] = [c for c in self.pod["status"]["conditions"] if c["type"] != "Ready"]
+        self.fake._job_finished(self, exit_code)
+
+    def _inside(self, value: str, mounts: list[str]) -> str:
+        """An absolute path (or a :-list of them) that is, or leads to, a mount: the same path in the root."""
+        assert self.rootfs is not None
+        if not value.startswith("/"):
+            return value
+
+        def one(path: str) -> str:
+            base = path.rstrip("/")
+            for mount in mounts:
+                mount = mount.rstrip("/")
+                if base == mount or base.startswith(mount + "/") or mount.startswith(base + "/"):
+                    return os.path.join(self.rootfs or "", path.lstrip("/"))
+            return path
+
+        return ":".join(one(part) for part in value.split(":"))
+
+    def _in_root(self, *parts: str) -> str:
+        assert self.rootfs is not None
+        path = os.path.normpath(os.path.join(self.rootfs, *(p.lstrip("/") for p in parts)))
+        if path != self.rootfs and not path.startswith(self.rootfs + os.sep):
+            raise _StartFailure(f"path {os.path.join(*parts)!r} leaves the container's file system")
+        return path
+
+    def _materialise(self) -> tuple[list[str], dict[str, str], str]:
+        """The volumes made under the root; the command, environment and working directory to run."""
+        volumes = {v.get("name"): v for v in self.spec.get("volumes") or [] if isinstance(v, dict)}
+        mounts: list[str] = []
+        for mount in self.container.get("volumeMounts") or []:
+            mount_path = str(mount.get("mountPath") or "")
+            target = self._in_root(mount_path)
+            os.makedirs(target, exist_ok=True)
+            mounts.append(mount_path)
+            source = (volumes.get(mount.get("name")) or {}).get("configMap")
+            if not isinstance(source, dict):
+                continue  # emptyDir and anything else: an empty directory
+            config_map = self.fake._config_maps.get((self.namespace, str(source.get("name"))))
+            if config_map is None:
+                if source.get("optional"):
+                    continue
+                raise _StartFailure(f'MountVolume.SetUp failed for volume "{mount.get("name")}" : configmap '
+                                    f'"{source.get("name")}" not found')
+            data = config_map.get("data") or {}
+            items = source.get("items")
+            pairs = ([(str(i.get("key")), str(i.get("path") or i.get("key"))) for i in items] if items
+                     else [(str(key), str(key)) for key in data])
+            for key, relative in pairs:
+                if key in data:
+                    path = self._in_root(mount_path, relative)
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    with open(path, "w", encoding="utf-8") as handle:
+                        handle.write(str(data[key]))
+        argv = [str(a) for a in [*(self.container.get("command") or []), *(self.container.get("args") or [])]]
+        if not argv:
+            raise _StartFailure("the fake runs only containers that name their command", reason="StartError")
+        if argv[0] in ("python", "python3"):
+            argv[0] = sys.executable
+        argv = [argv[0], *(self._inside(a, mounts) for a in argv[1:])]
+        env = {"PATH": os.environ.get("PATH", os.defpath)}
+        for item in self.container.get("env") or []:
+            if isinstance(item, dict) and isinstance(item.get("value"), str):
+                env[str(item["name"])] = self._inside(item["value"], mounts)
+        working = self.container.get("workingDir")
+        cwd = self._in_root(str(working)) if working else self.rootfs
+        assert cwd is not None
+        os.makedirs(cwd, exist_ok=True)
+        return argv, env, cwd
+
+    def _run(self) -> None:
+        fake, lock = self.fake, self.fake._jobs_lock
+        if self._deleted.wait(max(float(fake.job_pending_s or 0.0), 0.0)):
+            return
+        with lock:
+            if self._deleted.is_set():
+                return
+            reason = fake.job_waiting_reason
+            if reason:
+                message = WAITING_MESSAGES.get(reason, f"{reason} (the fake's job_waiting_reason)")
+                self._set_state({"waiting": {"reason": reason,
+                                             "message": message.format(image=self.container.get("image"))}})
+                return
+            self.rootfs = tempfile.mkdtemp(prefix="fake-kube-pod-")
+            try:
+                argv, env, cwd = self._materialise()
+                self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                start_new_session=True)
+            except (_StartFailure, OSError) as exc:
+                failure = exc if isinstance(exc, _StartFailure) else _StartFailure(
+                    f"failed to create containerd task: exec: {exc}", reason="StartError")
+                self._output += (str(failure) + "\n").encode("utf-8")
+                self._terminate(failure.code, failure.reason)
+                self._remove_rootfs()
+                return
+            self._set_state({"running": {"startedAt": _now()}}, "Running")
+        process = self.process
+        stdout = process.stdout
+        assert isinstance(stdout, io.BufferedReader)
+        with stdout:
+            while True:
+                chunk = stdout.read1(65536)
+                if not chunk:
+                    break
+                with lock:
+                    self._output += chunk
+        code = process.wait()
+        with lock:
+            self._terminate(code)
+        self._remove_rootfs()
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: "_Server"
     protocol_version = "HTTP/1.1"
@@ -517,13 +1025,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._handle("POST")
 
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
     def _handle(self, method: str) -> None:
         fake = self.server.fake
         parts = urlsplit(self.path)
         path = unquote(parts.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(min(length, 1024 * 1024)) if length else b""
+        body = self.rfile.read(min(length, MAX_REQUEST_BYTES)) if length else b""
         fake.requests.append({"method": method, "path": path, "query": query})
         auth = self.headers.get("Authorization", "")
         if not (auth.startswith("Bearer ") and fake.accept_token(auth[len("Bearer "):])):
@@ -536,6 +1047,8 @@ class _Handler(BaseHTTPRequestHandler):
         spec = fake.spec
         ns = spec.namespace
         parts = path.strip("/").split("/")
+        if self._workloads(fake, method, parts, query, body):
+            return
         if method == "GET" and path == "/api/v1/nodes":
             items = [n for n in fake.nodes if _matches(n["metadata"]["labels"], query.get("labelSelector"))]
             self._json(200, {"kind": "NodeList", "apiVersion": "v1",
@@ -548,8 +1061,11 @@ class _Handler(BaseHTTPRequestHandler):
             name = parts[-1]
             self._json(404, _status(404, "NotFound", f'rayservices.ray.io "{name}" not found'))
             return
-        if method == "GET" and path == f"/api/v1/namespaces/{ns}/pods":
-            items = [p for p in fake.pods if _matches(p["metadata"]["labels"], query.get("labelSelector"))]
+        if method == "GET" and len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] \
+                and parts[4] == "pods":
+            selector = query.get("labelSelector")
+            items = [p for p in fake.pods if _matches(p["metadata"]["labels"], selector)] if parts[3] == ns else []
+            items += fake.job_pods(parts[3], selector)
             self._json(200, {"kind": "PodList", "apiVersion": "v1",
                              "metadata": {"resourceVersion": "81724"}, "items": items})
             return
@@ -572,6 +1088,61 @@ class _Handler(BaseHTTPRequestHandler):
                 self._pod_proxy(fake, target, port, rest)
                 return
         self._json(404, _status(404, "NotFound", "the server could not find the requested resource"))
+
+    def _workloads(self, fake: FakeKubeApi, method: str, parts: list[str], query: dict[str, str],
+                   body: bytes) -> bool:
+        """ConfigMaps, Jobs and the Jobs' pods (one and its log); False when the path is another's."""
+        n = len(parts)
+        if n in (6, 7) and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods" and method == "GET" \
+                and (n == 6 or parts[6] == "log"):
+            run = fake.job_pod(parts[3], parts[5])
+            if run is None:
+                return False  # the stack's pods
+            if n == 6:
+                self._json(200, run.snapshot())
+                return True
+            container = str(run.container.get("name") or "")
+            if query.get("container") not in (None, container):
+                self._json(400, _status(400, "BadRequest", f"container {query['container']} is not valid for "
+                                                           f"pod {run.name}"))
+                return True
+            try:
+                tail = int(query["tailLines"]) if query.get("tailLines") else None
+                limit = int(query["limitBytes"]) if query.get("limitBytes") else None
+            except ValueError:
+                self._json(400, _status(400, "BadRequest", "tailLines and limitBytes must be integers"))
+                return True
+            if (tail is not None and tail < 0) or (limit is not None and limit < 1):
+                self._json(422, _status(422, "Invalid", "tailLines must be >= 0 and limitBytes >= 1"))
+                return True
+            waiting = run.waiting_reason()
+            if waiting is not None:
+                self._json(400, _status(400, "BadRequest", f'container "{container}" in pod "{run.name}" is '
+                                                           f"waiting to start: {waiting}"))
+                return True
+            self._text(200, run.log(tail, limit))
+            return True
+        if n in (5, 6) and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "configmaps":
+            kind, namespace, rest = "ConfigMap", parts[3], parts[5:]
+        elif n in (6, 7) and parts[:4] == ["apis", "batch", "v1", "namespaces"] and parts[5] == "jobs":
+            kind, namespace, rest = "Job", parts[4], parts[6:]
+        else:
+            return False
+        if not rest and method == "POST":
+            self._json(*fake.create_object(kind, namespace, body))
+        elif not rest and method == "GET":
+            with fake._jobs_lock:
+                store = fake._config_maps if kind == "ConfigMap" else fake._jobs
+                items = [copy.deepcopy(o) for (ns, _), o in store.items() if ns == namespace]
+            self._json(200, {"kind": f"{kind}List", "apiVersion": "v1" if kind == "ConfigMap" else "batch/v1",
+                             "metadata": {"resourceVersion": "81725"}, "items": items})
+        elif rest and method == "GET":
+            self._json(*fake.get_object(kind, namespace, rest[0]))
+        elif rest and method == "DELETE":
+            self._json(*fake.delete_object(kind, namespace, rest[0], query.get("propagationPolicy")))
+        else:
+            self._json(405, _status(405, "MethodNotAllowed", f"{method} is not supported here"))
+        return True
 
     def _service_proxy(self, fake: FakeKubeApi, method: str, service: str, port: str, rest: str,
                        query: dict[str, str], body: bytes) -> None:

@@ -85,13 +85,13 @@ def test_compare_verdict_states_the_goodput_ratio_and_conditions(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     slo = {"ttft_ms": 200.0, "tpot_ms": 50.0}
     empty = {k: None for k in STATS_KEYS}
-    for name, goodput in (("disagg", 4.0), ("colocated", 3.0)):
+    for name, goodput, cost in (("disagg", 4.0, 0.26), ("colocated", 3.0, 0.2)):
         run = tmp_path / name
         run.mkdir()
         summary = {"requests": {"sent": 1, "completed": 1, "failed": 0}, "ttft_ms": empty, "itl_ms": empty,
                    "tpot_ms": empty, "e2e_ms": empty, "request_rate": 1.0, "input_tokens_per_s": 1.0,
                    "output_tokens_per_s": 1.0, "slo": {**slo, "attained": 0.95},
-                   "usd_per_million_output_tokens": None, "goodput": {"rate": goodput},
+                   "usd_per_million_output_tokens": cost, "goodput": {"rate": goodput},
                    "load": {"rates": [1.0, 2.0, 3.0, 4.0, 6.0]},
                    "workload": {"api": "chat", "input_tokens": 1024, "output_tokens": 256, "preset": "chat"}}
         (run / "summary.json").write_text(json.dumps(summary))
@@ -99,7 +99,8 @@ def test_compare_verdict_states_the_goodput_ratio_and_conditions(tmp_path: Path,
     assert main(["compare", str(tmp_path / "disagg"), str(tmp_path / "colocated"), "--out",
                  str(tmp_path / "r")]) == 0
     printed = capsys.readouterr().out
-    assert ("disagg meets the SLOs for 90% of requests at 1.3x the rate of colocated (4 vs 3 req/s)" in printed)
+    assert ("disagg meets the SLOs for 90% of requests at 1.3x the rate of colocated (4 vs 3 req/s); disagg at "
+            "1.3x the cost per output token of colocated (0.26 vs 0.2 USD per million)" in printed)
     assert "SLO TTFT <= 200 ms and TPOT <= 50 ms" in printed and "1024 input / 256 output" in printed
 
 

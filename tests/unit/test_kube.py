@@ -232,3 +232,13 @@ def test_objects_logs_and_proxies(kube: FakeKubeApi) -> None:
     paths = [r["path"] for r in kube.requests]
     assert "/api/v1/namespaces/inference/services/ray-llm-serve-svc:8000/proxy/v1/chat/completions" in paths
     assert not any("/exec" in p or "/portforward" in p for p in paths)
+
+
+def test_forbidden_says_what_was_not_allowed_not_that_the_credentials_are_wrong(kube: FakeKubeApi) -> None:
+    kube.refuse_jobs = 403
+    client = client_from_kubeconfig(kube.kubeconfig())
+    with pytest.raises(KubeError) as caught:
+        client.create("/apis/batch/v1/namespaces/inference/jobs", {"kind": "Job", "metadata": {"name": "b"}})
+    assert caught.value.status == 403
+    assert "may not POST /apis/batch/v1/namespaces/inference/jobs" in str(caught.value)
+    assert "credentials" not in str(caught.value) and DEFAULT_TOKEN not in str(caught.value)

@@ -1,0 +1,177 @@
+"""The benchmark's event stream (`run --events`): how a run in a pod reports to a program outside.
+
+A run inside the cluster has one channel out that needs no volume, no exec and no extra
+permissions: its stdout, which the Kubernetes API returns as the pod's log. With `--events` every
+stdout line is one JSON object, written here and read back here (one module owns both sides):
+
+    {"event": "progress", "done": 120, "total": 400, "rate": 3.9, "p50_ttft_ms": 212.4, "subrun": 1, "subruns": 2}
+    {"event": "summary", "summary": {...Contract 6 summary.json...}}
+    {"event": "records", "part": 1, "parts": 3, "data": "<base64 of gzip(requests.jsonl)>"}
+    {"event": "end", "code": 0}
+
+`rate` is requests completed per second over the last RATE_WINDOW_S seconds of this sub-run (a
+sweep's rate), or since it started when that is shorter; `p50_ttft_ms` is over the requests
+completed so far in this sub-run. The records travel gzip-compressed and base64 in
+parts of at most PART_CHARS characters, so no log line is long enough for a container runtime to
+split it. Lines that are not events (a warning a library printed) are ignored by the reader.
+
+Standard library only: this file runs in the serving image (it is one of job.RUN_FILES).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import json
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable, Mapping, Optional, Sequence
+
+PROGRESS_EVERY_S = 1.0
+RATE_WINDOW_S = 5.0
+PART_CHARS = 8000
+MAX_RECORDS_BYTES = 256 * 1024 * 1024  # decompressed: a bound against a hostile or broken log
+
+
+class EventsError(ValueError):
+    """A log that does not carry a complete run (cut short, a part missing, not gzip)."""
+
+
+def _median(values: Sequence[float]) -> Optional[float]:
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+class ProgressReporter:
+    """Counts finished requests and writes a progress event at most every PROGRESS_EVERY_S.
+
+    Called from the load generator's event loop once per finished request, so it only appends
+    and compares clocks; the median is computed when a line is written.
+    """
+
+    def __init__(self, write: Callable[[str], None], total: int, subruns: int = 1,
+                 clock: Callable[[], float] = time.monotonic, every_s: float = PROGRESS_EVERY_S):
+        self._write, self._clock, self._every = write, clock, every_s
+        self.total, self.subruns = total, subruns
+        self.done = 0
+        self.subrun = 1
+        self._ttfts: list[float] = []
+        self._finished_at: list[float] = []
+        self._started = clock()
+        self._last_line = float("-inf")
+
+    def start_subrun(self, number: int) -> None:
+        """A new rate of a sweep: its rate and median start afresh."""
+        self.subrun = number
+        self._ttfts = []
+        self._finished_at = []
+        self._started = self._clock()
+
+    def __call__(self, record: Mapping[str, Any]) -> None:
+        now = self._clock()
+        self.done += 1
+        self._finished_at.append(now)
+        if record.get("ok") and isinstance(record.get("ttft_ms"), (int, float)):
+            self._ttfts.append(float(record["ttft_ms"]))
+        if now - self._last_line >= self._every or self.done == self.total:
+            self.flush(now)
+
+    def snapshot(self, now: Optional[float] = None) -> dict[str, Any]:
+        now = self._clock() if now is None else now
+        recent = [t for t in self._finished_at[-10_000:] if now - t <= RATE_WINDOW_S]
+        # Over the window, or over the time since the (sub-)run started when that is shorter.
+        span = min(RATE_WINDOW_S, max(now - self._started, 1.0))
+        median = _median(self._ttfts)
+        return {"event": "progress", "done": self.done, "total": self.total,
+                "rate": round(len(recent) / span, 3),
+                "p50_ttft_ms": None if median is None else round(median, 2),
+                "subrun": self.subrun, "subruns": self.subruns}
+
+    def flush(self, now: Optional[float] = None) -> None:
+        snapshot = self.snapshot(now)
+        self._last_line = self._clock() if now is None else now
+        self._write(json.dumps(snapshot))
+
+
+def write_result(out: IO[str], summary: Mapping[str, Any], records: Sequence[Mapping[str, Any]], code: int) -> None:
+    """The summary, the records in parts, and the end marker (the last line of a complete run)."""
+    out.write(json.dumps({"event": "summary", "summary": summary}) + "\n")
+    jsonl = "".join(json.dumps(record) + "\n" for record in records).encode("utf-8")
+    data = base64.b64encode(gzip.compress(jsonl, compresslevel=6)).decode("ascii")
+    parts = [data[i:i + PART_CHARS] for i in range(0, len(data), PART_CHARS)] or [""]
+    for number, part in enumerate(parts, start=1):
+        out.write(json.dumps({"event": "records", "part": number, "parts": len(parts), "data": part}) + "\n")
+    out.write(json.dumps({"event": "end", "code": code}) + "\n")
+    out.flush()
+
+
+def _events(text: str) -> list[dict[str, Any]]:
+    found = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            document = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(document, dict) and isinstance(document.get("event"), str):
+            found.append(document)
+    return found
+
+
+def last_progress(text: str) -> Optional[dict[str, Any]]:
+    """The newest progress event in a (tail of a) log, or None."""
+    progress = [e for e in _events(text) if e["event"] == "progress"]
+    return progress[-1] if progress else None
+
+
+@dataclass
+class RunResult:
+    """What a finished run sent back: its summary, every request's record, its exit code."""
+
+    summary: dict[str, Any]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    code: int = 0
+
+
+def read_result(text: str) -> RunResult:
+    """The run's result from its whole log; EventsError names what is missing."""
+    events = _events(text)
+    ends = [e for e in events if e["event"] == "end"]
+    summaries = [e for e in events if e["event"] == "summary" and isinstance(e.get("summary"), dict)]
+    if not ends:
+        raise EventsError("the benchmark's log has no end marker: the run was cut short or its log was lost")
+    if not summaries:
+        raise EventsError("the benchmark's log has no summary")
+    parts = [e for e in events if e["event"] == "records"]
+    expected = parts[0].get("parts") if parts else None
+    if not isinstance(expected, int) or expected < 1:
+        raise EventsError("the benchmark's log has no request records")
+    by_number = {e.get("part"): e["data"] for e in parts if isinstance(e.get("data"), str)}
+    missing = [n for n in range(1, expected + 1) if n not in by_number]
+    if missing:
+        raise EventsError(f"the benchmark's log lacks {len(missing)} of {expected} parts of the request records "
+                          "(was the log rotated? run fewer requests)")
+    try:
+        compressed = base64.b64decode("".join(by_number[n] for n in range(1, expected + 1)), validate=True)
+        with gzip.GzipFile(fileobj=io.BytesIO(compressed)) as stream:
+            jsonl = stream.read(MAX_RECORDS_BYTES + 1)
+    except (ValueError, OSError, EOFError, zlib.error) as exc:
+        raise EventsError(f"the benchmark's request records do not decode: {exc}") from None
+    if len(jsonl) > MAX_RECORDS_BYTES:
+        raise EventsError(f"the benchmark's request records are larger than {MAX_RECORDS_BYTES} bytes")
+    try:
+        records = [json.loads(line) for line in jsonl.decode("utf-8").splitlines() if line.strip()]
+    except ValueError as exc:
+        raise EventsError(f"the benchmark's request records are not JSON lines: {exc}") from None
+    if not all(isinstance(r, dict) for r in records):
+        raise EventsError("the benchmark's request records are not JSON objects")
+    code = ends[-1].get("code")
+    return RunResult(summaries[-1]["summary"], records, code if isinstance(code, int) else 1)
+

@@ -1,0 +1,217 @@
+"""Running the benchmark Job in a cluster and bringing its results back, through the Kubernetes API.
+
+The web app's Benchmark tab uses this (the CLI prints the same manifests for `kubectl apply`):
+create the ConfigMap and the Job (job.py, `for_program=True`), follow the pod's log for progress
+events, read the whole log once the Job has ended and decode the summary and every request's
+record from it (events.py), then delete both objects. Nothing is left half-created: a Job that
+cannot be created takes its ConfigMap with it, and cancel, failure and success all end with both
+deleted (the Job's TTL is the backstop when the API is unreachable at that moment).
+
+Needs only what `serve.kube.KubeClient` offers: create, delete, get, list pods, pod log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
+from urllib.parse import quote
+
+from serve.benchmark.events import EventsError, RunResult, last_progress, read_result
+from serve.benchmark.job import package_sources, render_benchmark_job
+from serve.kube import KubeClient, KubeError, KubeNotFound
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 2.0
+START_TIMEOUT_SECONDS = 900.0  # pulling the serving image (~20 GB) onto a fresh system node takes minutes
+LOG_LIMIT_BYTES = 128 * 1024 * 1024
+PROGRESS_TAIL_LINES = 30
+# Waiting reasons that do not fix themselves: fail at once instead of waiting out the start timeout.
+FATAL_WAITING = ("ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError")
+
+
+class BenchmarkFailed(Exception):
+    """The in-cluster run failed; the message says why in words a user can act on."""
+
+
+class BenchmarkCancelled(Exception):
+    """Cancelled on request; the Job and its ConfigMap were deleted."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    namespace: str
+    name: str
+
+    @property
+    def config_maps(self) -> str:
+        return f"/api/v1/namespaces/{quote(self.namespace, safe='')}/configmaps"
+
+    @property
+    def jobs(self) -> str:
+        return f"/apis/batch/v1/namespaces/{quote(self.namespace, safe='')}/jobs"
+
+    @property
+    def config_map(self) -> str:
+        return f"{self.config_maps}/{quote(self.name + '-code', safe='')}"
+
+    @property
+    def job(self) -> str:
+        return f"{self.jobs}/{quote(self.name, safe='')}"
+
+
+def expected_seconds(requests: int, rates: Sequence[float], concurrency: Optional[int], timeout_s: float,
+                     duration_s: Optional[float] = None) -> float:
+    """A generous bound on how long the run itself takes (sending + the last answers), per sub-run."""
+    total = 0.0
+    loads: Sequence[Optional[float]] = list(rates) or [None]
+    for rate in loads:
+        sending = requests / rate * 1.5 + 10 if rate else requests / max(concurrency or 1, 1) * timeout_s
+        if duration_s is not None:
+            sending = min(sending, duration_s)
+        total += sending + timeout_s + 10
+    return total
+
+
+def job_state(job: Mapping[str, Any]) -> Optional[str]:
+    """'succeeded', 'failed' or None (still running), from a batch/v1 Job's status."""
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") in ("Complete", "SuccessCriteriaMet"):
+            return "succeeded"
+        if condition.get("type") in ("Failed", "FailureTarget"):
+            return "failed"
+    if status.get("succeeded"):
+        return "succeeded"
+    if status.get("failed"):
+        return "failed"
+    return None
+
+
+def pod_problem(pod: Mapping[str, Any]) -> Optional[tuple[str, bool]]:
+    """(why the pod is not running yet, whether that is fatal), or None when nothing is wrong."""
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason and reason != "ContainerCreating":
+            message = str(waiting.get("message") or "")[:300]
+            return f"{reason}{': ' + message if message else ''}", reason in FATAL_WAITING
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return f"not scheduled: {str(condition.get('message') or condition.get('reason') or '')[:300]}", False
+    return None
+
+
+def _log_tail(text: str, lines: int = 6) -> str:
+    """The last lines a person would read (not the event lines), for a failure message."""
+    plain = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith('{"event"')]
+    return " | ".join(line.strip()[:300] for line in plain[-lines:])
+
+
+class InClusterRun:
+    """One benchmark Job's life: create, follow, collect, delete."""
+
+    def __init__(self, client: KubeClient, outputs: Mapping[str, Any], name: str, run_args: Sequence[str], *,
+                 run_seconds: float, poll_seconds: Optional[float] = None,
+                 start_timeout_seconds: Optional[float] = None,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+        self.client = client
+        # Defaults read at call time, so a test can shorten them for every run it starts.
+        self.poll_seconds = POLL_SECONDS if poll_seconds is None else poll_seconds
+        self.start_timeout = START_TIMEOUT_SECONDS if start_timeout_seconds is None else start_timeout_seconds
+        self.run_seconds = run_seconds
+        self.manifests = render_benchmark_job(
+            outputs, name, run_args, package_sources(), for_program=True,
+            deadline_seconds=int(run_seconds + self.start_timeout) + 60)
+        self.paths = Paths(str(self.manifests[1]["metadata"]["namespace"]), name)
+        self._sleep, self._clock = sleep, clock
+
+    def run(self, on_progress: Callable[[dict[str, Any]], None], cancelled: Callable[[], bool]) -> RunResult:
+        self._create()
+        try:
+            return self._follow(on_progress, cancelled)
+        finally:
+            self.clean_up()
+
+    def _create(self) -> None:
+        config_map, job = self.manifests
+        try:
+            self.client.create(self.paths.config_maps, config_map)
+        except KubeError as exc:
+            raise BenchmarkFailed(f"cannot create the benchmark's ConfigMap: {exc}") from None
+        try:
+            self.client.create(self.paths.jobs, job)
+        except KubeError as exc:
+            self._delete(self.paths.config_map)
+            raise BenchmarkFailed(f"cannot create the benchmark Job: {exc}") from None
+
+    def clean_up(self) -> None:
+        self._delete(self.paths.job)
+        self._delete(self.paths.config_map)
+
+    def _delete(self, path: str) -> None:
+        try:
+            self.client.delete(path)
+        except KubeError as exc:  # the Job's ttlSecondsAfterFinished removes it later anyway
+            log.warning("could not delete %s: %s", path, exc)
+
+    def _pod(self) -> Optional[dict[str, Any]]:
+        pods = self.client.list_pods(self.paths.namespace, f"raypd.io/benchmark={self.paths.name}")
+        pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+        return pods[-1] if pods else None
+
+    def _follow(self, on_progress: Callable[[dict[str, Any]], None], cancelled: Callable[[], bool]) -> RunResult:
+        started = self._clock()
+        running_since: Optional[float] = None
+        last_seen: Optional[dict[str, Any]] = None
+        while True:
+            if cancelled():
+                raise BenchmarkCancelled()
+            try:
+                state = job_state(self.client.get_json(self.paths.job))
+            except KubeNotFound:
+                raise BenchmarkFailed("the benchmark Job was deleted while it ran") from None
+            pod = self._pod()
+            name = str(((pod or {}).get("metadata") or {}).get("name") or "")
+            phase = str(((pod or {}).get("status") or {}).get("phase") or "")
+            if state is not None or phase in ("Succeeded", "Failed"):
+                return self._collect(name, state or phase.lower())
+            now = self._clock()
+            if phase == "Running":
+                running_since = running_since or now
+                progress = last_progress(self.client.pod_log(self.paths.namespace, name,
+                                                             tail_lines=PROGRESS_TAIL_LINES))
+                if progress is not None and progress != last_seen:
+                    last_seen = progress
+                    on_progress(progress)
+                if now - running_since > self.run_seconds:
+                    raise BenchmarkFailed(f"the benchmark ran longer than the {self.run_seconds:.0f} s its load "
+                                          "allows; it was stopped")
+            else:
+                problem = pod_problem(pod) if pod is not None else ("no pod yet", False)
+                if problem is not None and problem[1]:
+                    raise BenchmarkFailed(f"the benchmark pod cannot start: {problem[0]}")
+                if now - started > self.start_timeout:
+                    why = problem[0] if problem else "it stayed pending"
+                    raise BenchmarkFailed(f"the benchmark pod did not start within {self.start_timeout:.0f} s: {why}")
+            self._sleep(self.poll_seconds)
+
+    def _collect(self, pod: str, state: str) -> RunResult:
+        if not pod:
+            raise BenchmarkFailed(f"the benchmark Job {state} but its pod is gone, and with it the results")
+        text = self.client.pod_log(self.paths.namespace, pod, limit_bytes=LOG_LIMIT_BYTES, timeout=60.0)
+        try:
+            result = read_result(text)
+        except EventsError as exc:
+            tail = _log_tail(text)
+            raise BenchmarkFailed(f"the benchmark {'failed' if state == 'failed' else 'ended'} without results "
+                                  f"({exc}){': ' + tail if tail else ''}") from None
+        if result.code != 0:
+            raise BenchmarkFailed("the endpoint was unreachable for every request "
+                                  f"({_log_tail(text, 2) or 'connection refused'})")
+        return result

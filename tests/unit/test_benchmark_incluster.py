@@ -1,0 +1,313 @@
+"""The benchmark run as a Kubernetes Job (serve/benchmark/incluster.py), end to end on loopback.
+
+The fake Kubernetes API (tests.fakes.kube_api) really runs the Job: the ConfigMap's files under a
+temp root, the container's command as a process whose output is the pod's log. The endpoint is a
+real OpenAI-compatible server (tests.fakes.openai_server). So every test here runs the same
+`python -m serve.benchmark run --events` a pod would, and checks what InClusterRun makes of it and
+that nothing is left behind in the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
+
+import pytest
+
+from serve.benchmark.__main__ import main
+from serve.benchmark.events import RunResult
+from serve.benchmark.incluster import BenchmarkCancelled, BenchmarkFailed, InClusterRun
+from serve.kube import KubeClient, KubeError, client_from_kubeconfig
+from tests.fakes.kube_api import FakeKubeApi
+from tests.fakes.openai_server import OpenAIServer
+
+SMALL = ["--rate", "20", "--requests", "30", "--output-tokens", "8", "--input-tokens", "16"]
+NOTHING = {"configmaps": [], "jobs": [], "pods": []}
+
+
+@contextmanager
+def cluster(**knobs: Any) -> Iterator[tuple[FakeKubeApi, OpenAIServer, dict[str, Any], KubeClient]]:
+    """A fake cluster whose stack endpoint is a real OpenAI server, and a client for it."""
+    with FakeKubeApi(**knobs) as kube:
+        outputs = kube.outputs()
+        with OpenAIServer(outputs["modelId"], output_tokens=8) as api:
+            outputs["openaiBaseUrl"] = api.base_url
+            yield kube, api, outputs, client_from_kubeconfig(outputs["kubeconfig"])
+
+
+def _run(client: KubeClient, outputs: dict[str, Any], args: list[str], *, name: str = "bench-1",
+         run_seconds: float = 60.0, cancelled: Callable[[], bool] = lambda: False,
+         progress: Optional[list[dict[str, Any]]] = None, **options: Any) -> RunResult:
+    seen = progress if progress is not None else []
+    options.setdefault("poll_seconds", 0.05)
+    run = InClusterRun(client, outputs, name, args, run_seconds=run_seconds, **options)
+    return run.run(seen.append, cancelled)
+
+
+def _paths(kube: FakeKubeApi, method: str) -> list[str]:
+    return [r["path"] for r in kube.requests if r["method"] == method]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_small_run_comes_back_whole_and_leaves_nothing_behind():
+    progress: list[dict[str, Any]] = []
+    with cluster() as (kube, api, outputs, client):
+        result = _run(client, outputs, SMALL, progress=progress)
+        assert result.summary["requests"] == {"sent": 30, "completed": 30, "failed": 0}
+        assert sorted(r["index"] for r in result.records) == list(range(30))
+        assert all(r["ok"] for r in result.records) and result.code == 0
+        assert len([r for r in api.requests if r[1] == "/v1/chat/completions"]) == 30  # really sent
+        assert kube.objects() == NOTHING
+        (run,) = kube.runs
+        assert run.process is not None and run.process.returncode == 0 and not run.killed
+        assert run.rootfs is not None and not os.path.exists(run.rootfs)
+        assert set(_paths(kube, "DELETE")) == {"/apis/batch/v1/namespaces/inference/jobs/bench-1",
+                                               "/api/v1/namespaces/inference/configmaps/bench-1-code"}
+        assert all(r["query"].get("propagationPolicy") == "Background"
+                   for r in kube.requests if r["method"] == "DELETE")
+    dones = [p["done"] for p in progress]
+    assert dones, "no progress was reported while the pod ran"
+    # never backwards (the run's closing flush may repeat the last count with a newer rate)
+    assert dones == sorted(dones) and 1 <= dones[0] and dones[-1] <= 30
+    assert {(p["total"], p["subruns"]) for p in progress} == {(30, 1)}
+
+
+def test_a_sweep_brings_back_the_sweep_summary_with_goodput():
+    args = ["--rate", "10,20", "--requests", "8", "--output-tokens", "4", "--input-tokens", "8",
+            "--slo-ttft-ms", "5000", "--slo-tpot-ms", "5000"]
+    progress: list[dict[str, Any]] = []
+    with cluster() as (kube, _, outputs, client):
+        result = _run(client, outputs, args, name="sweep-1", progress=progress)
+        assert kube.objects() == NOTHING
+    summary = result.summary
+    assert summary["load"] == {"rates": [10.0, 20.0]}
+    assert [s["rate"] for s in summary["sweep"]] == [10.0, 20.0]
+    assert "goodput" in summary and summary["goodput"]["rate"] == 20.0  # every request meets a 5 s SLO
+    assert summary["requests"]["sent"] == 16 and len(result.records) == 16
+    assert sorted({r["rate"] for r in result.records}) == [10.0, 20.0]
+    assert progress and {p["subruns"] for p in progress} == {2} and {p["total"] for p in progress} == {16}
+
+
+def test_cancel_kills_the_running_pod_and_deletes_everything():
+    progress: list[dict[str, Any]] = []
+    started = time.monotonic()
+    with cluster() as (kube, _, outputs, client):
+        with pytest.raises(BenchmarkCancelled):
+            _run(client, outputs, ["--rate", "5", "--requests", "100"], progress=progress,
+                 cancelled=lambda: bool(progress))  # about 20 s of load: cancelled after the first progress
+        assert kube.objects() == NOTHING
+        (run,) = kube.runs
+        assert run.killed and run.process is not None and run.process.returncode == -signal.SIGKILL
+        assert '"event": "end"' not in run.log()  # it did not get to finish
+    assert len(progress) == 1 and time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("refusal", [403, 422])
+def test_a_job_the_api_refuses_takes_its_config_map_with_it(refusal: int):
+    with cluster(refuse_jobs=refusal) as (kube, _, outputs, client):
+        with pytest.raises(BenchmarkFailed, match="cannot create the benchmark Job") as failed:
+            _run(client, outputs, SMALL, name="refused-1")
+        assert f"HTTP {refusal}" in str(failed.value)
+        if refusal == 422:
+            assert 'Job.batch "refused-1" is invalid' in str(failed.value)
+        assert _paths(kube, "POST") == ["/api/v1/namespaces/inference/configmaps",
+                                        "/apis/batch/v1/namespaces/inference/jobs"]
+        assert _paths(kube, "DELETE") == ["/api/v1/namespaces/inference/configmaps/refused-1-code"]
+        assert kube.objects() == NOTHING and kube.runs == []
+
+
+def test_a_fatal_waiting_reason_fails_at_once_with_that_reason():
+    started = time.monotonic()
+    with cluster(job_waiting_reason="InvalidImageName") as (kube, _, outputs, client):
+        with pytest.raises(BenchmarkFailed, match="cannot start: InvalidImageName: .*invalid reference format"):
+            _run(client, outputs, SMALL, start_timeout_seconds=20.0)
+        assert kube.objects() == NOTHING
+        (run,) = kube.runs
+        assert run.process is None  # it never ran
+    assert time.monotonic() - started < 10  # not the 20 s start timeout
+
+
+class FakeClock:
+    """Time that moves only when the run sleeps (plus a real instant for the fake kubelet's thread)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        time.sleep(0.02)
+
+
+def test_a_pod_that_cannot_pull_its_image_fails_after_the_start_timeout_with_the_reason():
+    clock = FakeClock()
+    with cluster(job_waiting_reason="ImagePullBackOff") as (kube, _, outputs, client):
+        with pytest.raises(BenchmarkFailed, match=r"did not start within 30 s: ImagePullBackOff: Back-off pulling"):
+            _run(client, outputs, SMALL, poll_seconds=5.0, start_timeout_seconds=30.0,
+                 sleep=clock.sleep, clock=clock)
+        assert kube.objects() == NOTHING
+    assert len(clock.sleeps) == 7  # it waited the timeout out (35 s > 30 s), not failed at the first look
+
+
+def test_an_unreachable_endpoint_fails_saying_so():
+    port = _closed_port()
+    with cluster() as (kube, _, outputs, client):
+        outputs["openaiBaseUrl"] = f"http://127.0.0.1:{port}/v1"
+        with pytest.raises(BenchmarkFailed, match="unreachable for every request") as failed:
+            _run(client, outputs, ["--rate", "50", "--requests", "5", "--timeout", "5"])
+        assert f"127.0.0.1:{port}" in str(failed.value)
+        assert kube.objects() == NOTHING
+        assert kube.runs[0].process is not None and kube.runs[0].process.returncode == 1
+
+
+def test_a_run_longer_than_its_load_allows_is_stopped_and_deleted():
+    started = time.monotonic()
+    with cluster() as (kube, _, outputs, client):
+        with pytest.raises(BenchmarkFailed, match="ran longer than the 1 s its load allows"):
+            _run(client, outputs, ["--rate", "2", "--requests", "40"], run_seconds=1.0)
+        assert kube.objects() == NOTHING
+        (run,) = kube.runs
+        assert run.killed and run.process is not None and run.process.returncode == -signal.SIGKILL
+    assert time.monotonic() - started < 15  # not the 20 s the load would take
+
+
+def test_arguments_the_cli_refuses_fail_with_the_clis_own_line(capsys):
+    args = ["--rate", "5", "--requests", "0"]
+    with cluster() as (kube, _, outputs, client):
+        command = InClusterRun(client, outputs, "bad-args", args, run_seconds=60).manifests[1][
+            "spec"]["template"]["spec"]["containers"][0]["command"]
+        assert main(command[3:]) == 2  # what the pod runs: `python -m serve.benchmark` + these
+        (cli_line,) = capsys.readouterr().err.strip().splitlines()
+        assert "--requests" in cli_line
+        with pytest.raises(BenchmarkFailed) as failed:
+            _run(client, outputs, args, name="bad-args")
+        assert cli_line in str(failed.value) and "Traceback" not in str(failed.value)
+        assert "failed without results" in str(failed.value)
+        assert kube.objects() == NOTHING
+        state = kube.runs[0].pod["status"]["containerStatuses"][0]["state"]
+        assert state["terminated"]["exitCode"] == 2
+
+
+# ---- the fake cluster itself, where the run relies on it behaving like Kubernetes ----
+
+def _job(name: str, config_map: str, code: str) -> dict[str, Any]:
+    labels = {"raypd.io/benchmark": name}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "inference"},
+            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "python:3.11", "command": ["python", "-c", code],
+                                "env": [{"name": "CODE_DIR", "value": "/opt/code"}],
+                                "volumeMounts": [{"name": "code", "mountPath": "/opt/code"}]}],
+                "volumes": [{"name": "code", "configMap": {"name": config_map}}]}}}}
+
+
+def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the fake cluster did not get there in time"
+        time.sleep(0.02)
+
+
+def test_the_fake_runs_a_job_with_its_config_map_mounted_and_serves_its_log():
+    jobs, config_maps = "/apis/batch/v1/namespaces/inference/jobs", "/api/v1/namespaces/inference/configmaps"
+    code = ("import os; print(open(os.path.join(os.environ['CODE_DIR'], 'greeting.txt')).read()); "
+            "print('line 2'); print('line 3')")
+    with FakeKubeApi() as kube:
+        client = client_from_kubeconfig(kube.kubeconfig())
+        config_map = {"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "hello-code", "namespace": "inference"}, "data": {"greeting.txt": "hi"}}
+        assert client.create(config_maps, config_map)["metadata"]["name"] == "hello-code"
+        with pytest.raises(KubeError) as exists:
+            client.create(config_maps, config_map)
+        assert exists.value.status == 409
+        client.create(jobs, _job("hello", "hello-code", code))
+        (pod,) = client.list_pods("inference", "raypd.io/benchmark=hello")
+        assert pod["metadata"]["name"].startswith("hello-") and pod["metadata"]["creationTimestamp"]
+        assert pod["status"]["containerStatuses"][0]["name"] == "main"
+        _until(lambda: client.get_json(f"{jobs}/hello").get("status", {}).get("succeeded") == 1)
+        assert client.get_json(f"{jobs}/hello")["status"]["conditions"][0]["type"] == "Complete"
+        (pod,) = client.list_pods("inference", "raypd.io/benchmark=hello")
+        name = pod["metadata"]["name"]
+        assert pod["status"]["phase"] == "Succeeded"
+        assert client.pod_log("inference", name) == "hi\nline 2\nline 3\n"
+        assert client.pod_log("inference", name, tail_lines=2) == "line 2\nline 3\n"
+        assert client.pod_log("inference", name, tail_lines=2, limit_bytes=4) == "line"
+        assert client.delete(f"{jobs}/hello") and client.delete(f"{config_maps}/hello-code")
+        assert not client.delete(f"{jobs}/hello")  # 404: already gone
+        assert kube.objects() == NOTHING
+
+
+def test_the_fake_fails_a_job_whose_config_map_is_missing():
+    with FakeKubeApi() as kube:
+        client = client_from_kubeconfig(kube.kubeconfig())
+        client.create("/apis/batch/v1/namespaces/inference/jobs", _job("lost", "lost-code", "print(1)"))
+        _until(lambda: client.get_json("/apis/batch/v1/namespaces/inference/jobs/lost")
+               .get("status", {}).get("failed") == 1)
+        (pod,) = client.list_pods("inference", "raypd.io/benchmark=lost")
+        assert pod["status"]["phase"] == "Failed"
+        assert 'configmap "lost-code" not found' in client.pod_log("inference", pod["metadata"]["name"])
+        assert kube.runs[0].process is None
+
+
+def test_the_fake_keeps_a_pending_pod_pending_and_kills_what_still_runs_when_it_stops():
+    with FakeKubeApi(job_pending_s=1.0) as kube:
+        client = client_from_kubeconfig(kube.kubeconfig())
+        client.create("/api/v1/namespaces/inference/configmaps", {
+            "kind": "ConfigMap", "metadata": {"name": "slow-code"}, "data": {"x": "1"}})
+        client.create("/apis/batch/v1/namespaces/inference/jobs",
+                      _job("slow", "slow-code", "import time; print('up', flush=True); time.sleep(60)"))
+        (pod,) = client.list_pods("inference", "raypd.io/benchmark=slow")
+        assert pod["status"]["phase"] == "Pending"
+        assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+        with pytest.raises(KubeError, match="waiting to start: ContainerCreating"):
+            client.pod_log("inference", pod["metadata"]["name"])
+        _until(lambda: "up" in kube.runs[0].log())
+        assert client.list_pods("inference", "raypd.io/benchmark=slow")[0]["status"]["phase"] == "Running"
+        assert client.get_json("/apis/batch/v1/namespaces/inference/jobs/slow")["status"]["active"] == 1
+        run = kube.runs[0]
+    assert run.killed and run.process is not None and run.process.returncode == -signal.SIGKILL
+    assert run.rootfs is not None and not os.path.exists(run.rootfs)
+
+
+def test_without_a_propagation_policy_the_fake_orphans_the_pod_as_kubernetes_does():
+    with FakeKubeApi() as kube:
+        client = client_from_kubeconfig(kube.kubeconfig())
+        client.create("/api/v1/namespaces/inference/configmaps", {
+            "kind": "ConfigMap", "metadata": {"name": "o-code"}, "data": {"x": "1"}})
+        client.create("/apis/batch/v1/namespaces/inference/jobs",
+                      _job("o", "o-code", "import time; time.sleep(60)"))
+        response = client.request("DELETE", "/apis/batch/v1/namespaces/inference/jobs/o")
+        assert response.status == 200 and json.loads(response.body)["metadata"]["name"] == "o"
+        assert kube.objects()["jobs"] == [] and len(kube.objects()["pods"]) == 1
+        assert not kube.runs[0].killed
+
+
+def test_the_fake_keeps_a_jobs_active_deadline_as_the_job_controller_does():
+    with FakeKubeApi() as kube:
+        client = client_from_kubeconfig(kube.kubeconfig())
+        client.create("/api/v1/namespaces/inference/configmaps", {
+            "kind": "ConfigMap", "metadata": {"name": "late-code"}, "data": {"x": "1"}})
+        job = _job("late", "late-code", "import time; print('up', flush=True); time.sleep(60)")
+        job["spec"]["activeDeadlineSeconds"] = 1
+        client.create("/apis/batch/v1/namespaces/inference/jobs", job)
+        _until(lambda: client.get_json("/apis/batch/v1/namespaces/inference/jobs/late")
+               .get("status", {}).get("failed") == 1)
+        (condition,) = client.get_json("/apis/batch/v1/namespaces/inference/jobs/late")["status"]["conditions"]
+        assert (condition["type"], condition["reason"]) == ("Failed", "DeadlineExceeded")
+        assert client.list_pods("inference", "raypd.io/benchmark=late") == []  # its active pod was deleted
+        run = kube.runs[0]
+        assert run.killed and run.process is not None and run.process.returncode == -signal.SIGKILL
