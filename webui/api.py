@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from components.errors import FieldError, SpecError
 from webui.api_models import (
+    BenchmarkRequest,
     BodyRefused,
     ChangeDeployment,
     ClearPending,
@@ -194,6 +195,35 @@ def deployment_checks(name: str) -> Response:
 @bp.get("/deployments/<name>/status")
 def deployment_status(name: str) -> Response:
     return jsonify(raypd().service.live_status(name))
+
+
+@bp.post("/deployments/<name>/benchmarks")
+def start_benchmark(name: str) -> tuple[Response, int, dict[str, str]]:
+    body = json_body(BenchmarkRequest)
+    job_id = raypd().benchmarks.start(name, body, g.actor)
+    return answer(JobAccepted(job=job_id)), 202, {"Location": url_for("api.get_job", job_id=job_id)}
+
+
+@bp.get("/deployments/<name>/benchmarks")
+def deployment_benchmarks(name: str) -> Response:
+    return jsonify(raypd().benchmarks.runs(name))
+
+
+@bp.get("/benchmarks")
+def all_benchmarks() -> Response:
+    return jsonify(raypd().benchmarks.runs())
+
+
+@bp.get("/benchmarks/<run>")
+def get_benchmark(run: str) -> Response:
+    return jsonify(raypd().benchmarks.run(run))
+
+
+@bp.get("/benchmarks/<run>/requests.jsonl")
+def benchmark_records(run: str) -> Response:
+    data = raypd().benchmarks.records_jsonl(run)
+    return Response(data, mimetype="application/x-ndjson", headers={
+        "Content-Disposition": f'attachment; filename="benchmark-{run}-requests.jsonl"'})
 
 
 @bp.get("/jobs/<job_id>")

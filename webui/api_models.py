@@ -19,12 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 from components.checks import Report
 from components.errors import FieldError
 from components.spec import MAX_STACK_NAME, NAMESPACE, REGION_KEY, DeploymentSpec
+from serve.benchmark.workload import PRESETS
 
 SCHEMA_REF = "#/components/schemas/{model}"
 STACK_NAME_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
-Operation = Literal["preview", "up", "refresh", "destroy", "clear-pending", "preflight", "verify"]
+Operation = Literal["preview", "up", "refresh", "destroy", "clear-pending", "preflight", "verify", "benchmark"]
 
 
 def _no_default(schema: dict[str, Any]) -> None:
@@ -117,6 +118,62 @@ class ClearPending(ApiRequest):
     confirm: str = Field(description="the deployment's name, typed")
 
 
+BENCHMARK_PRESETS = tuple(sorted(PRESETS))
+MAX_BENCHMARK_RATES = 8
+MAX_BENCHMARK_REQUESTS = 5000
+MAX_BENCHMARK_SECONDS = 4 * 3600  # the sending time the rates and request counts add up to
+# Every output token is an inter-token gap in the records, which come back through the pod's log:
+# about 3 bytes each compressed, and the kubelet rotates a container's log at 10 MiB by default.
+MAX_BENCHMARK_OUTPUT_TOKENS = 2_000_000
+
+
+class BenchmarkRequest(ApiRequest):
+    """A benchmark of a running deployment, in the cluster (serve.benchmark; docs/benchmark.md)."""
+
+    messages: ClassVar[dict[str, str]] = {
+        "preset": f"must be one of {', '.join(BENCHMARK_PRESETS)}", "api": "must be chat or completions",
+        "rates": f"must be 1 to {MAX_BENCHMARK_RATES} request rates (numbers > 0 and at most 500 per s)",
+        "requests": f"must be an integer from 1 to {MAX_BENCHMARK_REQUESTS}",
+        "inputTokens": "must be an integer from 1 to 131072", "outputTokens": "must be an integer from 1 to 32768",
+        "sloTtftMs": "must be a number of milliseconds > 0", "sloTpotMs": "must be a number of milliseconds > 0",
+        "timeoutS": "must be a number of seconds from 1 to 600", "ignoreEos": "must be true or false",
+    }
+
+    preset: Literal["chat", "rag", "agentic"] = Field("chat", description=(
+        "chat 1024 in / 256 out; rag 8192 in / 256 out; agentic 4096 in (3584 shared prefix) / 128 out"))
+    api: Literal["chat", "completions"] = Field("chat", description="/v1/chat/completions or /v1/completions")
+    rates: list[Annotated[float, Field(gt=0, le=500, allow_inf_nan=False)]] = Field(
+        min_length=1, max_length=MAX_BENCHMARK_RATES,
+        description="Poisson request rates (req/s); several make a sweep, which gives the goodput")
+    requests: int = Field(100, ge=1, le=MAX_BENCHMARK_REQUESTS, description="requests per rate")
+    inputTokens: Optional[int] = absent("prompt length in words (about tokens); default: the preset's",
+                                        ge=1, le=131072)
+    outputTokens: Optional[int] = absent("max_tokens; default: the preset's", ge=1, le=32768)
+    sloTtftMs: Optional[float] = absent("TTFT SLO (with sloTpotMs): SLO attainment and goodput", gt=0, le=600_000)
+    sloTpotMs: Optional[float] = absent("TPOT SLO (with sloTtftMs)", gt=0, le=60_000)
+    timeoutS: float = Field(60.0, ge=1, le=600, description="per request, from send to the last token")
+    ignoreEos: bool = Field(False, description="vLLM's ignore_eos: every answer is exactly outputTokens long")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "BenchmarkRequest":
+        if (self.sloTtftMs is None) != (self.sloTpotMs is None):
+            missing = "sloTpotMs" if self.sloTpotMs is None else "sloTtftMs"
+            raise ValueError(f"{missing}: the two SLOs go together (sloTtftMs and sloTpotMs): give both or neither")
+        if len(set(self.rates)) != len(self.rates):
+            raise ValueError("rates: a rate is repeated")
+        output_tokens = self.requests * len(self.rates) * (self.outputTokens or PRESETS[self.preset]["output_tokens"])
+        if output_tokens > MAX_BENCHMARK_OUTPUT_TOKENS:
+            raise ValueError(f"requests: {self.requests} requests x {len(self.rates)} rates x "
+                             f"{output_tokens // (self.requests * len(self.rates))} output tokens is more than "
+                             f"{MAX_BENCHMARK_OUTPUT_TOKENS:,} output tokens, which the results could not bring back "
+                             "through the pod's log; run fewer requests or several benchmarks")
+        seconds = sum(self.requests / rate for rate in self.rates)
+        if seconds > MAX_BENCHMARK_SECONDS:
+            raise ValueError(f"requests: {self.requests} requests per rate at these rates would send for "
+                             f"{seconds / 3600:.1f} h; the most is {MAX_BENCHMARK_SECONDS // 3600} h")
+        return self
+
+
 RequestT = TypeVar("RequestT", bound=ApiRequest)
 _ORDER = {"extra_forbidden": 0, "missing": 1}
 
@@ -138,8 +195,14 @@ def parse(model: type[RequestT], body: dict[str, Any]) -> RequestT:
                 problems.append(FieldError(field, f"unknown key; allowed: {allowed}"))
             elif error["type"] == "missing":
                 problems.append(FieldError(field, "is required"))
+            elif not error["loc"] and error["type"] == "value_error":
+                # A rule across fields (a model validator) names its field first: "field: why".
+                text = str(error["ctx"]["error"]) if "ctx" in error else error["msg"]
+                named, _, why = text.partition(": ")
+                problems.append(FieldError(named, why) if named in model.model_fields else FieldError(field, text))
             else:
-                problems.append(FieldError(field, model.messages.get(field, error["msg"])))
+                top = str(error["loc"][0]) if error["loc"] else field
+                problems.append(FieldError(field, model.messages.get(field) or model.messages.get(top, error["msg"])))
         raise BodyRefused(problems) from None
 
 
@@ -390,9 +453,27 @@ class LiveStatus(Passthrough):
     serveApplication: dict[str, Any] = absent("the Serve application and its deployments (or error)")
 
 
-# The answers' models, by name, for the document (webui/openapi.py).
+class BenchmarkRun(ApiAnswer):
+    """One finished benchmark of a deployment: what was asked and the Contract 6 summary."""
+
+    id: str = Field(description="the run's id (the job that made it)")
+    deployment: str
+    label: str = Field(description="how tables and plots name it: deployment, mode and time")
+    createdAt: Optional[str]
+    actor: Optional[str]
+    settings: dict[str, Any] = Field(description="the BenchmarkRequest, plus mode, topology and usdPerHour")
+    summary: dict[str, Any] = Field(description="Contract 6 summary.json")
+    requestsUrl: str = Field(description="Contract 6 requests.jsonl of this run")
+
+
+class BenchmarkRuns(ApiAnswer):
+    runs: list[BenchmarkRun] = Field(description="newest first")
+
+
+# The answers' and requests' models, for the document (webui/openapi.py).
 ANSWERS: tuple[type[BaseModel], ...] = (
     Errors, BusyErrors, JobAccepted, JobView, DeploymentList, DeploymentView, PendingView,
-    ChecksView, LiveStatus, CheckReport,
+    ChecksView, LiveStatus, CheckReport, BenchmarkRun, BenchmarkRuns,
 )
-REQUESTS: tuple[type[ApiRequest], ...] = (CreateDeployment, ChangeDeployment, UpOptions, ClearPending, NoOptions)
+REQUESTS: tuple[type[ApiRequest], ...] = (
+    CreateDeployment, ChangeDeployment, UpOptions, ClearPending, NoOptions, BenchmarkRequest)

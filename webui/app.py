@@ -11,6 +11,7 @@ from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from webui import api, pages
+from webui.benchmarking import BenchmarkService
 from webui.engines.base import OFFLINE_NOTICE
 from webui.engines.pulumi_engine import CliDiscovery, find_pulumi_cli
 from webui.engines.select import EngineSet, select_engines
@@ -61,9 +62,10 @@ def create_app(
     interrupted = runner.recover()
     if interrupted:
         logger.warning("%d job(s) were interrupted by the last shutdown", len(interrupted))
+    service = DeploymentService(store, runner, engines)
     state = Raypd(
         settings=settings, store=store, runner=runner, engines=engines,
-        service=DeploymentService(store, runner, engines),
+        service=service, benchmarks=BenchmarkService(service),
     )
 
     app = Flask(__name__)

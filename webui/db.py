@@ -23,6 +23,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -243,6 +244,20 @@ audit = Table(
     Column("detail", Text),
     sqlite_autoincrement=True,
 )
+
+# Finished benchmarks (version 3): settings and summary as JSON, the records as gzip JSON lines.
+benchmark_runs = Table(
+    "benchmark_runs", metadata,
+    Column("id", Text, primary_key=True),
+    Column("deployment", Text, nullable=False),
+    Column("label", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("actor", Text),
+    Column("settings", Text, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("records", LargeBinary, nullable=False),
+)
+Index("benchmark_runs_by_deployment", benchmark_runs.c.deployment, benchmark_runs.c.created_at)
 
 # Servers using this store and when each was last seen (team mode: whose jobs are orphaned).
 instances = Table(

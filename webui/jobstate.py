@@ -26,7 +26,7 @@ class JobStatus(str, Enum):
 
 
 class Operation(str, Enum):
-    """What a job does: the engine operations and the two checks."""
+    """What a job does: the engine operations, the two checks and a benchmark run."""
 
     PREVIEW = "preview"
     UP = "up"
@@ -35,15 +35,18 @@ class Operation(str, Enum):
     CLEAR_PENDING = "clear-pending"
     PREFLIGHT = "preflight"
     VERIFY = "verify"
+    BENCHMARK = "benchmark"
 
     def __str__(self) -> str:
         return self.value
 
 
 # The operations an engine runs, and the checks the web app runs itself (one list each, from above).
-ENGINE_OPERATIONS: tuple[str, ...] = tuple(op.value for op in Operation
-                                          if op not in (Operation.PREFLIGHT, Operation.VERIFY))
 CHECK_OPERATIONS: tuple[str, ...] = (Operation.PREFLIGHT.value, Operation.VERIFY.value)
+ENGINE_OPERATIONS: tuple[str, ...] = tuple(op.value for op in Operation
+                                          if op.value not in CHECK_OPERATIONS and op is not Operation.BENCHMARK)
+# Jobs that only look at what exists: whatever their outcome, the deployment stays as it was.
+OBSERVING_OPERATIONS: tuple[str, ...] = (*CHECK_OPERATIONS, Operation.BENCHMARK.value)
 
 # Which status may follow which. "interrupted" is a job a stopped server left behind: it is not
 # over for the user until closed (cancelled), because the stack's lock may still be held.

@@ -25,6 +25,8 @@ _NAME = {
     "schema": {"type": "string", "pattern": m.STACK_NAME_PATTERN, "maxLength": MAX_STACK_NAME},
 }
 _JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+_RUN_ID = {"name": "run", "in": "path", "required": True, "schema": {"type": "string"},
+           "description": "a benchmark run's id (the job that made it)"}
 
 
 def _ref(model: type[BaseModel]) -> dict[str, str]:
@@ -66,6 +68,15 @@ def _operation(operation_id: str, summary: str, body: type[m.ApiRequest] = m.NoO
             **_COMMON,
         },
     }
+
+
+def _benchmark_operation() -> dict[str, Any]:
+    operation = _operation("startBenchmark", "Benchmark a running deployment from a Job in its cluster "
+                                             "(real engine); the run is kept and listed by GET",
+                           body=m.BenchmarkRequest, body_required=True)
+    operation["responses"]["409"] = _json(m.BusyErrors, "another operation is running, or nothing is serving "
+                                                        "(an offline plan, or not deployed)")
+    return operation
 
 
 def _read(operation_id: str, summary: str, model: type[BaseModel]) -> dict[str, Any]:
@@ -155,6 +166,35 @@ def _paths() -> dict[str, Any]:
         "/deployments/{name}/status": _read(
             "getDeploymentStatus", "What runs now: nodes, pods, RayService and Serve (real engine, "
                                    "at most 15 s old)", m.LiveStatus),
+        "/deployments/{name}/benchmarks": {
+            "post": _benchmark_operation(),
+            **_read("listDeploymentBenchmarks", "The deployment's benchmark runs, newest first", m.BenchmarkRuns),
+        },
+        "/benchmarks": {
+            "get": {
+                "operationId": "listBenchmarks",
+                "summary": "Every deployment's benchmark runs, newest first (also of torn-down deployments)",
+                "responses": {"200": _json(m.BenchmarkRuns, "runs"), **_COMMON},
+            },
+        },
+        "/benchmarks/{run}": {
+            "get": {
+                "operationId": "getBenchmark",
+                "summary": "One benchmark run: its settings and its Contract 6 summary",
+                "parameters": [_RUN_ID],
+                "responses": {"200": _json(m.BenchmarkRun, "the run"), "404": _errors("no such run"), **_COMMON},
+            },
+        },
+        "/benchmarks/{run}/requests.jsonl": {
+            "get": {
+                "operationId": "getBenchmarkRequests",
+                "summary": "The run's per-request records (Contract 6 requests.jsonl)",
+                "parameters": [_RUN_ID],
+                "responses": {"200": {"description": "one JSON object per line",
+                                      "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
+                              "404": _errors("no such run"), **_COMMON},
+            },
+        },
         "/jobs/{id}": {
             "get": {
                 "operationId": "getJob",

@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from flask import (
     Blueprint,
+    Response,
     flash,
     g,
     redirect,
@@ -24,6 +25,15 @@ from markupsafe import Markup
 from components.errors import FieldError, SpecError
 from components.topology import plan_deployment
 from webui import forms
+from webui.api_models import BodyRefused
+from webui.benchmarking import (
+    FORM_DEFAULTS,
+    FORM_FIELDS,
+    MAX_COMPARED,
+    form_values,
+    request_from_form,
+    values_from_settings,
+)
 from webui.diagram import architecture_svg
 from webui.engines.base import EngineError
 from webui.security import client_address, csrf_token, csrf_valid, safe_next, token_matches
@@ -35,7 +45,7 @@ from webui.summary import rayservice_yaml, summarize
 bp = Blueprint("pages", __name__)
 
 OPERATION_LABELS = {"preview": "Preview", "up": "Deploy", "refresh": "Refresh", "destroy": "Tear down",
-                    "preflight": "Preflight", "verify": "Verify",
+                    "preflight": "Preflight", "verify": "Verify", "benchmark": "Benchmark",
                     "clear-pending": "Clear pending operations"}
 FORCE_FIELD = "force"  # the "launch anyway" box: launch despite a failed preflight
 
@@ -203,8 +213,106 @@ def deployment(name: str) -> Any:
         diagram=architecture_svg(plan) if plan else None,
         rayservice=rayservice_yaml(plan) if plan else None,
         connect=detail["connect"], labels=OPERATION_LABELS,
-        engine_available=app.engines.get(detail["engine"]) is not None,
+        engine_available=app.engines.get(detail["engine"]) is not None, tab="overview",
     )
+
+
+# ---- the Benchmark tab ----
+
+# serve.benchmark.compare.PLOT_NAMES with their captions (that module loads matplotlib: not at start-up).
+PLOT_TITLES = {"ttft_cdf.png": "TTFT distribution (CDF over completed requests)",
+               "tpot_cdf.png": "TPOT distribution (CDF over completed requests)",
+               "percentiles_vs_rate.png": "TTFT and TPOT percentiles against the offered rate"}
+
+
+def _render_benchmark(name: str, values: dict[str, str], errors: list[FieldError],
+                      status: int = 200) -> tuple[str, int]:
+    app = raypd()
+    detail = app.service.get(name, jobs=20)
+    record = app.service.record(name)
+    job = None
+    wanted = request.args.get("job")
+    if wanted:
+        job = app.store.get_job(wanted)
+        if job is not None and job["deployment"] != name:
+            job = None
+    if job is None:  # a benchmark still running is what this tab is about
+        latest = next((j for j in detail["jobs"] if j["operation"] == "benchmark"), None)
+        if latest is not None and latest["status"] in ACTIVE_STATUSES:
+            job = app.store.get_job(latest["id"])
+    events = app.store.events_after(job["id"], 0, limit=2000) if job else []
+    all_runs = app.benchmarks.runs()["runs"]
+    own = [run for run in all_runs if run["deployment"] == name]
+    ids = [run_id for run_id in request.args.getlist("runs") if run_id][:MAX_COMPARED]
+    if not ids and job is not None and any(run["id"] == job["id"] for run in own):
+        ids = [job["id"]]
+    if not ids and own:
+        ids = [own[0]["id"]]
+    shown = None
+    if ids:
+        try:
+            shown = app.benchmarks.comparison(ids)
+        except NotFound as exc:
+            flash(str(exc), "error")
+    by_field: dict[str, list[str]] = {}
+    general = []
+    for error in errors:
+        key = error.field.split(".")[0]
+        if any(f.key == key for f in FORM_FIELDS):
+            by_field.setdefault(key, []).append(error.message)
+        else:
+            general.append(error)
+    bench_live = next((e["message"] for e in reversed(events) if e.get("kind") == "benchmark"), None)
+    return render_template(
+        "benchmark.html", d=detail, tab="benchmark", job=job, events=events,
+        active=job is not None and job["status"] in ACTIVE_STATUSES, labels=OPERATION_LABELS,
+        job_reports={}, job_steps=None, job_consequences=[], job_eta=None, bench_live=bench_live,
+        unavailable=app.benchmarks.available(record), fields=FORM_FIELDS, values=values,
+        field_errors=by_field, general_errors=general, shown=shown,
+        shown_ids=[run["id"] for run in shown["runs"]] if shown else [],
+        plots=[p for p in PLOT_TITLES if p != "percentiles_vs_rate.png" or any(
+            run["summary"].get("sweep") for run in shown["runs"])] if shown else [],
+        plot_titles=PLOT_TITLES, own_runs=own, other_runs=[run for run in all_runs if run["deployment"] != name],
+        max_compared=MAX_COMPARED,
+    ), status
+
+
+@bp.get("/deployments/<name>/benchmark")
+def benchmark(name: str) -> Any:
+    try:
+        latest = raypd().store.benchmark_runs(name, limit=1)
+        values = values_from_settings(latest[0]["settings"]) if latest else dict(FORM_DEFAULTS)
+        return _render_benchmark(name, values, [])
+    except NotFound:
+        return render_error(404, f"There is no deployment named “{name}”.")
+
+
+@bp.post("/deployments/<name>/benchmark")
+def benchmark_post(name: str) -> Any:
+    app = raypd()
+    values = form_values(request.form)
+    try:
+        wanted = request_from_form(request.form)
+        job_id = app.benchmarks.start(name, wanted, g.actor)
+    except NotFound:
+        return render_error(404, f"There is no deployment named “{name}”.")
+    except BodyRefused as exc:
+        return _render_benchmark(name, values, exc.errors, status=400)
+    except Conflict as exc:
+        flash(exc.message, "error")
+        return redirect(url_for("pages.benchmark", name=name, job=exc.job))
+    except EngineError as exc:
+        return _render_benchmark(name, values, [FieldError("engine", exc.message)], status=exc.http_status)
+    return redirect(url_for("pages.benchmark", name=name, job=job_id))
+
+
+@bp.get("/benchmarks/plots/<plot>")
+def benchmark_plot(plot: str) -> Any:
+    try:
+        image = raypd().benchmarks.plot(plot, [run for run in request.args.getlist("runs") if run])
+    except NotFound as exc:
+        return render_error(404, str(exc))
+    return Response(image, mimetype="image/png", headers={"Cache-Control": "private, max-age=3600"})
 
 
 def _start(name: str, operation: str, force: bool = False, confirm: Optional[str] = None) -> ResponseReturnValue:

@@ -12,7 +12,7 @@ import logging
 import shlex
 import threading
 import time
-from typing import Any, List, Mapping, Optional
+from typing import Any, Callable, List, Mapping, Optional
 
 from components import defaults
 from components.checks import Check, Report
@@ -51,7 +51,7 @@ from webui.engines.base import (
 )
 from webui.engines.select import EngineSet
 from webui.jobs import Busy, JobRunner
-from webui.jobstate import CHECK_OPERATIONS
+from webui.jobstate import CHECK_OPERATIONS, OBSERVING_OPERATIONS
 from webui.progress import ProgressPlan, durations_for, planned_total
 from webui.redact import remember_secret
 from webui.store import ACTIVE_STATUSES, NameTaken, Store
@@ -62,7 +62,7 @@ audit_logger = logging.getLogger("raypd.audit")
 
 RUNNING_STATUS = {"preview": "previewing", "up": "updating", "refresh": "refreshing",
                   "destroy": "destroying", "preflight": "checking", "verify": "verifying",
-                  "clear-pending": "clearing pending operations"}
+                  "clear-pending": "clearing pending operations", "benchmark": "benchmarking"}
 LIST_TTL_SECONDS = 1.0
 # Operations that change nothing in the cloud: whatever their outcome, a failed or cancelled one
 # leaves the deployment's status as it was (a deployed stack stays "deployed"; the job shows why).
@@ -235,9 +235,9 @@ class DeploymentService:
                 estimatedUsdPerHour=summary.get("usdPerHour"),
                 lastOperation=row["lastOperation"],
                 lastResult=row["lastResult"],
-                lastOperationAt=_iso(row["lastOperationAt"]),
+                lastOperationAt=iso_time(row["lastOperationAt"]),
                 lastJob=row["lastJob"],
-                createdAt=_iso(row["createdAt"]),
+                createdAt=iso_time(row["createdAt"]),
             )))
         return rows
 
@@ -286,8 +286,8 @@ class DeploymentService:
             pendingChanges=self.pending_changes(name, record["config"], spec),
             lastOperation=record["lastOperation"],
             lastResult=record["lastResult"],
-            lastOperationAt=_iso(record["lastOperationAt"]),
-            createdAt=_iso(record["createdAt"]),
+            lastOperationAt=iso_time(record["lastOperationAt"]),
+            createdAt=iso_time(record["createdAt"]),
             jobs=[job_view(self._as_known(job)) for job in self.store.jobs_for(name, limit=jobs)],
         ))
         return detail, spec
@@ -408,12 +408,7 @@ class DeploymentService:
         if operation not in OPERATIONS and operation not in CHECK_OPERATIONS:
             raise NotFound(f"unknown operation {operation}")
         record = self.record(name)
-        engine = self.engines.get(record["engine"])
-        if engine is None:
-            raise EngineUnavailable(
-                f"{name} was created with the {record['engine']} engine, which is not available "
-                "here (is the Pulumi CLI installed?)"
-            )
+        engine = self.engine_of(name, record)
         if operation == "clear-pending":
             if not engine.real:
                 raise Conflict(f"{name} is an offline plan: nothing was created, nothing is pending",
@@ -455,10 +450,23 @@ class DeploymentService:
                 self._verify(ctx, name, engine, counted=False)
             return result
 
-        def finish(job_id: str, status: str, result: Optional[OperationResult]) -> None:
-            self._finish(job_id, name, operation, engine, status, result)
+        def after(status: str) -> None:
             if operation == "up" and status == "succeeded":
                 self.store.set_deployed_config(name, config_at_start)
+
+        return self.submit(name, operation, engine, actor, work, after,
+                           " (force)" if force and operation == "up" else "")
+
+    def submit(self, name: str, operation: str, engine: Any, actor: str,
+               work: Callable[[JobContext], OperationResult],
+               after: Optional[Callable[[str], None]] = None, note: str = "") -> str:
+        """Queue `work` as the deployment's one job: the deployment's status follows it, the list
+        is refreshed, the audit log says who asked. `after(final status)` runs once it ended."""
+
+        def finish(job_id: str, status: str, result: Optional[OperationResult]) -> None:
+            self._finish(job_id, name, operation, engine, status, result)
+            if after is not None:
+                after(status)
 
         try:
             job_id = self.runner.submit(
@@ -470,9 +478,18 @@ class DeploymentService:
                 job=busy.job_id, field="job",
             ) from None
         self._stale_listing()
-        detail = f"job {job_id}" + (" (force)" if force and operation == "up" else "")
-        self.audit(actor, f"{operation} requested", name, "accepted", detail)
+        self.audit(actor, f"{operation} requested", name, "accepted", f"job {job_id}{note}")
         return job_id
+
+    def engine_of(self, name: str, record: Mapping[str, Any]) -> Any:
+        """The engine a deployment belongs to; EngineUnavailable when this server lacks it."""
+        engine = self.engines.get(record["engine"])
+        if engine is None:
+            raise EngineUnavailable(
+                f"{name} was created with the {record['engine']} engine, which is not available "
+                "here (is the Pulumi CLI installed?)"
+            )
+        return engine
 
     def _plan_progress(self, ctx: JobContext, name: str, spec: DeploymentSpec) -> None:
         """Give a real update its total and ETA before the first resource (webui/progress.py)."""
@@ -531,7 +548,7 @@ class DeploymentService:
         for kind in CHECK_OPERATIONS:
             item = stored.get(kind)
             answer[kind] = None if item is None else LastReport.model_validate(
-                {**item["report"], "job": item["job"], "at": _iso(item["time"])})
+                {**item["report"], "job": item["job"], "at": iso_time(item["time"])})
         return dump(ChecksView(**answer))
 
     def pending(self, name: str) -> dict[str, Any]:
@@ -565,9 +582,9 @@ class DeploymentService:
         self._stale_listing()
         blocked = job_id in self._blocked_jobs
         self._blocked_jobs.discard(job_id)
-        if operation in CHECK_OPERATIONS or blocked or (
+        if operation in OBSERVING_OPERATIONS or blocked or (
                 operation in READ_ONLY_OPERATIONS and status != "succeeded"):
-            # Checks only read, and a launch its preflight stopped never started: what exists
+            # Checks and benchmarks only look, and a launch its preflight stopped never started: what exists
             # is as it was, whatever they found.
             self.store.update_deployment(name, status=previous)
             return
@@ -632,9 +649,9 @@ def job_view(job: Mapping[str, Any]) -> JobView:
         "status": job["status"],
         "progress": dict(job["progress"]),
         "error": job["error"],
-        "createdAt": _iso(job["createdAt"]),
-        "startedAt": _iso(job["startedAt"]),
-        "finishedAt": _iso(job["finishedAt"]),
+        "createdAt": iso_time(job["createdAt"]),
+        "startedAt": iso_time(job["startedAt"]),
+        "finishedAt": iso_time(job["finishedAt"]),
         "actor": job["actor"],
     }
     if job.get("hint"):
@@ -652,7 +669,7 @@ def job_view(job: Mapping[str, Any]) -> JobView:
     return JobView.model_validate(answer)
 
 
-def _iso(timestamp: Optional[float]) -> Optional[str]:
+def iso_time(timestamp: Optional[float]) -> Optional[str]:
     if timestamp is None:
         return None
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))

@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional
 
 from flask import current_app
 
+from webui.benchmarking import BenchmarkService
 from webui.engines.select import EngineSet
 from webui.jobs import JobRunner
 from webui.security import LoginThrottle
@@ -86,6 +87,7 @@ class Raypd:
     runner: JobRunner
     engines: EngineSet
     service: DeploymentService
+    benchmarks: BenchmarkService
     drafts: TokenDrafts = field(default_factory=TokenDrafts)
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     fragments: FragmentCache = field(default_factory=FragmentCache)

@@ -17,6 +17,7 @@ the end event, and the other way round.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -564,6 +565,45 @@ class Store:
             ).mappings().all()
         return {row["kind"]: {"report": json.loads(row["report"]), "job": row["job"],
                               "time": row["time"]} for row in rows}
+
+    # ---- benchmark runs: summary and settings as JSON, records as gzip JSON lines ----
+
+    def save_benchmark(self, run_id: str, deployment: str, label: str, actor: Optional[str],
+                       settings: dict[str, Any], summary: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        packed = gzip.compress("".join(_dumps(r) + "\n" for r in records).encode("utf-8"), compresslevel=6)
+        with self._write() as conn:
+            conn.execute(insert(db.benchmark_runs).values(
+                id=run_id, deployment=deployment, label=label, created_at=time.time(), actor=actor,
+                settings=_dumps(redact_value(settings)), summary=_dumps(redact_value(summary)), records=packed))
+
+    def _benchmark_row(self, row: RowMapping) -> dict[str, Any]:
+        return {"id": row["id"], "deployment": row["deployment"], "label": row["label"],
+                "createdAt": row["created_at"], "actor": row["actor"],
+                "settings": json.loads(row["settings"]), "summary": json.loads(row["summary"])}
+
+    def benchmark_runs(self, deployment: Optional[str] = None, limit: int = 200) -> list[dict[str, Any]]:
+        """Runs without their records, newest first; one deployment's or everyone's."""
+        c = db.benchmark_runs.c
+        query = select(c.id, c.deployment, c.label, c.created_at, c.actor, c.settings, c.summary)
+        if deployment is not None:
+            query = query.where(c.deployment == deployment)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(c.created_at.desc()).limit(limit)).mappings().all()
+        return [self._benchmark_row(row) for row in rows]
+
+    def benchmark_run(self, run_id: str) -> Optional[dict[str, Any]]:
+        c = db.benchmark_runs.c
+        with self._read() as conn:
+            row = conn.execute(select(c.id, c.deployment, c.label, c.created_at, c.actor, c.settings, c.summary)
+                               .where(c.id == run_id)).mappings().first()
+        return None if row is None else self._benchmark_row(row)
+
+    def benchmark_records(self, run_id: str) -> Optional[bytes]:
+        """The run's requests.jsonl, gzip-compressed as stored."""
+        c = db.benchmark_runs.c
+        with self._read() as conn:
+            packed = conn.execute(select(c.records).where(c.id == run_id)).scalar()
+        return None if packed is None else bytes(packed)
 
     # ---- browser sessions (the cookie carries the id; logging out ends it here) ----
 

@@ -20,6 +20,8 @@ from flask.testing import FlaskClient
 from jsonschema import Draft202012Validator
 
 from components.checks import Check, Report
+from serve.benchmark.events import RunResult
+from serve.benchmark.summary import summarize
 from tests.web.support import AUTH, FakeEngine, wait_for_job
 
 PREFIX = "/api/v1"
@@ -57,7 +59,7 @@ class Contract:
 
     def call(self, method: str, template: str, status: Optional[int] = None, headers: Any = AUTH,
              client: Optional[FlaskClient] = None, **kwargs: Any) -> Any:
-        params = {key: kwargs.pop(key) for key in ("name", "id") if key in kwargs}
+        params = {key: kwargs.pop(key) for key in ("name", "id", "run") if key in kwargs}
         response = getattr(client or self.client, method)(PREFIX + template.format(**params),
                                                            headers=headers, **kwargs)
         where = f"{method.upper()} {template} -> {response.status_code}"
@@ -133,12 +135,13 @@ def test_the_answers_name_the_keys_the_api_returns(document):
 
 def test_the_documented_job_statuses_and_operations_are_the_ones_the_app_has(document):
     from webui.engines.base import OPERATIONS as ENGINE_OPERATIONS
-    from webui.jobstate import CHECK_OPERATIONS
+    from webui.jobstate import CHECK_OPERATIONS, Operation
     from webui.store import ACTIVE_STATUSES, FINAL_STATUSES
 
     job = document["components"]["schemas"]["JobView"]["properties"]
     assert set(job["status"]["enum"]) == {str(status) for status in (*ACTIVE_STATUSES, *FINAL_STATUSES)}
-    assert set(job["operation"]["enum"]) == {*ENGINE_OPERATIONS, *CHECK_OPERATIONS}
+    assert set(job["operation"]["enum"]) == {*ENGINE_OPERATIONS, *CHECK_OPERATIONS, Operation.BENCHMARK.value}
+    assert set(job["operation"]["enum"]) == {op.value for op in Operation}
 
 
 def _offline_flow(api: Contract, app: Flask) -> None:
@@ -196,8 +199,19 @@ def _offline_flow(api: Contract, app: Flask) -> None:
                  json={"confirm": "nope"} if operation == "clear-pending" else None)
         api.call("post", f"/deployments/{{name}}/{operation}", 400, name="demo", json={"bogus": 1})
         api.call("post", f"/deployments/{{name}}/{operation}", 413, name="demo", **huge)
-    for read in ("checks", "status", "pending"):
+    for read in ("checks", "status", "pending", "benchmarks"):
         api.call("get", f"/deployments/{{name}}/{read}", 404, name="nope")
+    # A benchmark needs something serving: an offline plan has nothing to measure.
+    refused = api.call("post", "/deployments/{name}/benchmarks", 409, name="demo", json={"rates": [1]})
+    assert "offline" in refused.get_json()["errors"][0]["message"]
+    api.call("post", "/deployments/{name}/benchmarks", 400, name="demo", json={"rates": []})
+    api.call("post", "/deployments/{name}/benchmarks", 400, name="demo", json={"rates": [1], "bogus": 1})
+    api.call("post", "/deployments/{name}/benchmarks", 404, name="nope", json={"rates": [1]})
+    api.call("post", "/deployments/{name}/benchmarks", 413, name="demo", **huge)
+    assert api.call("get", "/deployments/{name}/benchmarks", 200, name="demo").get_json() == {"runs": []}
+    assert api.call("get", "/benchmarks", 200).get_json() == {"runs": []}
+    api.call("get", "/benchmarks/{run}", 404, run="0000")
+    api.call("get", "/benchmarks/{run}/requests.jsonl", 404, run="0000")
     api.call("delete", "/deployments/{name}", 404, name="nope")
     api.call("delete", "/deployments/{name}", 400, name="demo", json={"bogus": 1})
     api.call("delete", "/deployments/{name}", 413, name="demo", **huge)
@@ -212,7 +226,7 @@ def _offline_flow(api: Contract, app: Flask) -> None:
 
     for path, item in api.document["paths"].items():  # no token: 401 everywhere
         for method in item:
-            api.call(method, path, 401, headers={}, name="demo", id="0000")
+            api.call(method, path, 401, headers={}, name="demo", id="0000", run="0000")
 
 
 def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_only: FlaskClient) -> None:
@@ -240,6 +254,22 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
     api.call("get", "/deployments/{name}/status", 200, client=client, name="live")
     assert api.call("get", "/deployments/{name}/checks", 200, client=client, name="live").get_json()["verify"]
     api.call("get", "/deployments/{name}", 200, client=client, name="live")
+
+    records = [{"index": i, "scheduled_s": i * 0.5, "sent_s": i * 0.5, "end_s": i * 0.5 + 0.3, "ttft_ms": 40.0 + i,
+                "itl_ms": [10.0, 11.0], "e2e_ms": 300.0, "prompt_tokens": 20, "completion_tokens": 3,
+                "input_tokens_requested": 16, "max_tokens": 3, "status": 200, "ok": True,
+                "error_kind": None, "error": None} for i in range(4)]
+    fake_app.extensions["raypd"].benchmarks.benchmarker.run_fn = (
+        lambda outputs, kubeconfig, name, args, seconds, progress, cancelled: RunResult(summarize(records), records))
+    bench = api.job(api.call("post", "/deployments/{name}/benchmarks", 202, client=client, name="live",
+                             json={"rates": [2], "requests": 4}), client)
+    assert bench["status"] == "succeeded" and bench["summary"]["benchmark"]["run"] == bench["id"]
+    run = api.call("get", "/benchmarks/{run}", 200, client=client, run=bench["id"]).get_json()
+    assert run["summary"]["requests"]["completed"] == 4 and run["settings"]["rates"] == [2.0]
+    lines = api.call("get", "/benchmarks/{run}/requests.jsonl", 200, client=client, run=bench["id"])
+    assert [json.loads(line) for line in lines.get_data(as_text=True).splitlines()] == records
+    assert api.call("get", "/deployments/{name}/benchmarks", 200, client=client, name="live").get_json()["runs"][0][
+        "id"] == bench["id"]
 
     fake_engine.pending = list(PENDING)
     failed = api.job(api.call("post", "/deployments/{name}/up", 202, client=client, name="live"), client)
@@ -270,6 +300,7 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
         api.call("post", f"/deployments/{{name}}/{operation}", 503, client=offline_only, name="live",
                  json={"confirm": "live"} if operation == "clear-pending" else None)
     api.call("delete", "/deployments/{name}", 503, client=offline_only, name="live")
+    api.call("post", "/deployments/{name}/benchmarks", 503, client=offline_only, name="live", json={"rates": [1]})
     api.call("patch", "/deployments/{name}", 503, client=offline_only, name="live", json={"config": {}})
     api.call("get", "/deployments/{name}/status", 200, client=offline_only, name="live")
     api.call("get", "/deployments/{name}/pending", 200, client=offline_only, name="live")

@@ -89,6 +89,10 @@
       if (typeof record.done === "number" && typeof record.total === "number") {
         setProgress(record.done, record.total);
       }
+      var live = document.getElementById("bench-live");
+      if (live && record.kind === "benchmark" && record.message) {
+        live.textContent = record.message;  // requests done, the current rate, the live p50 TTFT
+      }
       var eta = document.getElementById("job-eta");
       if (eta && typeof record.etaSeconds === "number") {
         eta.textContent = etaText(record.etaSeconds);
