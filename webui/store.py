@@ -1,4 +1,5 @@
-"""The job store: deployments, jobs, progress events, check reports, sessions and the audit log.
+"""The job store: deployments, jobs, progress events, check reports, benchmark runs, sessions and
+the audit log.
 
 The list page and the API read only this database, never the Pulumi CLI, so listing hundreds of
 deployments costs one query. Every progress event is a row, so the SSE stream can replay a job from

@@ -134,6 +134,8 @@ def test_a_benchmark_job_reports_progress_keeps_the_run_and_leaves_the_deploymen
         f"/api/v1/jobs/{job['id']}", f"/api/v1/jobs/{job['id']}/events", f"/api/v1/benchmarks/{job['id']}"))
     assert "kube-bench-secret-5151" not in answers
 
+    anonymous = client.get(f"/benchmarks/plots/ttft_cdf.png?runs={job['id']}")
+    assert anonymous.status_code == 302 and "/login" in anonymous.headers["Location"]  # pages need a login
     login(client)
     page = text_of(client.get(f"/deployments/live/benchmark?job={job['id']}"))
     assert 'id="results-table"' in page and "TTFT p50 ms" in page

@@ -3,6 +3,8 @@ of a job written in one transaction, and the records the app keeps."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import threading
 
 import pytest
@@ -169,3 +171,22 @@ def test_an_unreachable_database_says_so_without_its_password(tmp_path):
     message = str(failure.value)
     assert "Sup3rSecretPassw0rd" not in message and "RAYPD_DATABASE_URL" in message
     assert "raypd:***@127.0.0.1:1/raypd" in message
+
+
+def test_benchmark_runs_keep_settings_summary_and_every_record(make_store):
+    store = make_store()
+    records = [{"index": i, "ttft_ms": 10.0 + i, "itl_ms": [1.5] * 300, "error": "caf\u00e9 \u2603"}
+               for i in range(500)]
+    store.save_benchmark("run-1", "disagg", "disagg (disaggregated) #run-1", "api-token@127.0.0.1",
+                         {"rates": [1.0, 2.0], "mode": "disaggregated"}, {"requests": {"sent": 500}}, records)
+    store.save_benchmark("run-2", "colo", "colo (colocated) #run-2", None, {"rates": [1.0]}, {"requests": {}}, [])
+    assert [run["id"] for run in store.benchmark_runs()] == ["run-2", "run-1"]  # newest first
+    (only,) = store.benchmark_runs("disagg")
+    assert only["settings"] == {"rates": [1.0, 2.0], "mode": "disaggregated"} and only["actor"] == "api-token@127.0.0.1"
+    assert store.benchmark_run("run-1")["summary"] == {"requests": {"sent": 500}}
+    packed = store.benchmark_records("run-1")
+    assert len(packed) < 60_000  # compressed: 500 records of 300 gaps are ~1 MB of JSON
+    assert [json.loads(line) for line in gzip.decompress(packed).decode().splitlines()] == records
+    assert store.benchmark_run("nope") is None and store.benchmark_records("nope") is None
+    store.delete_deployment("disagg")  # a torn-down deployment's runs stay comparable
+    assert store.benchmark_run("run-1") is not None
