@@ -28,6 +28,7 @@ POLL_SECONDS = 2.0
 START_TIMEOUT_SECONDS = 900.0  # pulling the serving image (~20 GB) onto a fresh system node takes minutes
 LOG_LIMIT_BYTES = 128 * 1024 * 1024
 PROGRESS_TAIL_LINES = 30
+API_PATIENCE_SECONDS = 60.0  # how long the Kubernetes API may fail polls before the run is given up
 # Waiting reasons that do not fix themselves: fail at once instead of waiting out the start timeout.
 FATAL_WAITING = ("ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError")
 
@@ -90,6 +91,15 @@ def job_state(job: Mapping[str, Any]) -> Optional[str]:
     if status.get("failed"):
         return "failed"
     return None
+
+
+def failure_reason(job: Mapping[str, Any]) -> str:
+    """" (DeadlineExceeded: ...)" from a failed Job's condition, or "" when it gives none."""
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in ("Failed", "FailureTarget") and condition.get("status") == "True":
+            words = ": ".join(str(part)[:200] for part in (condition.get("reason"), condition.get("message")) if part)
+            return f" ({words})" if words else ""
+    return ""
 
 
 def pod_problem(pod: Mapping[str, Any]) -> Optional[tuple[str, bool]]:
@@ -166,44 +176,70 @@ class InClusterRun:
         return pods[-1] if pods else None
 
     def _follow(self, on_progress: Callable[[dict[str, Any]], None], cancelled: Callable[[], bool]) -> RunResult:
-        started = self._clock()
-        running_since: Optional[float] = None
-        last_seen: Optional[dict[str, Any]] = None
+        self._started = self._clock()
+        self._running_since: Optional[float] = None
+        self._last_seen: Optional[dict[str, Any]] = None
+        lost_since: Optional[float] = None
         while True:
             if cancelled():
                 raise BenchmarkCancelled()
+            problem: Optional[KubeError] = None
+            result: Optional[RunResult] = None
             try:
-                state = job_state(self.client.get_json(self.paths.job))
-            except KubeNotFound:
-                raise BenchmarkFailed("the benchmark Job was deleted while it ran") from None
-            pod = self._pod()
-            name = str(((pod or {}).get("metadata") or {}).get("name") or "")
-            phase = str(((pod or {}).get("status") or {}).get("phase") or "")
-            if state is not None or phase in ("Succeeded", "Failed"):
-                return self._collect(name, state or phase.lower())
-            now = self._clock()
-            if phase == "Running":
-                running_since = running_since or now
-                progress = last_progress(self.client.pod_log(self.paths.namespace, name,
-                                                             tail_lines=PROGRESS_TAIL_LINES))
-                if progress is not None and progress != last_seen:
-                    last_seen = progress
-                    on_progress(progress)
-                if now - running_since > self.run_seconds:
-                    raise BenchmarkFailed(f"the benchmark ran longer than the {self.run_seconds:.0f} s its load "
-                                          "allows; it was stopped")
-            else:
-                problem = pod_problem(pod) if pod is not None else ("no pod yet", False)
-                if problem is not None and problem[1]:
-                    raise BenchmarkFailed(f"the benchmark pod cannot start: {problem[0]}")
-                if now - started > self.start_timeout:
-                    why = problem[0] if problem else "it stayed pending"
-                    raise BenchmarkFailed(f"the benchmark pod did not start within {self.start_timeout:.0f} s: {why}")
+                result = self._poll(on_progress)
+            except KubeError as exc:
+                if exc.status in (401, 403):  # not a blip: credentials or RBAC
+                    raise BenchmarkFailed(str(exc)) from None
+                problem = exc
+            if result is not None:
+                return result
+            if problem is None:
+                lost_since = None
+            else:  # one unanswered poll must not end a half-hour benchmark; a minute of them does
+                lost_since = lost_since if lost_since is not None else self._clock()
+                if self._clock() - lost_since > API_PATIENCE_SECONDS:
+                    raise BenchmarkFailed(f"lost the Kubernetes API for over {API_PATIENCE_SECONDS:.0f} s "
+                                          f"while the benchmark ran: {problem}")
+                log.warning("benchmark %s: the Kubernetes API failed a poll (%s); trying again",
+                            self.paths.name, problem)
             self._sleep(self.poll_seconds)
 
-    def _collect(self, pod: str, state: str) -> RunResult:
+    def _poll(self, on_progress: Callable[[dict[str, Any]], None]) -> Optional[RunResult]:
+        """One look at the Job and its pod: the result once it ended, None while it runs."""
+        try:
+            job = self.client.get_json(self.paths.job)
+        except KubeNotFound:
+            raise BenchmarkFailed("the benchmark Job was deleted while it ran") from None
+        state = job_state(job)
+        pod = self._pod()
+        name = str(((pod or {}).get("metadata") or {}).get("name") or "")
+        phase = str(((pod or {}).get("status") or {}).get("phase") or "")
+        if state is not None or phase in ("Succeeded", "Failed"):
+            return self._collect(name, state or phase.lower(), failure_reason(job))
+        now = self._clock()
+        if phase == "Running":
+            self._running_since = self._running_since or now
+            progress = last_progress(self.client.pod_log(self.paths.namespace, name,
+                                                         tail_lines=PROGRESS_TAIL_LINES))
+            if progress is not None and progress != self._last_seen:
+                self._last_seen = progress
+                on_progress(progress)
+            if now - self._running_since > self.run_seconds:
+                raise BenchmarkFailed(f"the benchmark ran longer than the {self.run_seconds:.0f} s its load "
+                                      "allows; it was stopped")
+            return None
+        problem = pod_problem(pod) if pod is not None else ("no pod yet", False)
+        if problem is not None and problem[1]:
+            raise BenchmarkFailed(f"the benchmark pod cannot start: {problem[0]}")
+        if now - self._started > self.start_timeout:
+            why = problem[0] if problem else "it stayed pending"
+            raise BenchmarkFailed(f"the benchmark pod did not start within {self.start_timeout:.0f} s: {why}")
+        return None
+
+    def _collect(self, pod: str, state: str, reason: str = "") -> RunResult:
         if not pod:
-            raise BenchmarkFailed(f"the benchmark Job {state} but its pod is gone, and with it the results")
+            raise BenchmarkFailed(f"the benchmark Job {state}{reason} but its pod is gone, and with it "
+                                  "the results")
         text = self.client.pod_log(self.paths.namespace, pod, limit_bytes=LOG_LIMIT_BYTES, timeout=60.0)
         try:
             result = read_result(text)

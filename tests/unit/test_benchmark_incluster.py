@@ -21,8 +21,8 @@ import pytest
 
 from serve.benchmark.__main__ import main
 from serve.benchmark.events import RunResult
-from serve.benchmark.incluster import BenchmarkCancelled, BenchmarkFailed, InClusterRun
-from serve.kube import KubeClient, KubeError, client_from_kubeconfig
+from serve.benchmark.incluster import BenchmarkCancelled, BenchmarkFailed, InClusterRun, job_state, pod_problem
+from serve.kube import KubeClient, KubeError, KubeUnreachable, client_from_kubeconfig
 from tests.fakes.kube_api import FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer
 
@@ -311,3 +311,94 @@ def test_the_fake_keeps_a_jobs_active_deadline_as_the_job_controller_does():
         assert client.list_pods("inference", "raypd.io/benchmark=late") == []  # its active pod was deleted
         run = kube.runs[0]
         assert run.killed and run.process is not None and run.process.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("status, state", [
+    ({"active": 1}, None),
+    ({"conditions": [{"type": "Complete", "status": "True"}]}, "succeeded"),
+    ({"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}, "succeeded"),
+    ({"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}, "failed"),
+    ({"conditions": [{"type": "FailureTarget", "status": "True"}]}, "failed"),  # before the pods are gone
+    ({"conditions": [{"type": "Failed", "status": "False"}], "active": 1}, None),  # a condition not (yet) true
+    ({"succeeded": 1}, "succeeded"),  # an API server that sets only the counts
+    ({"failed": 1}, "failed"),
+    ({}, None),
+])
+def test_job_state_reads_the_conditions_kubernetes_sets(status: dict[str, Any], state: Optional[str]) -> None:
+    assert job_state({"status": status}) == state
+
+
+def test_pod_problem_tells_fatal_reasons_from_ones_that_may_pass() -> None:
+    def waiting(reason: str) -> dict[str, Any]:
+        return {"status": {"phase": "Pending", "containerStatuses": [
+            {"state": {"waiting": {"reason": reason, "message": f"why {reason}"}}}]}}
+
+    assert pod_problem(waiting("InvalidImageName")) == ("InvalidImageName: why InvalidImageName", True)
+    assert pod_problem(waiting("ImagePullBackOff")) == ("ImagePullBackOff: why ImagePullBackOff", False)
+    assert pod_problem(waiting("ContainerCreating")) is None
+    unschedulable = {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}]}}
+    assert pod_problem(unschedulable) == ("not scheduled: 0/3 nodes are available", False)
+
+
+def test_a_job_the_cluster_ends_by_its_deadline_fails_at_once_not_at_the_run_bound():
+    with cluster(job_pending_s=0.0) as (kube, api, outputs, client):
+        api.ttft_s = 5.0  # every answer hangs past the Job's deadline
+        run = InClusterRun(client, outputs, "bench-late", ["--rate", "5", "--requests", "5", "--timeout", "30"],
+                           run_seconds=600, poll_seconds=0.05, start_timeout_seconds=30)
+        run.manifests[1]["spec"]["activeDeadlineSeconds"] = 1
+        started = time.monotonic()
+        with pytest.raises(BenchmarkFailed) as failed:
+            run.run(lambda progress: None, lambda: False)
+        assert time.monotonic() - started < 20
+        assert "Job failed (DeadlineExceeded" in str(failed.value) and "pod is gone" in str(failed.value)
+        assert kube.objects() == NOTHING
+
+
+class _Flaky(KubeClient):
+    """A client whose GETs fail (API unreachable) while `down` is set, as during a control-plane blip."""
+
+    down = False
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if self.down and method == "GET":
+            raise KubeUnreachable("cannot reach the Kubernetes API (connection refused)")
+        return super().request(method, path, **kwargs)
+
+
+def _flaky(outputs: dict[str, Any]) -> _Flaky:
+    real = client_from_kubeconfig(outputs["kubeconfig"])
+    flaky = _Flaky(server=real.server, ssl_context=real.ssl_context, timeout=real.timeout)
+    flaky.token = real.token
+    return flaky
+
+
+def test_a_blip_of_the_kubernetes_api_does_not_end_the_run_but_a_lasting_outage_does(monkeypatch):
+    with cluster() as (kube, api, outputs, _):
+        client = _flaky(outputs)
+        polls = {"n": 0}
+
+        def sleep(seconds: float) -> None:  # the API is down for the 2nd to 4th polls
+            polls["n"] += 1
+            client.down = 2 <= polls["n"] <= 4
+            time.sleep(0.05)
+
+        result = InClusterRun(client, outputs, "bench-blip", SMALL, run_seconds=60, poll_seconds=0.05,
+                              sleep=sleep).run(lambda progress: None, lambda: False)
+        assert result.summary["requests"]["completed"] == 30 and kube.objects() == NOTHING
+
+    monkeypatch.setattr("serve.benchmark.incluster.API_PATIENCE_SECONDS", 0.3)
+    with cluster() as (kube, api, outputs, _):
+        client = _flaky(outputs)
+
+        def down_for_good(seconds: float) -> None:
+            client.down = True
+            time.sleep(0.05)
+
+        with pytest.raises(BenchmarkFailed) as failed:
+            InClusterRun(client, outputs, "bench-gone", SMALL, run_seconds=60, poll_seconds=0.05,
+                         sleep=down_for_good).run(lambda progress: None, lambda: False)
+        assert str(failed.value).startswith("lost the Kubernetes API for over 0 s while the benchmark ran: "
+                                            "cannot reach the Kubernetes API")
+        client.down = False
+        assert kube.objects() == NOTHING  # the DELETEs still went out (they are not GETs)
