@@ -10,87 +10,42 @@ and results back from the pod log. Everything between the browser and those serv
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
-from tests.web.support import TOKEN, FakeEngine, settings_for
+from tests.web.support import TOKEN, FakeEngine
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def _api(base: str, method: str, path: str, body: Any = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + "/api/v1" + path, data=data, method=method, headers={
-        "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
-
-
-def _wait(base: str, job: str, timeout: float = 90.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = _api(base, "GET", f"/jobs/{job}")
-        if found["status"] not in ("queued", "running"):
-            return found
-        assert time.monotonic() < deadline, f"job {job} did not end"
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: scripts/ensure-chromium)")
-    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    from werkzeug.serving import make_server
-
+    need_a_browser()
+    from components.checks import Report
     from tests.fakes.kube_api import FakeKubeApi
     from tests.fakes.openai_server import OpenAIServer
-    from webui import close_app, create_app
-    from webui.engines.offline import OfflineEngine
-    from webui.engines.select import EngineSet
 
-    kube = FakeKubeApi("healthy").start()
-    openai = OpenAIServer("qwen3.5-9b", ttft_s=0.03, itl_s=0.004, output_tokens=12).start()
-    engine = FakeEngine()
-    engine.live = {**kube.outputs(), "openaiBaseUrl": openai.base_url}
-    settings = settings_for(Path(tmp_path_factory.mktemp("raypd-home")))
-    app = create_app(settings, engines=EngineSet(engine, {engine.name: engine,
-                                                          "offline": OfflineEngine(settings)}))
-    app.extensions["raypd"].service.checker.verify_fn = lambda outputs, kubeconfig: _empty_verify()
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{server.server_port}"
-    try:
-        yield {"base": base, "kube": kube, "openai": openai}
-    finally:
-        server.shutdown()
-        close_app(app)
-        openai.stop()
-        kube.stop()
-
-
-def _empty_verify() -> Any:
-    from components.checks import Report
-
-    return Report.of("verify", [])
+    with FakeKubeApi("healthy") as kube, \
+            OpenAIServer("qwen3.5-9b", ttft_s=0.03, itl_s=0.004, output_tokens=12) as openai:
+        engine = FakeEngine()
+        engine.live = {**kube.outputs(), "openaiBaseUrl": openai.base_url}
+        with serving(Path(tmp_path_factory.mktemp("raypd-home")), engine) as (base, app):
+            app.extensions["raypd"].service.checker.verify_fn = lambda outputs, kubeconfig: Report.of("verify", [])
+            yield {"base": base, "kube": kube, "openai": openai}
 
 
 def test_benchmark_tab_runs_a_sweep_in_the_cluster_shows_progress_plots_and_compares(live):
     from playwright.sync_api import expect, sync_playwright
 
     base = live["base"]
-    _api(base, "POST", "/deployments", {"name": "live", "config": {}})
-    assert _wait(base, _api(base, "POST", "/deployments/live/up")["job"])["status"] == "succeeded"
-    _api(base, "POST", "/deployments", {"name": "plan", "config": {}})  # never deployed
+    api(base, "POST", "/deployments", {"name": "live", "config": {}})
+    assert wait_for(base, api(base, "POST", "/deployments/live/up")["job"])["status"] == "succeeded"
+    api(base, "POST", "/deployments", {"name": "plan", "config": {}})  # never deployed
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
@@ -154,7 +109,7 @@ def test_benchmark_tab_runs_a_sweep_in_the_cluster_shows_progress_plots_and_comp
         assert errors == []
         browser.close()
 
-    runs = _api(base, "GET", "/deployments/live/benchmarks")["runs"]
+    runs = api(base, "GET", "/deployments/live/benchmarks")["runs"]
     assert [r["summary"]["requests"]["sent"] for r in runs] == [20, 80]
     assert all(r["summary"]["requests"]["failed"] == 0 for r in runs)
     assert live["kube"].objects() == {"configmaps": [], "jobs": [], "pods": []}  # nothing left in the cluster

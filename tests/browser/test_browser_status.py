@@ -9,70 +9,37 @@ verify run after Deploy and on "Verify now", the page's script that refreshes th
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
-from tests.web.support import TOKEN, FakeEngine, settings_for
+from tests.web.support import TOKEN, FakeEngine
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def _api(base: str, method: str, path: str, body: Any = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + "/api/v1" + path, data=data, method=method, headers={
-        "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: scripts/ensure-chromium)")
-    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    from werkzeug.serving import make_server
-
+    need_a_browser()
     from tests.fakes.kube_api import FakeKubeApi
-    from webui import close_app, create_app
-    from webui.engines.offline import OfflineEngine
-    from webui.engines.select import EngineSet
 
-    kube = FakeKubeApi("healthy").start()
-    engine = FakeEngine()
-    engine.live = kube.outputs()
-    settings = settings_for(Path(tmp_path_factory.mktemp("raypd-home")))
-    app = create_app(settings, engines=EngineSet(engine, {engine.name: engine,
-                                                          "offline": OfflineEngine(settings)}))
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{server.server_port}"
-    try:
-        yield {"base": base, "kube": kube}
-    finally:
-        server.shutdown()
-        close_app(app)
-        kube.stop()
+    with FakeKubeApi("healthy") as kube:
+        engine = FakeEngine()
+        engine.live = kube.outputs()
+        with serving(Path(tmp_path_factory.mktemp("raypd-home")), engine) as (base, _):
+            yield {"base": base, "kube": kube}
 
 
 def test_status_panel_shows_the_live_cluster_and_verify_now_reruns_the_checks(live):
     from playwright.sync_api import expect, sync_playwright
 
     base = live["base"]
-    _api(base, "POST", "/deployments", {"name": "live", "config": {}})
-    job = _api(base, "POST", "/deployments/live/up")["job"]
-    deadline = time.monotonic() + 60
-    while _api(base, "GET", f"/jobs/{job}")["status"] in ("queued", "running"):
-        assert time.monotonic() < deadline, "the deploy job did not end"
-        time.sleep(0.2)
+    api(base, "POST", "/deployments", {"name": "live", "config": {}})
+    wait_for(base, api(base, "POST", "/deployments/live/up")["job"], timeout=60)
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
