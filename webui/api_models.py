@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 from components.checks import Report
 from components.errors import FieldError
 from components.spec import MAX_STACK_NAME, NAMESPACE, REGION_KEY, DeploymentSpec
-from serve.benchmark.workload import PRESETS
+from serve.benchmark.workload import MAX_PROMPT_WORDS, PRESETS
 
 SCHEMA_REF = "#/components/schemas/{model}"
 STACK_NAME_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -123,8 +123,9 @@ MAX_BENCHMARK_RATES = 8
 MAX_BENCHMARK_REQUESTS = 5000
 MAX_BENCHMARK_SECONDS = 4 * 3600  # the sending time the rates and request counts add up to
 # Every output token is an inter-token gap in the records, which come back through the pod's log:
-# about 3 bytes each compressed, and the kubelet rotates a container's log at 10 MiB by default.
-MAX_BENCHMARK_OUTPUT_TOKENS = 2_000_000
+# 4 to 4.5 bytes each gzipped and in base64, and the kubelet rotates a container's log at 10 MiB by
+# default; this leaves room for the progress lines (a few hundred KB over 4 hours).
+MAX_BENCHMARK_OUTPUT_TOKENS = 1_500_000
 
 
 class BenchmarkRequest(ApiRequest):
@@ -161,6 +162,9 @@ class BenchmarkRequest(ApiRequest):
             raise ValueError(f"{missing}: the two SLOs go together (sloTtftMs and sloTpotMs): give both or neither")
         if len(set(self.rates)) != len(self.rates):
             raise ValueError("rates: a rate is repeated")
+        if self.inputTokens is not None and self.requests * self.inputTokens > MAX_PROMPT_WORDS:
+            raise ValueError(f"inputTokens: {self.requests} requests x {self.inputTokens} input tokens is more than "
+                             f"the {MAX_PROMPT_WORDS:,} prompt words the load generator builds up front")
         output_tokens = self.requests * len(self.rates) * (self.outputTokens or PRESETS[self.preset]["output_tokens"])
         if output_tokens > MAX_BENCHMARK_OUTPUT_TOKENS:
             raise ValueError(f"requests: {self.requests} requests x {len(self.rates)} rates x "
@@ -458,10 +462,10 @@ class BenchmarkRun(ApiAnswer):
 
     id: str = Field(description="the run's id (the job that made it)")
     deployment: str
-    label: str = Field(description="how tables and plots name it: deployment, mode and time")
+    label: str = Field(description="how tables and plots name it: deployment, mode and the run's short id")
     createdAt: Optional[str]
     actor: Optional[str]
-    settings: dict[str, Any] = Field(description="the BenchmarkRequest, plus mode, topology and usdPerHour")
+    settings: dict[str, Any] = Field(description="the BenchmarkRequest, plus the deployment's mode and usdPerHour")
     summary: dict[str, Any] = Field(description="Contract 6 summary.json")
     requestsUrl: str = Field(description="Contract 6 requests.jsonl of this run")
 

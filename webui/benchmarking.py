@@ -22,6 +22,7 @@ from components.errors import FieldError
 from components.spec import DeploymentSpec
 from components.topology import estimate_cost
 from serve.benchmark.events import RunResult
+from serve.benchmark.job import job_name_for
 from serve.benchmark.workload import PRESETS
 from webui.api_models import (
     MAX_BENCHMARK_REQUESTS,
@@ -164,11 +165,6 @@ def run_seconds(request: BenchmarkRequest) -> float:
     return expected_seconds(request.requests, request.rates, None, request.timeoutS)
 
 
-def job_name(job_id: str) -> str:
-    """The Kubernetes Job's name: DNS-1123, unique per web job."""
-    return f"raypd-bench-{job_id.lower()}"[:52].rstrip("-")
-
-
 def run_label(deployment: str, mode: Optional[str], job_id: str) -> str:
     """How a run is named in tables and legends: which deployment, which shape, which run."""
     return f"{deployment} ({mode or 'unknown mode'}) #{job_id[:6]}"
@@ -213,6 +209,7 @@ class Benchmarker:
     def run(self, ctx: JobContext, outputs: dict[str, Any], spec: Optional[DeploymentSpec],
             request: BenchmarkRequest) -> RunResult:
         from serve.benchmark.incluster import BenchmarkCancelled, BenchmarkFailed
+        from serve.benchmark.job import JobError
         from serve.evidence import VerifyInputError
         from serve.kube import KubeError
 
@@ -224,10 +221,13 @@ class Benchmarker:
             f"{', '.join(f'{r:g}' for r in request.rates)} req/s) from a Job in the cluster; "
             "starting its pod (pulling the serving image can take minutes)")})
         try:
-            return self.run_fn(outputs, None, job_name(ctx.job_id), args, run_seconds(request),
+            return self.run_fn(outputs, None, job_name_for(ctx.job_id), args, run_seconds(request),
                                lambda progress: ctx.emit(progress_event(progress)), lambda: ctx.cancelled)
         except BenchmarkCancelled:
             raise OperationCancelled() from None
+        except JobError as exc:  # outputs of an older raypd, say, without openaiBaseUrl
+            raise OperationFailed(f"cannot benchmark from the stack's outputs: {exc}; run Refresh or Deploy "
+                                  "to bring them up to date") from None
         except (BenchmarkFailed, VerifyInputError, KubeError) as exc:
             raise OperationFailed(str(exc)) from None
 
@@ -322,25 +322,27 @@ class BenchmarkService:
             raise NotFound(f"no benchmark run with id {run_id}")
         return gzip.decompress(packed)
 
-    def _loaded(self, run_ids: Sequence[str]) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    def _loaded(self, run_ids: Sequence[str], with_records: bool
+                ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+        """The runs asked for, and their records when a plot needs them (the table does not)."""
         if not 1 <= len(run_ids) <= MAX_COMPARED:
             raise NotFound(f"choose 1 to {MAX_COMPARED} runs")
         runs, records = [], []
         for run_id in dict.fromkeys(run_ids):  # the same run twice is one run
             found = self.store.benchmark_run(run_id)
-            packed = self.store.benchmark_records(run_id)
+            packed = self.store.benchmark_records(run_id) if with_records else b""
             if found is None or packed is None:
                 raise NotFound(f"no benchmark run with id {run_id}")
             runs.append(found)
             records.append([json.loads(line) for line in gzip.decompress(packed).decode("utf-8").splitlines()
-                            if line.strip()])
+                            if line.strip()] if with_records else [])
         return runs, records
 
     def comparison(self, run_ids: Sequence[str]) -> dict[str, Any]:
         """The compare report's parts for the page: runs, table rows, verdicts (first vs each other)."""
         from serve.benchmark.compare import table_rows, verdict
 
-        runs, records = self._loaded(run_ids)
+        runs, records = self._loaded(run_ids, with_records=False)
         loaded = _compare_runs(runs, records)
         return {"runs": [self._view(run) for run in runs], "rows": table_rows(loaded),
                 "verdicts": [verdict(loaded[0], other) for other in loaded[1:]]}
@@ -350,7 +352,7 @@ class BenchmarkService:
 
         if name not in PLOT_NAMES:
             raise NotFound(f"no plot named {name}")
-        runs, records = self._loaded(run_ids)
+        runs, records = self._loaded(run_ids, with_records=name != "percentiles_vs_rate.png")
         image = plot(name, _compare_runs(runs, records))
         if image is None:
             raise NotFound(f"{name} needs a run that swept several rates")

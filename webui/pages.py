@@ -240,7 +240,8 @@ def _render_benchmark(name: str, values: dict[str, str], errors: list[FieldError
         latest = next((j for j in detail["jobs"] if j["operation"] == "benchmark"), None)
         if latest is not None and latest["status"] in ACTIVE_STATUSES:
             job = app.store.get_job(latest["id"])
-    events = app.store.events_after(job["id"], 0, limit=2000) if job else []
+    # The newest events: a benchmark logs its progress every few seconds for hours.
+    events = app.store.latest_events(job["id"], limit=500) if job else []
     all_runs = app.benchmarks.runs()["runs"]
     own = [run for run in all_runs if run["deployment"] == name]
     ids = [run_id for run_id in request.args.getlist("runs") if run_id][:MAX_COMPARED]

@@ -38,6 +38,8 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 
+from serve.benchmark.job import LABEL as BENCHMARK_LABEL
+from serve.benchmark.job import job_name_for
 from webui import db
 from webui.db import STORE_ERRORS, DatabaseUrlError, error_text, safe_url
 from webui.jobstate import ACTIVE, FINAL, INITIAL, JobStatus, allowed_from
@@ -53,6 +55,20 @@ INTERRUPTED_HINT = (
     "lock. 2) Run Refresh to read back what exists in the cloud. 3) If pending operations are "
     "listed, check those resources in the AWS console before clearing them"
 )
+BENCHMARK_INTERRUPTED_HINT = (
+    "the server stopped while this benchmark ran, so its results are lost. Its Kubernetes Job stops by "
+    "itself at its deadline (activeDeadlineSeconds) and is removed a day later with its ConfigMap; to stop "
+    "it now: kubectl delete job --all-namespaces -l {label}={name}. Close this job to run another"
+)
+
+
+def interrupted_hint(operation: str, job_id: str) -> str:
+    """What to do about a job a stopped server left behind: a benchmark is not a Pulumi update."""
+    if operation == "benchmark":
+        return BENCHMARK_INTERRUPTED_HINT.format(label=BENCHMARK_LABEL, name=job_name_for(job_id))
+    return INTERRUPTED_HINT
+
+
 # Team mode: a server not seen for this long is gone, and the jobs it ran are orphans.
 INSTANCE_STALE_SECONDS = 60.0
 
@@ -410,8 +426,8 @@ class Store:
         interrupted = []
         with self._write() as conn:
             for row in conn.execute(wanted.with_for_update()).mappings().all():
-                if not self._move(conn, row["id"], JobStatus.INTERRUPTED, hint=INTERRUPTED_HINT,
-                                  finished_at=now):
+                hint = interrupted_hint(row["operation"], row["id"])
+                if not self._move(conn, row["id"], JobStatus.INTERRUPTED, hint=hint, finished_at=now):
                     continue
                 conn.execute(
                     update(db.deployments)
@@ -421,13 +437,13 @@ class Store:
                 )
                 self._append_event(conn, row["id"], {
                     "kind": "end", "status": JobStatus.INTERRUPTED.value, "error": None,
-                    "hint": INTERRUPTED_HINT, "done": row["done"], "total": row["total"],
+                    "hint": hint, "done": row["done"], "total": row["total"],
                     "message": "interrupted: the server stopped while this job was running",
                 }, now)
                 self._append_audit(conn, AuditLine("system", row["operation"], row["deployment"],
                                                    JobStatus.INTERRUPTED.value), now)
                 interrupted.append(self._job_row({**row, "status": JobStatus.INTERRUPTED.value,
-                                                  "hint": INTERRUPTED_HINT, "finished_at": now}))
+                                                  "hint": hint, "finished_at": now}))
         return interrupted
 
     def request_cancel(self, job_id: str) -> bool:
@@ -501,6 +517,18 @@ class Store:
                 select(e.seq, e.time, e.data).where(e.job == job_id, e.seq > after)
                 .order_by(e.seq).limit(limit)
             ).mappings().all()
+        return self._events(rows)
+
+    def latest_events(self, job_id: str, limit: int = 500) -> list[dict[str, Any]]:
+        """The newest `limit` events, oldest first: a long job's page shows where it is now."""
+        e = db.events.c
+        with self._read() as conn:
+            rows = conn.execute(
+                select(e.seq, e.time, e.data).where(e.job == job_id).order_by(e.seq.desc()).limit(limit)
+            ).mappings().all()
+        return self._events(list(reversed(rows)))
+
+    def _events(self, rows: Any) -> list[dict[str, Any]]:
         events = []
         for row in rows:
             event = json.loads(row["data"])

@@ -141,7 +141,8 @@ def verdict(a: Run, b: Run) -> str:
     cost = _cost_fact(a, b)
     same_slo = sa["slo"]["ttft_ms"] == sb["slo"]["ttft_ms"] and sa["slo"]["tpot_ms"] == sb["slo"]["tpot_ms"]
     ga, gb = (sa.get("goodput") or {}).get("rate"), (sb.get("goodput") or {}).get("rate")
-    if "goodput" in sa and "goodput" in sb and same_slo:
+    with_slo = sa["slo"]["ttft_ms"] is not None
+    if "goodput" in sa and "goodput" in sb and same_slo and with_slo:  # no SLOs: no goodput to compare
         if ga is None and gb is None:
             return (f"Neither {a.label} nor {b.label} meets the SLOs for 90% of requests at any swept rate"
                     f"{cost} ({_conditions(sa)}).")

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Mapping, Optional, Sequence
 
 PROGRESS_EVERY_S = 1.0
+# After the first minute, one line every 5 s: a 4-hour run's progress stays a few hundred KB of log.
+SLOWER_AFTER_S, SLOWER_EVERY_S = 60.0, 5.0
 RATE_WINDOW_S = 5.0
 PART_CHARS = 8000
 MAX_RECORDS_BYTES = 256 * 1024 * 1024  # decompressed: a bound against a hostile or broken log
@@ -48,7 +50,8 @@ def _median(values: Sequence[float]) -> Optional[float]:
 
 
 class ProgressReporter:
-    """Counts finished requests and writes a progress event at most every PROGRESS_EVERY_S.
+    """Counts finished requests and writes a progress event at most every PROGRESS_EVERY_S (every
+    SLOWER_EVERY_S after the first SLOWER_AFTER_S).
 
     Called from the load generator's event loop once per finished request, so it only appends
     and compares clocks; the median is computed when a line is written.
@@ -62,7 +65,7 @@ class ProgressReporter:
         self.subrun = 1
         self._ttfts: list[float] = []
         self._finished_at: list[float] = []
-        self._started = clock()
+        self._started = self._began = clock()
         self._last_line = float("-inf")
 
     def start_subrun(self, number: int) -> None:
@@ -78,7 +81,8 @@ class ProgressReporter:
         self._finished_at.append(now)
         if record.get("ok") and isinstance(record.get("ttft_ms"), (int, float)):
             self._ttfts.append(float(record["ttft_ms"]))
-        if now - self._last_line >= self._every or self.done == self.total:
+        every = self._every if now - self._began < SLOWER_AFTER_S else max(self._every, SLOWER_EVERY_S)
+        if now - self._last_line >= every or self.done == self.total:
             self.flush(now)
 
     def snapshot(self, now: Optional[float] = None) -> dict[str, Any]:

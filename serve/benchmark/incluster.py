@@ -1,17 +1,20 @@
 """Running the benchmark Job in a cluster and bringing its results back, through the Kubernetes API.
 
 The web app's Benchmark tab uses this (the CLI prints the same manifests for `kubectl apply`):
-create the ConfigMap and the Job (job.py, `for_program=True`), follow the pod's log for progress
-events, read the whole log once the Job has ended and decode the summary and every request's
-record from it (events.py), then delete both objects. Nothing is left half-created: a Job that
-cannot be created takes its ConfigMap with it, and cancel, failure and success all end with both
-deleted (the Job's TTL is the backstop when the API is unreachable at that moment).
+create the Job and the ConfigMap it owns (job.py, `for_program=True`), follow the pod's log for
+progress events, read the whole log once the Job has ended and decode the summary and every
+request's record from it (events.py), then delete both. Nothing is left half-created: a failed
+create removes whatever the other created, and cancel, failure and success all end with both
+deleted. When nobody is left to delete them (the web server stopped, the API unreachable), the
+Job's activeDeadlineSeconds stops the run, its ttlSecondsAfterFinished removes the Job, and the
+garbage collector removes the ConfigMap with its owner.
 
 Needs only what `serve.kube.KubeClient` offers: create, delete, get, list pods, pod log.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from urllib.parse import quote
 
 from serve.benchmark.events import EventsError, RunResult, last_progress, read_result
-from serve.benchmark.job import package_sources, render_benchmark_job
+from serve.benchmark.job import LABEL, package_sources, render_benchmark_job
 from serve.kube import KubeClient, KubeError, KubeNotFound
 
 log = logging.getLogger(__name__)
@@ -102,6 +105,15 @@ def failure_reason(job: Mapping[str, Any]) -> str:
     return ""
 
 
+def terminated_reason(pod: Mapping[str, Any]) -> str:
+    """" (OOMKilled, exit code 137)" from the container's terminated state, or ""."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        ended = (container.get("state") or {}).get("terminated") or {}
+        if ended and (ended.get("reason") not in (None, "Completed") or ended.get("exitCode") not in (None, 0)):
+            return f" ({ended.get('reason') or 'Error'}, exit code {ended.get('exitCode')})"
+    return ""
+
+
 def pod_problem(pod: Mapping[str, Any]) -> Optional[tuple[str, bool]]:
     """(why the pod is not running yet, whether that is fatal), or None when nothing is wrong."""
     status = pod.get("status") or {}
@@ -117,7 +129,7 @@ def pod_problem(pod: Mapping[str, Any]) -> Optional[tuple[str, bool]]:
     return None
 
 
-def _log_tail(text: str, lines: int = 6) -> str:
+def _log_tail(text: str, lines: int = 2) -> str:
     """The last lines a person would read (not the event lines), for a failure message."""
     plain = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith('{"event"')]
     return " | ".join(line.strip()[:300] for line in plain[-lines:])
@@ -149,16 +161,24 @@ class InClusterRun:
             self.clean_up()
 
     def _create(self) -> None:
+        """The Job first, then its ConfigMap owned by it: the pod waits in ContainerCreating for the
+        volume meanwhile, and whatever removes the Job (a delete, its TTL) takes the ConfigMap along."""
         config_map, job = self.manifests
         try:
-            self.client.create(self.paths.config_maps, config_map)
+            created = self.client.create(self.paths.jobs, job)
         except KubeError as exc:
-            raise BenchmarkFailed(f"cannot create the benchmark's ConfigMap: {exc}") from None
-        try:
-            self.client.create(self.paths.jobs, job)
-        except KubeError as exc:
-            self._delete(self.paths.config_map)
+            self.clean_up()  # an answer lost on the way may still have created it
             raise BenchmarkFailed(f"cannot create the benchmark Job: {exc}") from None
+        uid = (created.get("metadata") or {}).get("uid")
+        owned = copy.deepcopy(config_map)
+        if uid:
+            owned["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
+                                                     "name": self.paths.name, "uid": uid}]
+        try:
+            self.client.create(self.paths.config_maps, owned)
+        except KubeError as exc:
+            self.clean_up()
+            raise BenchmarkFailed(f"cannot create the benchmark's ConfigMap: {exc}") from None
 
     def clean_up(self) -> None:
         self._delete(self.paths.job)
@@ -171,7 +191,7 @@ class InClusterRun:
             log.warning("could not delete %s: %s", path, exc)
 
     def _pod(self) -> Optional[dict[str, Any]]:
-        pods = self.client.list_pods(self.paths.namespace, f"raypd.io/benchmark={self.paths.name}")
+        pods = self.client.list_pods(self.paths.namespace, f"{LABEL}={self.paths.name}")
         pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
         return pods[-1] if pods else None
 
@@ -215,7 +235,7 @@ class InClusterRun:
         name = str(((pod or {}).get("metadata") or {}).get("name") or "")
         phase = str(((pod or {}).get("status") or {}).get("phase") or "")
         if state is not None or phase in ("Succeeded", "Failed"):
-            return self._collect(name, state or phase.lower(), failure_reason(job))
+            return self._collect(pod, state or phase.lower(), failure_reason(job))
         now = self._clock()
         if phase == "Running":
             self._running_since = self._running_since or now
@@ -228,6 +248,9 @@ class InClusterRun:
                 raise BenchmarkFailed(f"the benchmark ran longer than the {self.run_seconds:.0f} s its load "
                                       "allows; it was stopped")
             return None
+        if self._running_since is not None:  # it ran, and now it is not Running: its node is in trouble
+            raise BenchmarkFailed(f"the benchmark pod stopped running (phase {phase or 'gone'}): was its node "
+                                  "lost? Look at the system node group")
         problem = pod_problem(pod) if pod is not None else ("no pod yet", False)
         if problem is not None and problem[1]:
             raise BenchmarkFailed(f"the benchmark pod cannot start: {problem[0]}")
@@ -236,18 +259,26 @@ class InClusterRun:
             raise BenchmarkFailed(f"the benchmark pod did not start within {self.start_timeout:.0f} s: {why}")
         return None
 
-    def _collect(self, pod: str, state: str, reason: str = "") -> RunResult:
-        if not pod:
+    def _collect(self, pod: Optional[dict[str, Any]], state: str, reason: str = "") -> RunResult:
+        name = str(((pod or {}).get("metadata") or {}).get("name") or "")
+        if not name:
             raise BenchmarkFailed(f"the benchmark Job {state}{reason} but its pod is gone, and with it "
                                   "the results")
-        text = self.client.pod_log(self.paths.namespace, pod, limit_bytes=LOG_LIMIT_BYTES, timeout=60.0)
+        ended = terminated_reason(pod or {})
+        try:
+            text = self.client.pod_log(self.paths.namespace, name, limit_bytes=LOG_LIMIT_BYTES, timeout=60.0)
+        except KubeError as exc:
+            if exc.status not in (400, 404):
+                raise  # the API itself: the follow loop tries again
+            raise BenchmarkFailed(f"the benchmark Job {state}{ended} but its pod's log is gone, and with it "
+                                  f"the results ({exc})") from None
         try:
             result = read_result(text)
         except EventsError as exc:
             tail = _log_tail(text)
-            raise BenchmarkFailed(f"the benchmark {'failed' if state == 'failed' else 'ended'} without results "
-                                  f"({exc}){': ' + tail if tail else ''}") from None
+            raise BenchmarkFailed(f"the benchmark {'failed' if state == 'failed' else 'ended'}{ended} without "
+                                  f"results ({exc}){': ' + tail if tail else ''}") from None
         if result.code != 0:
             raise BenchmarkFailed("the endpoint was unreachable for every request "
-                                  f"({_log_tail(text, 2) or 'connection refused'})")
+                                  f"({_log_tail(text, 1) or 'connection refused'})")
         return result

@@ -27,6 +27,15 @@ JOB_TTL_SECONDS = 24 * 3600
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
+JOB_NAME_PREFIX = "raypd-bench-"
+LABEL = "raypd.io/benchmark"  # on the ConfigMap, the Job and its pod: the Job's name
+
+
+def job_name_for(run_id: str) -> str:
+    """The Job of one web benchmark run: DNS-1123, unique per run."""
+    return f"{JOB_NAME_PREFIX}{run_id.lower()}"[:52].rstrip("-")
+
+
 class JobError(ValueError):
     """Outputs or a name the Job cannot be rendered from: exit 2 in the CLI."""
 
@@ -67,7 +76,7 @@ def render_benchmark_job(
     if not namespace or not image or not model:
         raise JobError("the outputs need namespace, image and modelId (raypd stack outputs, Contract 3)")
     labels = {"app.kubernetes.io/part-of": "raypd", "app.kubernetes.io/component": "benchmark",
-              "raypd.io/benchmark": name}
+              LABEL: name}
     command = ["python", "-m", "serve.benchmark", "run", "--endpoint", endpoint_of(outputs),
                "--model", str(model), *run_args, "--out", RESULTS_DIR,
                "--events" if for_program else "--json"]

@@ -28,6 +28,7 @@ _VOCABULARY = (
     "about than only other new some could time these two may then first also after over such where most"
 ).split()
 MAX_PROMPT_FILE_BYTES = 64 * 1024 * 1024
+MAX_PROMPT_WORDS = 50_000_000  # prompts are built up front: requests x input tokens must fit in memory
 
 
 class WorkloadError(ValueError):

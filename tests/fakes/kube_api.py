@@ -52,7 +52,8 @@ matter, so a test may change them between calls):
 - `job_waiting_reason` (default None), e.g. "ImagePullBackOff" or "InvalidImageName": the pod stays
   Pending for ever with that waiting reason (and a kubelet-like message) and never runs;
 - `refuse_jobs` (default None), 403 or 422: `POST .../jobs` answers that Status (Forbidden by
-  RBAC, or Invalid) and stores nothing, to test that the ConfigMap created first is cleaned up.
+  RBAC, or Invalid) and stores nothing; `refuse_config_maps` (default None), e.g. 403: the same for
+  `POST .../configmaps`, to test that a Job created first is cleaned up.
 Looking in: `objects()` -> {"configmaps": [names], "jobs": [names], "pods": [Job pod names]} of
 what exists now; `runs` -> every Job pod ever started (JobRun: `.process`, `.killed`, `.log()`,
 `.rootfs`). `stop()` (and leaving the `with`) kills every process still running and removes the
@@ -169,7 +170,7 @@ class FakeKubeApi(LoopbackServer):
                  accept_token: Optional[Callable[[str], bool]] = None,
                  metrics: bool = True, ray_logs: bool = True,
                  job_pending_s: float = 0.0, job_waiting_reason: Optional[str] = None,
-                 refuse_jobs: Optional[int] = None):
+                 refuse_jobs: Optional[int] = None, refuse_config_maps: Optional[int] = None):
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
         self.scenario = scenario
@@ -189,6 +190,7 @@ class FakeKubeApi(LoopbackServer):
         self.job_pending_s = job_pending_s
         self.job_waiting_reason = job_waiting_reason
         self.refuse_jobs = refuse_jobs
+        self.refuse_config_maps = refuse_config_maps
         self.runs: list[JobRun] = []
         self._jobs_lock = threading.RLock()
         self._config_maps: dict[tuple[str, str], dict[str, Any]] = {}
@@ -527,6 +529,11 @@ class FakeKubeApi(LoopbackServer):
                 return 422, _status(422, "Invalid", f'Job.batch "{name}" is invalid: '
                                     "spec.template.spec.containers[0].image: Required value")
             return code, _status(code, "InternalError", f'the fake refuses to create Job "{name}"')
+        if kind == "ConfigMap" and self.refuse_config_maps is not None:
+            code = int(self.refuse_config_maps)
+            return code, _status(code, "Forbidden" if code == 403 else "InternalError",
+                                 f'configmaps is forbidden: User "system:serviceaccount:raypd:webui" cannot '
+                                 f'create resource "configmaps" in the namespace "{namespace}"')
         with self._jobs_lock:
             store = self._config_maps if kind == "ConfigMap" else self._jobs
             if (namespace, name) in store:
@@ -586,6 +593,12 @@ class FakeKubeApi(LoopbackServer):
                     if key[0] == namespace and run.job_name == name:
                         del self._job_pods[key]
                         doomed.append(run)
+                # The garbage collector: objects the Job owns (ownerReferences by uid) go with it.
+                uid = stored["metadata"].get("uid")
+                for key, config_map in list(self._config_maps.items()):
+                    owners = (config_map.get("metadata") or {}).get("ownerReferences") or []
+                    if key[0] == namespace and any(o.get("uid") == uid for o in owners if isinstance(o, dict)):
+                        del self._config_maps[key]
         for run in doomed:
             run.kill()
         stored["metadata"]["deletionTimestamp"] = _now()
@@ -912,6 +925,15 @@ class JobRun:
             raise _StartFailure(f"path {os.path.join(*parts)!r} leaves the container's file system")
         return path
 
+    def _missing_config_map(self) -> Optional[tuple[str, str]]:
+        """(volume, ConfigMap) of the first required ConfigMap volume that does not exist yet."""
+        for volume in self.spec.get("volumes") or []:
+            source = volume.get("configMap") if isinstance(volume, dict) else None
+            if isinstance(source, dict) and not source.get("optional") and (
+                    self.namespace, str(source.get("name"))) not in self.fake._config_maps:
+                return str(volume.get("name")), str(source.get("name"))
+        return None
+
     def _materialise(self) -> tuple[list[str], dict[str, str], str]:
         """The volumes made under the root; the command, environment and working directory to run."""
         volumes = {v.get("name"): v for v in self.spec.get("volumes") or [] if isinstance(v, dict)}
@@ -960,6 +982,15 @@ class JobRun:
         fake, lock = self.fake, self.fake._jobs_lock
         if self._deleted.wait(max(float(fake.job_pending_s or 0.0), 0.0)):
             return
+        while True:  # the kubelet retries a volume whose ConfigMap does not exist yet; the pod waits
+            with lock:
+                missing = None if fake.job_waiting_reason else self._missing_config_map()
+                if missing is None:
+                    break
+                self._set_state({"waiting": {"reason": "ContainerCreating", "message": (
+                    f'MountVolume.SetUp failed for volume "{missing[0]}" : configmap "{missing[1]}" not found')}})
+            if self._deleted.wait(0.05):
+                return
         with lock:
             if self._deleted.is_set():
                 return

@@ -53,6 +53,8 @@ def test_run_writes_records_and_a_contract_6_summary(tmp_path: Path, capsys: pyt
     assert summary["usd_per_million_output_tokens"] > 0
     assert summary["workload"]["input_tokens"] == 40 and summary["workload"]["output_tokens"] == 8
     assert all(r["completion_tokens"] == 8 for r in records if r["ok"])
+    gaps = [gap for r in records for gap in r["itl_ms"]]
+    assert gaps and all(round(gap, 3) == gap for gap in gaps)  # to the microsecond, once the run is over
 
 
 def test_rate_sweep_runs_one_sub_run_per_rate_and_reports_goodput(tmp_path: Path) -> None:
@@ -166,3 +168,18 @@ def test_run_does_not_need_matplotlib_so_it_can_run_in_a_serving_image():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                             cwd=__import__("pathlib").Path(__file__).resolve().parents[2])
     assert result.stdout.split() == ["False", "False"], result.stderr
+
+
+def test_two_sweeps_without_slos_are_compared_on_latency_not_on_a_goodput_nobody_asked_for() -> None:
+    from serve.benchmark.compare import Run, verdict
+
+    def sweep(p90_ttft: float) -> dict:
+        stats = {k: None for k in STATS_KEYS} | {"p90": p90_ttft}
+        return {"requests": {"sent": 4, "completed": 4, "failed": 0}, "ttft_ms": stats, "itl_ms": stats,
+                "tpot_ms": stats, "e2e_ms": stats, "request_rate": 2.0, "input_tokens_per_s": 1.0,
+                "output_tokens_per_s": 10.0, "slo": {"ttft_ms": None, "tpot_ms": None, "attained": None},
+                "usd_per_million_output_tokens": None, "goodput": None, "load": {"rates": [1.0, 2.0]}}
+
+    sentence = verdict(Run("disagg", sweep(50.0), []), Run("colocated", sweep(100.0), []))
+    assert "SLO" not in sentence and "Neither" not in sentence
+    assert sentence.startswith("disagg vs colocated; disagg has 0.5x the p90 TTFT")

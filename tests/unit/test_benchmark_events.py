@@ -93,6 +93,18 @@ def test_progress_writes_at_most_one_line_per_interval():
     assert json.loads(lines[-1])["done"] == 100 and len(lines) == 11
 
 
+def test_after_the_first_minute_progress_comes_every_five_seconds():
+    lines: list[str] = []
+    clock = Clock(0.0)
+    reporter = ProgressReporter(lines.append, total=10_000, clock=clock, every_s=1.0)
+    for index in range(1200):  # ten requests a second for two minutes
+        clock.now = index * 0.1
+        reporter(_record(index, True, 5.0))
+    times = [json.loads(line)["done"] / 10 for line in lines]
+    assert len([t for t in times if t < 60]) == 60  # once a second at first
+    assert len([t for t in times if t >= 60]) == 12  # then once every 5 s
+
+
 def test_a_new_subrun_has_its_own_median_and_says_which_it_is():
     lines: list[str] = []
     clock = Clock(0.0)

@@ -21,7 +21,14 @@ import pytest
 
 from serve.benchmark.__main__ import main
 from serve.benchmark.events import RunResult
-from serve.benchmark.incluster import BenchmarkCancelled, BenchmarkFailed, InClusterRun, job_state, pod_problem
+from serve.benchmark.incluster import (
+    BenchmarkCancelled,
+    BenchmarkFailed,
+    InClusterRun,
+    job_state,
+    pod_problem,
+    terminated_reason,
+)
 from serve.kube import KubeClient, KubeError, KubeUnreachable, client_from_kubeconfig
 from tests.fakes.kube_api import FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer
@@ -113,17 +120,40 @@ def test_cancel_kills_the_running_pod_and_deletes_everything():
 
 
 @pytest.mark.parametrize("refusal", [403, 422])
-def test_a_job_the_api_refuses_takes_its_config_map_with_it(refusal: int):
+def test_a_job_the_api_refuses_leaves_nothing_and_says_why(refusal: int):
     with cluster(refuse_jobs=refusal) as (kube, _, outputs, client):
         with pytest.raises(BenchmarkFailed, match="cannot create the benchmark Job") as failed:
             _run(client, outputs, SMALL, name="refused-1")
         assert f"HTTP {refusal}" in str(failed.value)
         if refusal == 422:
             assert 'Job.batch "refused-1" is invalid' in str(failed.value)
-        assert _paths(kube, "POST") == ["/api/v1/namespaces/inference/configmaps",
-                                        "/apis/batch/v1/namespaces/inference/jobs"]
-        assert _paths(kube, "DELETE") == ["/api/v1/namespaces/inference/configmaps/refused-1-code"]
+        assert _paths(kube, "POST") == ["/apis/batch/v1/namespaces/inference/jobs"]
+        # an answer lost on the way may have created it: both are deleted, a 404 is harmless
+        assert sorted(_paths(kube, "DELETE")) == ["/api/v1/namespaces/inference/configmaps/refused-1-code",
+                                                  "/apis/batch/v1/namespaces/inference/jobs/refused-1"]
         assert kube.objects() == NOTHING and kube.runs == []
+
+
+def test_a_config_map_the_api_refuses_takes_the_job_created_first_with_it():
+    with cluster(refuse_config_maps=403) as (kube, _, outputs, client):
+        with pytest.raises(BenchmarkFailed, match="cannot create the benchmark's ConfigMap") as failed:
+            _run(client, outputs, SMALL, name="refused-2")
+        assert "HTTP 403" in str(failed.value) and "configmaps" in str(failed.value)
+        assert kube.objects() == NOTHING
+        assert all(run.process is None or run.killed for run in kube.runs)  # its pod never ran the benchmark
+
+
+def test_the_config_map_is_owned_by_the_job_so_nothing_outlives_it():
+    with cluster() as (kube, _, outputs, client):
+        run = InClusterRun(client, outputs, "owned-1", SMALL, run_seconds=60, poll_seconds=0.05)
+        run._create()
+        job = client.get_json("/apis/batch/v1/namespaces/inference/jobs/owned-1")
+        config_map = client.get_json("/api/v1/namespaces/inference/configmaps/owned-1-code")
+        assert config_map["metadata"]["ownerReferences"] == [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "owned-1", "uid": job["metadata"]["uid"]}]
+        assert job["spec"]["activeDeadlineSeconds"] == 60 + 900 + 60  # the cluster stops it without us
+        client.delete("/apis/batch/v1/namespaces/inference/jobs/owned-1")  # as the Job's TTL would
+        assert kube.objects() == NOTHING
 
 
 def test_a_fatal_waiting_reason_fails_at_once_with_that_reason():
@@ -196,7 +226,7 @@ def test_arguments_the_cli_refuses_fail_with_the_clis_own_line(capsys):
         with pytest.raises(BenchmarkFailed) as failed:
             _run(client, outputs, args, name="bad-args")
         assert cli_line in str(failed.value) and "Traceback" not in str(failed.value)
-        assert "failed without results" in str(failed.value)
+        assert "failed (Error, exit code 2) without results" in str(failed.value)  # what the kubelet saw
         assert kube.objects() == NOTHING
         state = kube.runs[0].pod["status"]["containerStatuses"][0]["state"]
         assert state["terminated"]["exitCode"] == 2
@@ -251,16 +281,23 @@ def test_the_fake_runs_a_job_with_its_config_map_mounted_and_serves_its_log():
         assert kube.objects() == NOTHING
 
 
-def test_the_fake_fails_a_job_whose_config_map_is_missing():
+def test_the_fake_waits_for_a_missing_config_map_and_collects_what_a_job_owns():
     with FakeKubeApi() as kube:
         client = client_from_kubeconfig(kube.kubeconfig())
-        client.create("/apis/batch/v1/namespaces/inference/jobs", _job("lost", "lost-code", "print(1)"))
-        _until(lambda: client.get_json("/apis/batch/v1/namespaces/inference/jobs/lost")
-               .get("status", {}).get("failed") == 1)
+        created = client.create("/apis/batch/v1/namespaces/inference/jobs", _job("lost", "lost-code", "print(1)"))
+        _until(lambda: (client.list_pods("inference", "raypd.io/benchmark=lost") or [{}])[0].get("status", {})
+               .get("containerStatuses"))
         (pod,) = client.list_pods("inference", "raypd.io/benchmark=lost")
-        assert pod["status"]["phase"] == "Failed"
-        assert 'configmap "lost-code" not found' in client.pod_log("inference", pod["metadata"]["name"])
-        assert kube.runs[0].process is None
+        waiting = pod["status"]["containerStatuses"][0]["state"]["waiting"]
+        assert pod["status"]["phase"] == "Pending" and waiting["reason"] == "ContainerCreating"
+        assert 'configmap "lost-code" not found' in waiting["message"] and kube.runs[0].process is None
+        client.create("/api/v1/namespaces/inference/configmaps", {
+            "kind": "ConfigMap", "data": {"x": "1"}, "metadata": {"name": "lost-code", "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "lost", "uid": created["metadata"]["uid"]}]}})
+        _until(lambda: client.get_json("/apis/batch/v1/namespaces/inference/jobs/lost")
+               .get("status", {}).get("succeeded") == 1)
+        assert client.delete("/apis/batch/v1/namespaces/inference/jobs/lost")
+        assert kube.objects() == NOTHING  # the ConfigMap went with the Job that owns it
 
 
 def test_the_fake_keeps_a_pending_pod_pending_and_kills_what_still_runs_when_it_stops():
@@ -402,3 +439,13 @@ def test_a_blip_of_the_kubernetes_api_does_not_end_the_run_but_a_lasting_outage_
                                             "cannot reach the Kubernetes API")
         client.down = False
         assert kube.objects() == NOTHING  # the DELETEs still went out (they are not GETs)
+
+
+def test_terminated_reason_names_what_killed_the_container() -> None:
+    def ended(reason: Optional[str], code: int) -> dict[str, Any]:
+        return {"status": {"containerStatuses": [{"state": {"terminated": {"reason": reason, "exitCode": code}}}]}}
+
+    assert terminated_reason(ended("OOMKilled", 137)) == " (OOMKilled, exit code 137)"
+    assert terminated_reason(ended("Error", 2)) == " (Error, exit code 2)"
+    assert terminated_reason(ended("Completed", 0)) == ""
+    assert terminated_reason({"status": {}}) == ""

@@ -101,3 +101,14 @@ def test_one_deployment_runs_one_benchmark_at_a_time(cluster):
     assert second.status_code == 409 and second.get_json()["job"] == first
     client.post(f"/api/v1/jobs/{first}/cancel", headers=AUTH)
     assert wait_for_job(client, first)["status"] == "cancelled"
+
+
+def test_outputs_without_the_endpoint_fail_the_job_with_what_to_do(cluster, fake_engine):
+    client, kube = cluster["client"], cluster["kube"]
+    fake_engine.live = {key: value for key, value in fake_engine.live.items() if key != "openaiBaseUrl"}
+    job = wait_for_job(client, client.post("/api/v1/deployments/live/benchmarks", headers=AUTH,
+                                           json={"rates": [1], "requests": 2}).get_json()["job"])
+    assert job["status"] == "failed"
+    assert job["error"] == ("cannot benchmark from the stack's outputs: the outputs have no openaiBaseUrl (not "
+                            "raypd stack outputs?); run Refresh or Deploy to bring them up to date")
+    assert kube.objects() == NOTHING and [r for r in kube.requests if r["method"] == "POST"] == []

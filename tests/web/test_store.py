@@ -103,6 +103,15 @@ def test_restart_interrupts_leftovers_with_end_event_and_audit(store, make_store
     assert restarted.events_after(job)[-1]["message"] == "closed"
 
 
+def test_an_interrupted_benchmark_says_how_to_stop_its_kubernetes_job_not_to_refresh(store, make_store):
+    job = store.create_job("demo", "benchmark", "pulumi", "t", "benchmarking")
+    store.set_job_running(job)
+    (interrupted,) = make_store().interrupt_active_jobs(orphans_only=False)
+    assert "Refresh" not in interrupted["hint"] and "its results are lost" in interrupted["hint"]
+    assert interrupted["hint"].endswith(f"kubectl delete job --all-namespaces -l raypd.io/benchmark=raypd-bench-{job}. "
+                                        "Close this job to run another")
+
+
 def test_events_get_one_sequence_per_job_even_from_many_threads(store):
     job = store.create_job("demo", "up", "offline", "t", "updating")
     seqs: list[int] = []
@@ -190,3 +199,12 @@ def test_benchmark_runs_keep_settings_summary_and_every_record(make_store):
     assert store.benchmark_run("nope") is None and store.benchmark_records("nope") is None
     store.delete_deployment("disagg")  # a torn-down deployment's runs stay comparable
     assert store.benchmark_run("run-1") is not None
+
+
+def test_latest_events_are_the_newest_in_order(store):
+    job = store.create_job("demo", "benchmark", "pulumi", "t", "benchmarking")
+    for number in range(30):
+        store.add_event(job, {"kind": "benchmark", "message": f"{number}/30 requests"})
+    newest = store.latest_events(job, limit=3)
+    assert [e["message"] for e in newest] == ["27/30 requests", "28/30 requests", "29/30 requests"]
+    assert [e["seq"] for e in newest] == [28, 29, 30]
