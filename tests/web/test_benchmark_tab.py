@@ -120,6 +120,10 @@ def test_a_benchmark_job_reports_progress_keeps_the_run_and_leaves_the_deploymen
     events = client.get(f"/api/v1/jobs/{job['id']}/events", headers=AUTH).get_data(as_text=True)
     messages = [json.loads(line[6:]).get("message", "") for line in events.splitlines() if line.startswith("data: ")]
     assert "20/40 requests · 1.0 req/s now · p50 TTFT 50 ms · rate 1 of 2" in messages
+    assert any(m.startswith("benchmark: 40 requests (chat preset, rates 1, 2 req/s) from a Job") for m in messages)
+    opening = next(json.loads(line[6:]) for line in events.splitlines() if '"kind": "benchmark"' in line
+                   or '"kind":"benchmark"' in line)
+    assert (opening["done"], opening["total"]) == (0, 40)  # the bar knows its length before the pod starts
     assert state.service.get("live")["status"] == "deployed"
 
     run = client.get(f"/api/v1/benchmarks/{job['id']}", headers=AUTH).get_json()
@@ -237,3 +241,19 @@ def test_results_the_store_refuses_fail_the_job_instead_of_vanishing(live, monke
     job = _benchmark(client, "live", {"rates": [1], "requests": 4})
     assert job["status"] == "failed"
     assert job["error"] == "the benchmark finished but its results could not be stored (database or disk is full)"
+
+
+def test_hostile_query_parameters_get_a_page_not_a_traceback(live):
+    client, _ = live
+    login(client)
+    for query in ("runs=%3Cscript%3Ealert(1)%3C/script%3E", "runs=%ED%A0%80", "job=%00%1b[31m", "runs=" + "a" * 5000,
+                  "runs=$(id)&runs=;reboot", "job=../../etc/passwd"):
+        page = client.get(f"/deployments/live/benchmark?{query}")
+        assert page.status_code == 200, query
+        body = page.get_data(as_text=True)
+        assert "<script>alert" not in body and "Traceback" not in body
+    for query in ("runs=%3Cscript%3E", "runs=" + "&runs=".join(str(i) for i in range(50)), ""):
+        image = client.get(f"/benchmarks/plots/ttft_cdf.png?{query}")
+        assert image.status_code == 404 and "<script>" not in image.get_data(as_text=True)
+    assert client.get("/benchmarks/plots/..%2F..%2Fetc%2Fpasswd?runs=x").status_code == 404
+    assert client.get("/api/v1/benchmarks/%3Cscript%3E", headers=AUTH).status_code == 404
