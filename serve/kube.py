@@ -338,6 +338,16 @@ class KubeClient:
                 self._minted_at = time.monotonic()
             return self.token
 
+    def auth_headers(self) -> dict[str, str]:
+        """The Authorization header of this identity (an EKS token re-minted when it gets old), for a
+        caller that talks to the API server with its own HTTP client (the benchmark's proxy mode)."""
+        bearer = self._bearer()
+        if bearer:
+            return {"Authorization": f"Bearer {bearer}"}
+        if self.basic_auth:
+            return {"Authorization": f"Basic {self.basic_auth}"}
+        return {}
+
     def _scrub(self, text: str) -> str:
         for secret in (self.token, self.basic_auth):
             if secret:

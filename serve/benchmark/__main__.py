@@ -1,6 +1,6 @@
 """`python -m serve.benchmark run|compare ...` (Contract 6).
 
-    run --endpoint URL --model ID (--rate R[,R...] | --concurrency N) --requests N
+    run (--endpoint URL --model ID | --outputs FILE|-) (--rate R[,R...] | --concurrency N) --requests N
         [--input-tokens N] [--output-tokens N] [--slo-ttft-ms X --slo-tpot-ms Y] --out DIR [--json]
     compare DIR_A DIR_B [...] --out REPORT_DIR
     job --outputs FILE|- [--name NAME] -- RUN ARGS     (prints the in-cluster Job: kubectl apply -f -)
@@ -19,7 +19,7 @@ import math
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, Optional, Sequence
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 from serve.benchmark.events import ProgressReporter, write_result
 from serve.benchmark.loadgen import APIS, LoadConfig, run_load
@@ -97,8 +97,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m serve.benchmark", description=(__doc__ or "").split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="send a workload and write requests.jsonl and summary.json")
-    run.add_argument("--endpoint", required=True, type=_endpoint, help="server root or its /v1 base URL")
-    run.add_argument("--model", required=True, help="the model id the endpoint serves")
+    target = run.add_mutually_exclusive_group(required=True)
+    target.add_argument("--endpoint", type=_endpoint, help="server root or its /v1 base URL")
+    target.add_argument("--outputs", help="a raypd stack's outputs JSON (or -): through the Kubernetes API "
+                                          "server's service proxy, with the outputs' kubeconfig")
+    run.add_argument("--kubeconfig", type=Path, help="with --outputs: this kubeconfig instead of the outputs' own")
+    run.add_argument("--model", help="the model id the endpoint serves (default with --outputs: its modelId)")
     run.add_argument("--api", choices=APIS, default="chat", help="chat: /v1/chat/completions; completions")
     load = run.add_mutually_exclusive_group(required=True)
     load.add_argument("--rate", type=_rates, help="open-loop Poisson rate(s), requests/s; R1,R2,... sweeps")
@@ -215,7 +219,56 @@ def _unreachable(records: Sequence[dict[str, Any]]) -> bool:
     return bool(records) and all(r.get("error_kind") == "connect" for r in records)
 
 
+def _read_outputs(source: str) -> dict[str, Any]:
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--outputs: cannot read {source}: {exc}") from None
+    try:
+        outputs = json.loads(text)
+    except ValueError:
+        raise UsageError("--outputs: not JSON (give `pulumi stack output --json --show-secrets`)") from None
+    if not isinstance(outputs, dict):
+        raise UsageError("--outputs: must be a JSON object of stack outputs")
+    return outputs
+
+
+def _through_the_api_server(args: argparse.Namespace) -> dict[str, Any]:
+    """LoadConfig fields for the Serve Service behind the API server's service proxy (no port-forward;
+    the proxy's own latency is in the numbers: for the endpoint's own, run `job` in the cluster)."""
+    try:  # here, not at the top: the in-cluster run has only job.RUN_FILES, not serve.kube
+        from serve.kube import KubeError, client_from_kubeconfig, read_kubeconfig_file
+    except ImportError:
+        raise UsageError("--outputs needs the raypd checkout (serve.kube); in a pod, use --endpoint") from None
+    outputs = _read_outputs(args.outputs)
+    namespace, service, base = outputs.get("namespace"), outputs.get("serveService"), outputs.get("openaiBaseUrl")
+    if not all(isinstance(v, str) and v for v in (namespace, service, base)):
+        raise UsageError("--outputs: needs namespace, serveService and openaiBaseUrl (raypd stack outputs)")
+    try:
+        text = read_kubeconfig_file(str(args.kubeconfig)) if args.kubeconfig else outputs.get("kubeconfig")
+        if not isinstance(text, str) or not text.strip() or text.strip() == "[secret]":
+            raise UsageError("--outputs: no kubeconfig in them (use --show-secrets, or pass --kubeconfig)")
+        region = outputs.get("region")
+        client = client_from_kubeconfig(text, region_hint=region if isinstance(region, str) else None)
+        client.auth_headers()  # mint the token now: a credential problem is a usage error, not 200 failures
+    except KubeError as exc:
+        raise UsageError(f"--kubeconfig: {exc}") from None
+    port = urlparse(str(base)).port or 8000
+    endpoint = (f"{client.server}/api/v1/namespaces/{quote(str(namespace), safe='')}/services/"
+                f"{quote(str(service), safe='')}:{port}/proxy")
+    return {"endpoint": endpoint, "model": args.model or str(outputs.get("modelId") or ""),
+            "headers": client.auth_headers, "ssl_context": client.ssl_context}
+
+
 def _run(args: argparse.Namespace) -> int:
+    via: dict[str, Any] = {"endpoint": args.endpoint, "model": args.model, "headers": None, "ssl_context": None}
+    if args.outputs is not None:
+        via = _through_the_api_server(args)
+    elif args.kubeconfig is not None:
+        raise UsageError("--kubeconfig goes with --outputs")
+    if not via["model"]:
+        raise UsageError("--model is required (with --outputs it defaults to the outputs' modelId)")
+    args.endpoint, args.model = via["endpoint"], via["model"]
     if (args.slo_ttft_ms is None) != (args.slo_tpot_ms is None):
         raise UsageError("--slo-ttft-ms and --slo-tpot-ms go together")
     if args.prompts is not None and (args.input_tokens or args.preset):
@@ -249,7 +302,8 @@ def _run(args: argparse.Namespace) -> int:
                 if args.events else None)
     for number, load in enumerate(loads, start=1):
         config = LoadConfig(endpoint=args.endpoint, model=args.model, api=args.api, duration_s=args.duration,
-                            timeout_s=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos, **load)
+                            timeout_s=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos,
+                            headers=via["headers"], ssl_context=via["ssl_context"], **load)
         if progress is not None:
             progress.start_subrun(number)
         records = _to_the_microsecond(asyncio.run(run_load(config, specs, on_record=progress)))

@@ -54,6 +54,8 @@ matter, so a test may change them between calls):
 - `refuse_jobs` (default None), 403 or 422: `POST .../jobs` answers that Status (Forbidden by
   RBAC, or Invalid) and stores nothing; `refuse_config_maps` (default None), e.g. 403: the same for
   `POST .../configmaps`, to test that a Job created first is cleaned up.
+- `serve_upstream` (attribute, default None): an OpenAI server's URL; the Serve Service's proxy
+  (`.../services/<serve>:8000/proxy/...`) then passes requests to it and streams the answer back.
 Looking in: `objects()` -> {"configmaps": [names], "jobs": [names], "pods": [Job pod names]} of
 what exists now; `runs` -> every Job pod ever started (JobRun: `.process`, `.killed`, `.log()`,
 `.rootfs`). `stop()` (and leaving the `with`) kills every process still running and removes the
@@ -64,6 +66,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import http.client
 import io
 import itertools
 import json
@@ -78,7 +81,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 import yaml
 
@@ -191,6 +194,9 @@ class FakeKubeApi(LoopbackServer):
         self.job_waiting_reason = job_waiting_reason
         self.refuse_jobs = refuse_jobs
         self.refuse_config_maps = refuse_config_maps
+        # An OpenAI server (http://127.0.0.1:port) the Serve Service's proxy passes requests to,
+        # streaming its answer through as the API server does; None: the canned documents below.
+        self.serve_upstream: Optional[str] = None
         self.runs: list[JobRun] = []
         self._jobs_lock = threading.RLock()
         self._config_maps: dict[tuple[str, str], dict[str, Any]] = {}
@@ -1033,6 +1039,7 @@ class JobRun:
 class _Handler(BaseHTTPRequestHandler):
     server: "_Server"
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as a real API server: a streamed chunk goes out when written
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -1190,6 +1197,9 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._text(404, "404: Not Found")
             return
+        if service == outputs["serveService"] and port in ("8000", "serve") and fake.serve_upstream:
+            self._pass_through(fake.serve_upstream, method, rest, query, body)
+            return
         if service == outputs["serveService"] and port in ("8000", "serve"):
             if fake.scenario == "rayservice-not-ready":
                 self._json(503, _status(503, "ServiceUnavailable",
@@ -1214,6 +1224,32 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, error_document(f"no route /{rest}", "NotFoundError", 404))
             return
         self._json(404, _status(404, "NotFound", f'services "{service}" not found'))
+
+    def _pass_through(self, upstream: str, method: str, rest: str, query: dict[str, str], body: bytes) -> None:
+        """The API server's proxy: the request to the upstream, its answer streamed back chunk by chunk."""
+        target = urlsplit(upstream)
+        connection = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=60)
+        try:
+            path = "/" + rest + ("?" + urlencode(query) if query else "")
+            connection.request(method, path, body=body or None,
+                               headers={"Content-Type": self.headers.get("Content-Type", "application/json")})
+            answer = connection.getresponse()
+            self.send_response(answer.status)
+            self.send_header("Content-Type", answer.getheader("Content-Type", "application/octet-stream"))
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            while True:
+                piece = answer.read1(65536)
+                if not piece:
+                    break
+                self.wfile.write(f"{len(piece):x}\r\n".encode("ascii") + piece + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+        finally:
+            connection.close()
 
     def _pod_proxy(self, fake: FakeKubeApi, pod: str, port: str, rest: str) -> None:
         if pod in fake._counters and port in ("8080", "metrics") and rest == "metrics" \

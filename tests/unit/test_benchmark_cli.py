@@ -183,3 +183,31 @@ def test_two_sweeps_without_slos_are_compared_on_latency_not_on_a_goodput_nobody
     sentence = verdict(Run("disagg", sweep(50.0), []), Run("colocated", sweep(100.0), []))
     assert "SLO" not in sentence and "Neither" not in sentence
     assert sentence.startswith("disagg vs colocated; disagg has 0.5x the p90 TTFT")
+
+
+def test_run_against_a_deployment_through_the_api_servers_service_proxy(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
+
+    with FakeKubeApi() as kube, OpenAIServer(MODEL, ttft_s=0.02, output_tokens=6) as server:
+        kube.serve_upstream = server.url
+        outputs = {**kube.outputs(), "modelId": MODEL}
+        (tmp_path / "outputs.json").write_text(json.dumps(outputs), encoding="utf-8")
+        code = main(["run", "--outputs", str(tmp_path / "outputs.json"), "--rate", "20", "--requests", "8",
+                     "--input-tokens", "10", "--output-tokens", "6", "--out", str(tmp_path / "run"), "--json"])
+        assert code == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["requests"] == {"sent": 8, "completed": 8, "failed": 0}
+        assert summary["ttft_ms"]["p50"] >= 20.0  # the injected TTFT, through the proxy
+        proxied = [r["path"] for r in kube.requests if r["method"] == "POST"]
+        assert proxied == ["/api/v1/namespaces/inference/services/ray-llm-serve-svc:8000/proxy/v1/chat/completions"] * 8
+        assert len([r for r in server.requests if r[1] == "/v1/chat/completions"]) == 8
+        assert summary["workload"]["endpoint"].startswith(kube.url) and DEFAULT_TOKEN not in json.dumps(summary)
+
+        (tmp_path / "masked.json").write_text(json.dumps({**outputs, "kubeconfig": "[secret]"}), encoding="utf-8")
+        assert main(["run", "--outputs", str(tmp_path / "masked.json"), "--rate", "1", "--requests", "1",
+                     "--out", str(tmp_path / "x")]) == 2
+        assert "--show-secrets" in capsys.readouterr().err
+    assert main(["run", "--endpoint", "http://127.0.0.1:9", "--rate", "1", "--requests", "1",
+                 "--out", str(tmp_path / "y")]) == 2
+    assert "--model is required" in capsys.readouterr().err

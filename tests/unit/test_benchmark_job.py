@@ -105,12 +105,13 @@ def test_the_mounted_files_alone_run_a_benchmark(tmp_path):
 
 def test_the_cli_prints_the_manifests_for_kubectl(tmp_path):
     outputs = tmp_path / "outputs.json"
-    outputs.write_text(json.dumps({**_outputs(), "kubeconfig": "x"}), encoding="utf-8")
+    secret = "apiVersion: v1 # SECRET-KUBECONFIG-7788"
+    outputs.write_text(json.dumps({**_outputs(), "kubeconfig": secret}), encoding="utf-8")
     result = run_module("serve.benchmark", "job", "--outputs", str(outputs), "--name", "cmp-1",
                         "--", "--rate", "1", "--requests", "10")
     assert result.returncode == 0, result.stderr
     kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout)]
     assert kinds == ["ConfigMap", "Job"]
-    assert "kubeconfig" not in result.stdout  # nothing secret from the outputs ends up in the Job
+    assert "SECRET-KUBECONFIG-7788" not in result.stdout  # nothing secret from the outputs ends up in the Job
     bad = run_module("serve.benchmark", "job", "--outputs", str(tmp_path / "missing.json"))
     assert bad.returncode == 2 and "--outputs" in bad.stderr and "Traceback" not in bad.stderr
