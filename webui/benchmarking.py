@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from components.errors import FieldError
 from components.spec import DeploymentSpec
 from components.topology import estimate_cost
-from serve.benchmark.events import RunResult
+from serve.benchmark.events import RunResult, progress_words
 from serve.benchmark.job import job_name_for
 from serve.benchmark.workload import PRESETS
 from webui.api_models import (
@@ -172,20 +172,11 @@ def run_label(deployment: str, mode: Optional[str], job_id: str) -> str:
 
 def progress_event(progress: Mapping[str, Any]) -> dict[str, Any]:
     """A job event from a progress line of the run: done/total drive the bar, the rest the live line."""
-    done, total = int(progress.get("done") or 0), int(progress.get("total") or 0)
     rate, p50 = progress.get("rate"), progress.get("p50_ttft_ms")
-    words = [f"{done}/{total} requests"]
-    if isinstance(rate, (int, float)):
-        words.append(f"{rate:.1f} req/s now")
-    if isinstance(p50, (int, float)):
-        words.append(f"p50 TTFT {p50:.0f} ms")
-    subruns = progress.get("subruns")
-    if isinstance(subruns, int) and subruns > 1:
-        words.append(f"rate {progress.get('subrun')} of {subruns}")
-    return {"kind": "benchmark", "done": done, "total": total,
+    return {"kind": "benchmark", "done": int(progress.get("done") or 0), "total": int(progress.get("total") or 0),
             "rate": rate if isinstance(rate, (int, float)) else None,
             "p50TtftMs": p50 if isinstance(p50, (int, float)) else None,
-            "message": " · ".join(words)}
+            "message": progress_words(progress)}
 
 
 def _run_in_cluster(outputs: dict[str, Any], kubeconfig: Optional[str], name: str, args: list[str],

@@ -4,6 +4,7 @@
         [--input-tokens N] [--output-tokens N] [--slo-ttft-ms X --slo-tpot-ms Y] --out DIR [--json]
     compare DIR_A DIR_B [...] --out REPORT_DIR
     job --outputs FILE|- [--name NAME] -- RUN ARGS     (prints the in-cluster Job: kubectl apply -f -)
+    job --outputs FILE|- [--name NAME] --out DIR -- RUN ARGS   (runs it now and brings the results back)
 
 Exit 0 ok; 1 when the run could not be done (every request failed to connect); 2 on invalid
 arguments (one line on stderr, naming the argument, no traceback).
@@ -137,6 +138,9 @@ def _parser() -> argparse.ArgumentParser:
                                           "`run` next to the endpoint; RUN ARGS after --")
     job.add_argument("--outputs", required=True, help="stack outputs JSON (pulumi stack output --json), or -")
     job.add_argument("--name", default="raypd-benchmark", help="Job name (DNS-1123, at most 52 characters)")
+    job.add_argument("--out", type=Path, help="run the Job now through the Kubernetes API (the outputs' "
+                                              "kubeconfig), follow it, and write its results here")
+    job.add_argument("--kubeconfig", type=Path, help="with --out: this kubeconfig instead of the outputs' own")
     job.add_argument("run_args", nargs=argparse.REMAINDER, help="-- then the run command's load and workload")
     return parser
 
@@ -161,7 +165,45 @@ def _job(args: argparse.Namespace) -> int:
         manifests = render_benchmark_job(outputs, args.name, run_args, package_sources())
     except JobError as exc:
         raise UsageError(str(exc)) from None
-    print(dump_all(manifests), end="")
+    if args.out is None:
+        print(dump_all(manifests), end="")
+        return EXIT_OK
+    return _job_in_cluster(args, outputs, run_args)
+
+
+def _job_in_cluster(args: argparse.Namespace, outputs: dict[str, Any], run_args: list[str]) -> int:
+    """Create the Job, print its progress on stderr, write requests.jsonl and summary.json to --out."""
+    from serve.benchmark.events import progress_words
+    from serve.benchmark.incluster import BenchmarkFailed, InClusterRun, expected_seconds
+    from serve.kube import KubeError, client_from_kubeconfig, read_kubeconfig_file
+
+    # The run arguments, checked here before anything is created in the cluster.
+    load = _parser().parse_args(["run", "--endpoint", "http://in-cluster.invalid", "--model", "m", *run_args,
+                                 "--out", str(args.out)])
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out: {args.out} exists and is not a directory")
+    try:
+        text = read_kubeconfig_file(str(args.kubeconfig)) if args.kubeconfig else outputs.get("kubeconfig")
+        if not isinstance(text, str) or not text.strip() or text.strip() == "[secret]":
+            raise UsageError("--outputs: no kubeconfig in them (use --show-secrets, or pass --kubeconfig)")
+        region = outputs.get("region")
+        client = client_from_kubeconfig(text, region_hint=region if isinstance(region, str) else None)
+    except KubeError as exc:
+        raise UsageError(f"--kubeconfig: {exc}") from None
+    seconds = expected_seconds(load.requests, load.rate or [], load.concurrency, load.timeout, load.duration)
+    run = InClusterRun(client, outputs, args.name, run_args, run_seconds=seconds)
+    print(f"benchmark: Job {args.name} created in {run.paths.namespace}; waiting for its pod", file=sys.stderr)
+    try:
+        result = run.run(lambda progress: print(progress_words(progress), file=sys.stderr, flush=True),
+                         lambda: False)
+    except BenchmarkFailed as exc:
+        print(f"benchmark: {exc}", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    except KeyboardInterrupt:  # run() deleted the Job and its ConfigMap on the way out
+        print("benchmark: interrupted; the Job and its ConfigMap were deleted", file=sys.stderr)
+        return 130
+    _write_run(args.out, result.records, result.summary)
+    print(json.dumps(result.summary, indent=2))
     return EXIT_OK
 
 

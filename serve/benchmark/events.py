@@ -102,6 +102,19 @@ class ProgressReporter:
         self._write(json.dumps(snapshot))
 
 
+def progress_words(progress: Mapping[str, Any]) -> str:
+    """"120/400 requests · 3.9 req/s now · p50 TTFT 212 ms · rate 1 of 2": a progress event for people."""
+    words = [f"{int(progress.get('done') or 0)}/{int(progress.get('total') or 0)} requests"]
+    rate, p50, subruns = progress.get("rate"), progress.get("p50_ttft_ms"), progress.get("subruns")
+    if isinstance(rate, (int, float)):
+        words.append(f"{rate:.1f} req/s now")
+    if isinstance(p50, (int, float)):
+        words.append(f"p50 TTFT {p50:.0f} ms")
+    if isinstance(subruns, int) and subruns > 1:
+        words.append(f"rate {progress.get('subrun')} of {subruns}")
+    return " · ".join(words)
+
+
 def write_result(out: IO[str], summary: Mapping[str, Any], records: Sequence[Mapping[str, Any]], code: int) -> None:
     """The summary, the records in parts, and the end marker (the last line of a complete run)."""
     out.write(json.dumps({"event": "summary", "summary": summary}) + "\n")

@@ -211,3 +211,30 @@ def test_run_against_a_deployment_through_the_api_servers_service_proxy(tmp_path
     assert main(["run", "--endpoint", "http://127.0.0.1:9", "--rate", "1", "--requests", "1",
                  "--out", str(tmp_path / "y")]) == 2
     assert "--model is required" in capsys.readouterr().err
+
+
+def test_job_with_out_runs_in_the_cluster_and_brings_every_record_back(tmp_path: Path, monkeypatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.fakes.kube_api import FakeKubeApi
+
+    monkeypatch.setattr("serve.benchmark.incluster.POLL_SECONDS", 0.05)
+    with FakeKubeApi() as kube, OpenAIServer(MODEL, ttft_s=0.01, output_tokens=5) as server:
+        outputs = {**kube.outputs(), "modelId": MODEL, "openaiBaseUrl": server.base_url}
+        (tmp_path / "outputs.json").write_text(json.dumps(outputs), encoding="utf-8")
+        code = main(["job", "--outputs", str(tmp_path / "outputs.json"), "--name", "cli-1", "--out",
+                     str(tmp_path / "run"), "--", "--rate", "20,40", "--requests", "10", "--input-tokens", "8",
+                     "--output-tokens", "5", "--slo-ttft-ms", "500", "--slo-tpot-ms", "50"])
+        printed = capsys.readouterr()
+        assert code == 0, printed.err
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert json.loads(printed.out) == summary and summary["goodput"]["rate"] == 40.0
+        records = (tmp_path / "run" / "requests.jsonl").read_text().splitlines()
+        assert len(records) == 20 and {json.loads(r)["rate"] for r in records} == {20.0, 40.0}
+        assert "Job cli-1 created in inference" in printed.err and "/20 requests" in printed.err
+        assert kube.objects() == {"configmaps": [], "jobs": [], "pods": []}
+
+        posts = len([r for r in kube.requests if r["method"] == "POST"])
+        code = main(["job", "--outputs", str(tmp_path / "outputs.json"), "--name", "cli-2", "--out",
+                     str(tmp_path / "bad"), "--", "--rate", "0", "--requests", "10"])
+        assert code == 2 and "--rate" in capsys.readouterr().err
+        assert len([r for r in kube.requests if r["method"] == "POST"]) == posts  # refused before any create
