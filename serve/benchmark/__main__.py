@@ -150,16 +150,7 @@ def _job(args: argparse.Namespace) -> int:
     from serve.benchmark.job import JobError, package_sources, render_benchmark_job
     from serve.benchmark.yaml_out import dump_all
 
-    try:
-        text = sys.stdin.read() if args.outputs == "-" else Path(args.outputs).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--outputs: cannot read {args.outputs}: {exc}") from None
-    try:
-        outputs = json.loads(text)
-    except ValueError:
-        raise UsageError("--outputs: not JSON (give `pulumi stack output --json`)") from None
-    if not isinstance(outputs, dict):
-        raise UsageError("--outputs: must be a JSON object of stack outputs")
+    outputs = _read_outputs(args.outputs)
     run_args = [arg for arg in args.run_args if arg != "--"]
     try:
         manifests = render_benchmark_job(outputs, args.name, run_args, package_sources())
@@ -175,21 +166,13 @@ def _job_in_cluster(args: argparse.Namespace, outputs: dict[str, Any], run_args:
     """Create the Job, print its progress on stderr, write requests.jsonl and summary.json to --out."""
     from serve.benchmark.events import progress_words
     from serve.benchmark.incluster import BenchmarkFailed, InClusterRun, expected_seconds
-    from serve.kube import KubeError, client_from_kubeconfig, read_kubeconfig_file
 
     # The run arguments, checked here before anything is created in the cluster.
     load = _parser().parse_args(["run", "--endpoint", "http://in-cluster.invalid", "--model", "m", *run_args,
                                  "--out", str(args.out)])
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out: {args.out} exists and is not a directory")
-    try:
-        text = read_kubeconfig_file(str(args.kubeconfig)) if args.kubeconfig else outputs.get("kubeconfig")
-        if not isinstance(text, str) or not text.strip() or text.strip() == "[secret]":
-            raise UsageError("--outputs: no kubeconfig in them (use --show-secrets, or pass --kubeconfig)")
-        region = outputs.get("region")
-        client = client_from_kubeconfig(text, region_hint=region if isinstance(region, str) else None)
-    except KubeError as exc:
-        raise UsageError(f"--kubeconfig: {exc}") from None
+    client = _kube_client(outputs, args.kubeconfig)
     seconds = expected_seconds(load.requests, load.rate or [], load.concurrency, load.timeout, load.duration)
     run = InClusterRun(client, outputs, args.name, run_args, run_seconds=seconds)
     print(f"benchmark: Job {args.name} created in {run.paths.namespace}; waiting for its pod", file=sys.stderr)
@@ -269,29 +252,40 @@ def _read_outputs(source: str) -> dict[str, Any]:
     try:
         outputs = json.loads(text)
     except ValueError:
-        raise UsageError("--outputs: not JSON (give `pulumi stack output --json --show-secrets`)") from None
+        raise UsageError("--outputs: not JSON (give `pulumi stack output --json`)") from None
     if not isinstance(outputs, dict):
         raise UsageError("--outputs: must be a JSON object of stack outputs")
     return outputs
 
 
-def _through_the_api_server(args: argparse.Namespace) -> dict[str, Any]:
-    """LoadConfig fields for the Serve Service behind the API server's service proxy (no port-forward;
-    the proxy's own latency is in the numbers: for the endpoint's own, run `job` in the cluster)."""
-    try:  # here, not at the top: the in-cluster run has only job.RUN_FILES, not serve.kube
+def _kube_client(outputs: dict[str, Any], kubeconfig: Optional[Path]) -> Any:
+    """A serve.kube client from --kubeconfig or the outputs' own kubeconfig (imported here: the
+    in-cluster run has only job.RUN_FILES)."""
+    try:
         from serve.kube import KubeError, client_from_kubeconfig, read_kubeconfig_file
     except ImportError:
         raise UsageError("--outputs needs the raypd checkout (serve.kube); in a pod, use --endpoint") from None
+    try:
+        text = read_kubeconfig_file(str(kubeconfig)) if kubeconfig else outputs.get("kubeconfig")
+        if not isinstance(text, str) or not text.strip() or text.strip() == "[secret]":
+            raise UsageError("--outputs: no kubeconfig in them (use --show-secrets, or pass --kubeconfig)")
+        region = outputs.get("region")
+        return client_from_kubeconfig(text, region_hint=region if isinstance(region, str) else None)
+    except KubeError as exc:
+        raise UsageError(f"--kubeconfig: {exc}") from None
+
+
+def _through_the_api_server(args: argparse.Namespace) -> dict[str, Any]:
+    """LoadConfig fields for the Serve Service behind the API server's service proxy (no port-forward;
+    the proxy's own latency is in the numbers: for the endpoint's own, run `job` in the cluster)."""
     outputs = _read_outputs(args.outputs)
     namespace, service, base = outputs.get("namespace"), outputs.get("serveService"), outputs.get("openaiBaseUrl")
     if not all(isinstance(v, str) and v for v in (namespace, service, base)):
         raise UsageError("--outputs: needs namespace, serveService and openaiBaseUrl (raypd stack outputs)")
+    client = _kube_client(outputs, args.kubeconfig)
+    from serve.kube import KubeError  # importable: _kube_client said so
+
     try:
-        text = read_kubeconfig_file(str(args.kubeconfig)) if args.kubeconfig else outputs.get("kubeconfig")
-        if not isinstance(text, str) or not text.strip() or text.strip() == "[secret]":
-            raise UsageError("--outputs: no kubeconfig in them (use --show-secrets, or pass --kubeconfig)")
-        region = outputs.get("region")
-        client = client_from_kubeconfig(text, region_hint=region if isinstance(region, str) else None)
         client.auth_headers()  # mint the token now: a credential problem is a usage error, not 200 failures
     except KubeError as exc:
         raise UsageError(f"--kubeconfig: {exc}") from None
