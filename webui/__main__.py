@@ -45,6 +45,8 @@ def _configure_logging() -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
+    # Alembic narrates every migration with its whole docstring; webui.db says in one line what changed.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def _lock_home(home: Path) -> Optional[int]:

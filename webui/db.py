@@ -308,6 +308,9 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
                 f"(which knows up to {max(known)}); run that newer raypd, or restore a backup of the store"
             )
         command.upgrade(config, revision)
+        after = MigrationContext.configure(connection).get_current_revision()
+        if after != current:
+            logger.info("job store schema upgraded from %s to %s", current or "empty", after)
 
 
 def current_revision(engine: Engine) -> Any:
