@@ -309,8 +309,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             )
         command.upgrade(config, revision)
         after = MigrationContext.configure(connection).get_current_revision()
-        if after != current:
-            logger.info("job store schema upgraded from %s to %s", current or "empty", after)
+        if current is None:
+            logger.info("job store schema set up at version %s", after)
+        elif after != current:
+            logger.info("job store schema upgraded from version %s to %s", current, after)
 
 
 def current_revision(engine: Engine) -> Any:

@@ -173,3 +173,15 @@ def test_a_store_from_a_newer_raypd_is_refused_not_touched(tmp_path: Path):
     with pytest.raises(StoreError) as refused:
         Store(path)
     assert "version 9999" in str(refused.value) and "newer raypd" in str(refused.value)
+
+
+def test_an_upgrade_is_said_in_one_line(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    path = tmp_path / "raypd.db"
+    engine = db.make_engine(db.parse_url(path))
+    db.upgrade(engine, "0002")  # a store a raypd before benchmarks wrote
+    engine.dispose()
+    with caplog.at_level("INFO", logger="webui.db"):
+        Store(path).close()
+        Store(path).close()  # already current: nothing to say
+    said = [r.getMessage() for r in caplog.records if r.name == "webui.db"]
+    assert said == ["job store schema upgraded from version 0002 to 0003"]
