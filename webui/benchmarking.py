@@ -34,6 +34,7 @@ from webui.api_models import (
     parse,
 )
 from webui.engines.base import OFFLINE_NOTICE, JobContext, OperationCancelled, OperationFailed, OperationResult
+from webui.forms import Field
 from webui.jobstate import Operation
 from webui.service import Conflict, DeploymentService, NotFound, iso_time
 from webui.store import STORE_ERRORS, error_text
@@ -51,38 +52,26 @@ OnProgress = Callable[[dict[str, Any]], None]
 RunFn = Callable[[dict[str, Any], Optional[str], str, list[str], float, OnProgress, Callable[[], bool]], RunResult]
 
 
-@dataclass(frozen=True)
-class FormField:
-    """One input of the Benchmark tab's form; `key` is the BenchmarkRequest field it fills."""
-
-    key: str
-    label: str
-    help: str
-    kind: str = "text"  # text | int | float | rates | checkbox | choice
-    choices: tuple[tuple[str, str], ...] = ()
-    placeholder: str = ""
-
-
+# The tab's form, in the deployment form's own Field (webui/forms.py) so the same macros draw it.
 FORM_FIELDS = (
-    FormField("preset", "Workload", "what the prompts look like", "choice",
-              tuple((name, f"{name}: {p['input_tokens']} in / {p['output_tokens']} out"
-                           + (f" ({p['shared_prefix_tokens']} shared)" if p["shared_prefix_tokens"] else ""))
-                    for name, p in sorted(PRESETS.items()))),
-    FormField("rates", "Request rates (req/s)", "one rate, or several separated by commas for a sweep",
-              "rates", placeholder="1, 2, 4"),
-    FormField("requests", "Requests per rate", f"1 to {MAX_BENCHMARK_REQUESTS}", "int", placeholder="100"),
-    FormField("inputTokens", "Input tokens", "blank: the workload's", "int", placeholder="preset"),
-    FormField("outputTokens", "Output tokens", "blank: the workload's", "int", placeholder="preset"),
-    FormField("sloTtftMs", "SLO: TTFT (ms)", "with the TPOT SLO: SLO attainment and goodput", "float",
-              placeholder="none"),
-    FormField("sloTpotMs", "SLO: TPOT (ms)", "time per output token after the first", "float", placeholder="none"),
-    FormField("api", "API", "the OpenAI route to call", "choice",
-              (("chat", "/v1/chat/completions"), ("completions", "/v1/completions"))),
-    FormField("timeoutS", "Timeout per request (s)", "a request slower than this counts as failed", "float",
-              placeholder="60"),
-    FormField("ignoreEos", "Fixed output length", "vLLM's ignore_eos: every answer is exactly the output tokens",
-              "checkbox"),
+    Field("preset", "Workload", "select", help="what the prompts look like", choices=tuple(
+        (name, f"{name}: {p['input_tokens']} in / {p['output_tokens']} out"
+               + (f" ({p['shared_prefix_tokens']} shared)" if p["shared_prefix_tokens"] else ""))
+        for name, p in sorted(PRESETS.items()))),
+    Field("rates", "Request rates (req/s)", "list", help="one rate, or several separated by commas for a sweep"),
+    Field("requests", "Requests per rate", "int", help=f"1 to {MAX_BENCHMARK_REQUESTS}"),
+    Field("inputTokens", "Input tokens", "int", help="blank: the workload's", optional=True),
+    Field("outputTokens", "Output tokens", "int", help="blank: the workload's", optional=True),
+    Field("sloTtftMs", "SLO: TTFT (ms)", "float", help="with the TPOT SLO: SLO attainment and goodput",
+          optional=True),
+    Field("sloTpotMs", "SLO: TPOT (ms)", "float", help="time per output token after the first", optional=True),
+    Field("api", "API", "select", help="the OpenAI route to call",
+          choices=(("chat", "/v1/chat/completions"), ("completions", "/v1/completions"))),
+    Field("timeoutS", "Timeout per request (s)", "float", help="a request slower than this counts as failed"),
+    Field("ignoreEos", "Fixed output length (vLLM's ignore_eos: every answer is exactly the output tokens)",
+          "bool"),
 )
+FORM_FIELDS_BY_KEY = {field.key: field for field in FORM_FIELDS}
 FORM_DEFAULTS = {"preset": "chat", "rates": "1, 2, 4", "requests": "100", "api": "chat", "timeoutS": "60"}
 MAX_FORM_TEXT = 200
 
@@ -93,8 +82,8 @@ def request_from_form(form: Mapping[str, str]) -> BenchmarkRequest:
     problems: list[FieldError] = []
     for field in FORM_FIELDS:
         text = str(form.get(field.key, "") or "").strip()
-        if field.kind == "checkbox":
-            body[field.key] = text == "1"
+        if field.kind == "bool":
+            body[field.key] = text == "on"
             continue
         if not text:
             continue
@@ -106,12 +95,12 @@ def request_from_form(form: Mapping[str, str]) -> BenchmarkRequest:
                 body[field.key] = int(text)
             elif field.kind == "float":
                 body[field.key] = float(text)
-            elif field.kind == "rates":
+            elif field.kind == "list":
                 body[field.key] = [float(part) for part in text.split(",") if part.strip()]
             else:
                 body[field.key] = text
         except ValueError:
-            what = {"int": "a whole number", "float": "a number", "rates": "numbers separated by commas"}[field.kind]
+            what = {"int": "a whole number", "float": "a number", "list": "numbers separated by commas"}[field.kind]
             problems.append(FieldError(field.key, f"must be {what}, got {text[:40]!r}"))
     if "rates" not in body and not problems:
         problems.append(FieldError("rates", "give at least one request rate"))
@@ -127,10 +116,10 @@ def values_from_settings(settings: Mapping[str, Any]) -> dict[str, str]:
         value = settings.get(field.key)
         if value is None:
             continue
-        if field.kind == "rates" and isinstance(value, list):
+        if field.kind == "list" and isinstance(value, list):
             values[field.key] = ", ".join(f"{rate:g}" for rate in value if isinstance(rate, (int, float)))
-        elif field.kind == "checkbox":
-            values[field.key] = "1" if value is True else ""
+        elif field.kind == "bool":
+            values[field.key] = "on" if value is True else ""
         else:
             values[field.key] = f"{value:g}" if isinstance(value, float) else str(value)
     return values

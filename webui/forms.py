@@ -280,13 +280,16 @@ def form_to_config(form: Mapping[str, str]) -> tuple[str, dict[str, Any], list[F
     return name, config, errors
 
 
-def split_errors(errors: list[FieldError]) -> tuple[dict[str, str], list[FieldError]]:
-    """Errors that belong next to a field, and the rest (shown above the form)."""
+def split_errors(errors: list[FieldError], fields: Optional[Mapping[str, Field]] = None,
+                 ) -> tuple[dict[str, str], list[FieldError]]:
+    """Errors that belong next to a field of `fields` (default: the deployment form's), and the rest
+    (shown above the form)."""
+    known = FIELDS_BY_KEY if fields is None else fields
     by_field: dict[str, str] = {}
     general: list[FieldError] = []
     for error in errors:
-        key = re.sub(r"\[\d+\]$", "", error.field)  # raypd:adminRoleArns[1] -> its field
-        if key in FIELDS_BY_KEY:
+        key = re.sub(r"(\[\d+\]|\.\d+)$", "", error.field)  # raypd:adminRoleArns[1], rates.0 -> the field
+        if key in known:
             message = error.message if key == error.field else f"{error.field}: {error.message}"
             by_field.setdefault(key, message)
         else:

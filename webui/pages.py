@@ -29,6 +29,7 @@ from webui.api_models import BodyRefused
 from webui.benchmarking import (
     FORM_DEFAULTS,
     FORM_FIELDS,
+    FORM_FIELDS_BY_KEY,
     MAX_COMPARED,
     form_values,
     request_from_form,
@@ -255,14 +256,7 @@ def _render_benchmark(name: str, values: dict[str, str], errors: list[FieldError
             shown = app.benchmarks.comparison(ids)
         except NotFound as exc:
             flash(str(exc), "error")
-    by_field: dict[str, list[str]] = {}
-    general = []
-    for error in errors:
-        key = error.field.split(".")[0]
-        if any(f.key == key for f in FORM_FIELDS):
-            by_field.setdefault(key, []).append(error.message)
-        else:
-            general.append(error)
+    by_field, general = forms.split_errors(errors, FORM_FIELDS_BY_KEY)
     bench_live = next((e["message"] for e in reversed(events) if e.get("kind") == "benchmark"), None)
     return render_template(
         "benchmark.html", d=detail, tab="benchmark", job=job, events=events,

@@ -181,24 +181,28 @@ def test_form_mistakes_are_named_and_nothing_starts(live):
         response = client.post("/deployments/live/benchmark", data=body,
                                content_type="application/x-www-form-urlencoded")
         assert response.status_code == 400, text[:20]
-        assert field_error(text_of(response), "bench-rates"), text[:20]
+        assert field_error(text_of(response), "f-rates"), text[:20]
     huge = client.post("/deployments/live/benchmark", data={"csrf_token": csrf, "rates": "9" * 2_000_000})
     assert huge.status_code == 413  # the body limit, before any parsing
     response = client.post("/deployments/live/benchmark", data={
         "csrf_token": csrf, "rates": "2", "sloTtftMs": "100", "requests": "$(id)", "preset": "<script>"})
     page = text_of(response)
-    assert response.status_code == 400 and "whole number" in field_error(page, "bench-requests")
+    assert response.status_code == 400 and "whole number" in field_error(page, "f-requests")
     assert "<script>" not in response.get_data(as_text=True)
     response = client.post("/deployments/live/benchmark", data={"csrf_token": csrf, "rates": "2", "sloTtftMs": "100"})
-    assert "go together" in field_error(text_of(response), "bench-sloTpotMs")
+    assert "go together" in field_error(text_of(response), "f-sloTpotMs")
     assert calls == [] and not [j for j in state.service.get("live")["jobs"] if j["operation"] == "benchmark"]
     bad = client.post("/api/v1/deployments/live/benchmarks", json={"rates": [1], "requests": 10**9}, headers=AUTH)
     assert bad.status_code == 400 and bad.get_json()["errors"][0]["field"] == "requests"
 
-    response = client.post("/deployments/live/benchmark", data={"csrf_token": csrf, "rates": "3", "requests": "6"})
+    response = client.post("/deployments/live/benchmark", data={"csrf_token": csrf, "rates": "3", "requests": "6",
+                                                                 "ignoreEos": "on"})
     assert response.status_code == 302 and "job=" in response.headers["Location"]
     job = wait_for_job(client, response.headers["Location"].rsplit("job=", 1)[1])
     assert job["status"] == "succeeded" and calls[0]["args"][calls[0]["args"].index("--requests") + 1] == "6"
+    assert "--ignore-eos" in calls[0]["args"]  # the box as the browser sends it
+    page = text_of(client.get("/deployments/live/benchmark"))
+    assert 'name="ignoreEos" value="on" checked' in page  # the next run starts from this one's settings
 
 
 def test_cancel_stops_the_run_and_a_failure_says_why(live):
