@@ -226,8 +226,9 @@ PLOT_TITLES = {"ttft_cdf.png": "TTFT distribution (CDF over completed requests)"
                "percentiles_vs_rate.png": "TTFT and TPOT percentiles against the offered rate"}
 
 
-def _render_benchmark(name: str, values: dict[str, str], errors: list[FieldError],
+def _render_benchmark(name: str, values: Optional[dict[str, str]], errors: list[FieldError],
                       status: int = 200) -> tuple[str, int]:
+    """The tab; `values` None: the form as the newest run of this deployment was asked (or the defaults)."""
     app = raypd()
     detail = app.service.get(name, jobs=20)
     record = app.service.record(name)
@@ -245,6 +246,8 @@ def _render_benchmark(name: str, values: dict[str, str], errors: list[FieldError
     events = app.store.latest_events(job["id"], limit=500) if job else []
     all_runs = app.benchmarks.runs()["runs"]
     own = [run for run in all_runs if run["deployment"] == name]
+    if values is None:
+        values = values_from_settings(own[0]["settings"]) if own else dict(FORM_DEFAULTS)
     ids = [run_id for run_id in request.args.getlist("runs") if run_id][:MAX_COMPARED]
     if not ids and job is not None and any(run["id"] == job["id"] for run in own):
         ids = [job["id"]]
@@ -275,9 +278,7 @@ def _render_benchmark(name: str, values: dict[str, str], errors: list[FieldError
 @bp.get("/deployments/<name>/benchmark")
 def benchmark(name: str) -> Any:
     try:
-        latest = raypd().store.benchmark_runs(name, limit=1)
-        values = values_from_settings(latest[0]["settings"]) if latest else dict(FORM_DEFAULTS)
-        return _render_benchmark(name, values, [])
+        return _render_benchmark(name, None, [])
     except NotFound:
         return render_error(404, f"There is no deployment named “{name}”.")
 
