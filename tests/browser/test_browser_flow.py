@@ -19,6 +19,8 @@ from typing import Iterator
 
 import pytest
 
+from tests.patience import PATIENCE_S
+
 CHROMIUM = Path("/usr/bin/chromium")
 PROJECT = Path(__file__).resolve().parents[2]
 ARTIFACTS = PROJECT / "test-artifacts" / "browser"
@@ -52,7 +54,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     )
     base = f"http://127.0.0.1:{port}"
     banner = process.stdout.readline() if process.stdout else ""
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + PATIENCE_S
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"{base}/healthz", timeout=1) as response:

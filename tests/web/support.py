@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from flask.testing import FlaskClient
 
+from tests.patience import PATIENCE_S
 from webui import Settings
 from webui.engines.base import (
     JobContext,
@@ -68,7 +69,7 @@ class FakeEngine:
             self.pending = []
         ctx.emit(resource_record("started", "create", "aws:ec2/vpc:Vpc", "vpc", 0, 2, "create vpc"))
         self.started.set()
-        if not self.gate.wait(20):
+        if not self.gate.wait(PATIENCE_S):
             raise OperationFailed("fake engine was never released")
         if ctx.cancelled:
             raise OperationCancelled()
@@ -98,7 +99,7 @@ class FakeEngine:
         return list(self.pending)
 
 
-def wait_for_job(client: FlaskClient, job_id: str, timeout: float = 60.0,
+def wait_for_job(client: FlaskClient, job_id: str, timeout: float = PATIENCE_S,
                  headers: Optional[dict[str, str]] = None) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

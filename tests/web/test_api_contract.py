@@ -22,6 +22,7 @@ from jsonschema import Draft202012Validator
 from components.checks import Check, Report
 from serve.benchmark.events import RunResult
 from serve.benchmark.summary import summarize
+from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, FakeEngine, wait_for_job
 
 PREFIX = "/api/v1"
@@ -282,7 +283,7 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
 
     fake_engine.gate.clear()
     running = api.call("post", "/deployments/{name}/refresh", 202, client=client, name="live").get_json()["job"]
-    assert fake_engine.started.wait(10)
+    assert fake_engine.started.wait(PATIENCE_S)
     for operation in OPERATIONS:
         busy = api.call("post", f"/deployments/{{name}}/{operation}", 409, client=client, name="live",
                         json={"confirm": "live"} if operation == "clear-pending" else None)

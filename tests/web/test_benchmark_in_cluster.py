@@ -7,7 +7,6 @@ real, and only the cluster is pretend.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Iterator
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from components.checks import Report
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer
+from tests.patience import until
 from tests.web.support import AUTH, create, wait_for_job
 
 NOTHING = {"configmaps": [], "jobs": [], "pods": []}
@@ -61,13 +61,10 @@ def test_a_web_benchmark_runs_as_a_job_in_the_cluster_and_its_run_is_kept(cluste
 
 def test_cancel_deletes_the_job_and_kills_its_pod(cluster):
     client, kube = cluster["client"], cluster["kube"]
-    cluster["openai"].ttft_s = 0.3  # slow answers: the run lasts long enough to cancel
+    cluster["openai"].ttft_s = 0.3  # slow answers, 120 s of them: only the cancel ends the run sooner
     job_id = client.post("/api/v1/deployments/live/benchmarks", headers=AUTH,
-                         json={"rates": [5], "requests": 100, "outputTokens": 4}).get_json()["job"]
-    deadline = time.monotonic() + 30
-    while not kube.runs or kube.runs[0].process is None:
-        assert time.monotonic() < deadline, "the Job's pod never started"
-        time.sleep(0.05)
+                         json={"rates": [1], "requests": 120, "outputTokens": 4}).get_json()["job"]
+    until(lambda: kube.runs and kube.runs[0].process is not None, "the Job's pod to start")
     client.post(f"/api/v1/jobs/{job_id}/cancel", headers=AUTH)
     assert wait_for_job(client, job_id)["status"] == "cancelled"
     assert kube.objects() == NOTHING and kube.runs[0].killed

@@ -20,6 +20,7 @@ from components.checks import Report
 from serve.benchmark.events import RunResult
 from serve.benchmark.incluster import BenchmarkCancelled, BenchmarkFailed
 from serve.benchmark.summary import goodput, summarize
+from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, create, extract_csrf, field_error, login, text_of, wait_for_job
 
 KUBECONFIG_SECRET = "apiVersion: v1\nusers: [{name: u, user: {token: kube-bench-secret-5151}}]\n"
@@ -217,7 +218,7 @@ def test_cancel_stops_the_run_and_a_failure_says_why(live):
 
     state.benchmarks.benchmarker.run_fn = waits
     job_id = client.post("/api/v1/deployments/live/benchmarks", json={"rates": [1]}, headers=AUTH).get_json()["job"]
-    assert started.wait(10)
+    assert started.wait(PATIENCE_S)
     busy = client.post("/api/v1/deployments/live/up", headers=AUTH)
     assert busy.status_code == 409 and busy.get_json()["job"] == job_id  # a benchmark holds the deployment
     client.post(f"/api/v1/jobs/{job_id}/cancel", headers=AUTH)

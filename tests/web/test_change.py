@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, HF_TOKEN, create, extract_csrf, login, text_of, wait_for_job
 from webui.change import config_diff, consequences, plan_diff
 
@@ -125,7 +126,7 @@ def test_patch_is_refused_while_a_job_runs(fake_app, fake_engine):
     create(client, "busy")
     fake_engine.gate.clear()
     job = client.post("/api/v1/deployments/busy/refresh", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(10)
+    assert fake_engine.started.wait(PATIENCE_S)
     refused = _patch(client, "busy", {"raypd:decode": {"replicas": 2}})
     assert refused.status_code == 409 and refused.get_json()["job"] == job
     fake_engine.gate.set()

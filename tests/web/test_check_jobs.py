@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from components.checks import PREFLIGHT_IDS, VERIFY_IDS, Check, Report
+from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, create, extract_csrf, login, text_of, wait_for_job
 
 TOO_BIG = {"raypd:model": {"id": "qwen3-32b", "source": "Qwen/Qwen3-32B"}}  # 64 GB of bf16 on one L4
@@ -144,7 +145,7 @@ def test_a_check_job_is_refused_while_another_job_runs(fake_app, fake_engine):
     create(client, "busy")
     fake_engine.gate.clear()
     running = client.post("/api/v1/deployments/busy/refresh", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(10)
+    assert fake_engine.started.wait(PATIENCE_S)
     for operation in ("preflight", "verify"):
         refused = client.post(f"/api/v1/deployments/busy/{operation}", headers=AUTH)
         assert refused.status_code == 409 and refused.get_json()["job"] == running

@@ -15,13 +15,14 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
 from pulumi import automation as auto
 
 from components.spec import DeploymentSpec
 from tests.fakes.pulumi_cli import install
+from tests.patience import PATIENCE_S, until
 from tests.web.support import AUTH, HF_TOKEN, create, settings_for, wait_for_job
 from webui.engines.base import JobContext, OperationCancelled, OperationFailed, PendingOperations
 from webui.engines.cli_process import PID_FILE, CliSession
@@ -66,19 +67,9 @@ def calls(tmp_path: Path) -> list[list[str]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def mid_step(engine: PulumiEngine) -> int:
     """Wait until the CLI is inside a resource step; return its pid."""
-    wait_until(lambda: state_of(engine)["pending_operations"], what="a step in flight")
+    until(lambda: state_of(engine)["pending_operations"], "a step in flight")
     return int((engine.settings.workspace_dir(STACK) / PID_FILE).read_text())
 
 
@@ -107,7 +98,7 @@ class Job:
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             self.error = exc
 
-    def join(self, timeout: float = 30.0) -> "Job":
+    def join(self, timeout: float = PATIENCE_S) -> "Job":
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "engine.run did not return"
         return self
@@ -141,12 +132,21 @@ def test_up_reports_every_step_and_masks_secrets(engine, tmp_path, monkeypatch, 
 def test_cancel_mid_update_sigints_the_cli_and_returns_only_after_it_exited(engine, monkeypatch, caplog):
     caplog.set_level(logging.INFO)
     created(engine)
-    monkeypatch.setenv("FAKE_PULUMI_STEP_SECONDS", "1.0")
+    monkeypatch.setenv("FAKE_PULUMI_STEP_SECONDS", "3.0")
     job = Job(engine, "up")
     pid = mid_step(engine)
     job.ctx.request_cancel()  # what POST /jobs/{id}/cancel does
-    time.sleep(0.3)
-    assert job.thread.is_alive() and alive(pid), "the job must hold the stack until the CLI exits"
+    # The job holds the stack until the CLI exits: whenever the CLI is seen alive, the job was still
+    # running a moment before (looked at first, so an exit in between cannot pass for the bug).
+    looks_while_alive, deadline = 0, time.monotonic() + PATIENCE_S
+    while time.monotonic() < deadline:
+        running = job.thread.is_alive()
+        if not alive(pid):
+            break
+        assert running, "the job must hold the stack until the CLI exits"
+        looks_while_alive += 1
+        time.sleep(0.01)
+    assert looks_while_alive, "the CLI was gone before the first look: nothing was checked"
     job.join()
     assert isinstance(job.error, OperationCancelled)
     assert not alive(pid)
@@ -199,12 +199,12 @@ def test_the_job_is_the_lock_a_second_update_is_refused_until_the_cli_exited(
     assert alive(pid)
     job = client.get(f"/api/v1/jobs/{job_id}", headers=AUTH).get_json()
     assert job["status"] == "running"  # cancelling, not over: the CLI is still finishing its step
-    assert wait_for_job(client, job_id, timeout=20)["status"] == "cancelled"
+    assert wait_for_job(client, job_id)["status"] == "cancelled"
     assert not alive(pid)
     assert state_of(engine)["lock"] is None
     again = client.post(f"/api/v1/deployments/{STACK}/refresh", headers=AUTH)
     assert again.status_code == 202
-    assert wait_for_job(client, again.get_json()["job"], timeout=30)["status"] == "succeeded"
+    assert wait_for_job(client, again.get_json()["job"])["status"] == "succeeded"
 
 
 def test_release_does_not_drop_the_lock_under_a_live_cli(engine, monkeypatch):
@@ -219,7 +219,7 @@ def test_release_does_not_drop_the_lock_under_a_live_cli(engine, monkeypatch):
     state = state_of(engine)
     state["lock"] = 4242  # a lock some dead server's CLI left behind
     (engine.settings.state_dir / "fake-pulumi" / f"{STACK}.json").write_text(json.dumps(state))
-    engine.release(STACK).join(10)
+    engine.release(STACK).join(PATIENCE_S)
     assert state_of(engine)["lock"] is None
 
 
@@ -249,14 +249,15 @@ def test_app_shutdown_cancels_the_cli_and_waits_for_it(make_app, engine, monkeyp
 
 def test_shutdown_terminates_a_cli_that_outlives_the_grace_and_says_so(engine, monkeypatch, caplog):
     created(engine)
-    engine.shutdown_grace, engine.terminate_grace = 0.3, 5.0
-    monkeypatch.setenv("FAKE_PULUMI_STEP_SECONDS", "20")
+    # The step (and the SIGKILL's grace) far longer than the patience: only the second SIGINT ends it sooner.
+    engine.shutdown_grace, engine.terminate_grace = 0.3, 2 * PATIENCE_S
+    monkeypatch.setenv("FAKE_PULUMI_STEP_SECONDS", str(4 * PATIENCE_S))
     job = Job(engine, "up")
     pid = mid_step(engine)
     started = time.monotonic()
     job.ctx.request_cancel()
     assert engine.stop_processes() == [STACK]
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < PATIENCE_S
     job.join()
     assert isinstance(job.error, OperationCancelled) and not alive(pid)
     assert "terminating" in caplog.text
@@ -272,7 +273,7 @@ def test_destroy_of_a_stack_the_backend_lost_succeeds_and_the_deployment_goes(ma
     create(client, STACK)
     (engine.settings.state_dir / "fake-pulumi" / f"{STACK}.json").unlink()  # state deleted by hand
     job_id = client.delete(f"/api/v1/deployments/{STACK}", headers=AUTH).get_json()["job"]
-    job = wait_for_job(client, job_id, timeout=30)
+    job = wait_for_job(client, job_id)
     assert job["status"] == "succeeded", job
     assert client.get(f"/api/v1/deployments/{STACK}", headers=AUTH).status_code == 404
     events = app.extensions["raypd"].store.events_after(job_id, 0)
@@ -368,12 +369,12 @@ def test_release_leaves_the_lock_of_a_cli_that_outlived_the_previous_server(engi
     # A CLI the last server started (its own session, so it survived the server): only its pid file.
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "pulumi", "up"])
     try:
-        wait_until(lambda: b"pulumi" in Path(f"/proc/{orphan.pid}/cmdline").read_bytes(), what="exec")
+        until(lambda: b"pulumi" in Path(f"/proc/{orphan.pid}/cmdline").read_bytes(), "exec")
         (engine.settings.workspace_dir(STACK) / PID_FILE).write_text(str(orphan.pid))
         assert engine.release(STACK) is None
     finally:
         orphan.kill()
-        orphan.wait(10)
+        orphan.wait(PATIENCE_S)
     thread = engine.release(STACK)  # the pid file now names a dead process
     assert thread is not None
-    thread.join(10)
+    thread.join(PATIENCE_S)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import stat
 import sys
-import time
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from pulumi.automation._cmd import CommandResult
 from pulumi.automation.errors import create_command_error
 
 from components.spec import DeploymentSpec
+from tests.patience import PATIENCE_S
 from tests.web.support import HF_TOKEN, settings_for
 from webui.engines.base import (
     EngineConflict,
@@ -369,7 +370,9 @@ def test_pulumi_cancel_during_an_update_ends_cancelled_without_pulumi_cancel(tmp
     stack._run = cancel_midway  # type: ignore[method-assign]
     with pytest.raises(OperationCancelled):
         engine.run("demo", "up", ctx)
-    time.sleep(0.1)
+    for thread in threading.enumerate():  # a `pulumi cancel` sent in the background has had its say
+        if thread.name == "raypd-pulumi-cancel":
+            thread.join(PATIENCE_S)
     assert stack.cancelled == 0
 
 

@@ -11,6 +11,7 @@ from typing import Iterator
 import pytest
 from werkzeug.serving import make_server
 
+from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, TOKEN, create, settings_for
 from webui import close_app, create_app
 
@@ -27,7 +28,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, int, int]]:
 
 
 def _post_chunked(host: str, port: int, body: bytes) -> tuple[int, dict]:
-    conn = http.client.HTTPConnection(host, port, timeout=20)
+    conn = http.client.HTTPConnection(host, port, timeout=PATIENCE_S)
     pieces = (body[i:i + 65536] for i in range(0, len(body), 65536))
     conn.request("POST", "/api/v1/deployments", body=pieces, encode_chunked=True, headers={
         "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json",
@@ -41,7 +42,7 @@ def test_a_chunked_body_over_the_limit_is_refused_whole(server):
     padded = (json.dumps({"name": "chunky", "config": {}}) + " " * (limit * 2)).encode()
     status, answer = _post_chunked(host, port, padded)
     assert status == 413 and answer["errors"][0]["field"] == "body"
-    conn = http.client.HTTPConnection(host, port, timeout=10)
+    conn = http.client.HTTPConnection(host, port, timeout=PATIENCE_S)
     conn.request("GET", "/api/v1/deployments/chunky", headers={"Authorization": f"Bearer {TOKEN}"})
     assert conn.getresponse().status == 404  # nothing was created from the cut body
 
@@ -66,7 +67,7 @@ def test_a_windowed_event_stream_ends_early_and_resumes_where_it_stopped(fake_ap
     create(client, "slow")
     fake_engine.gate.clear()
     job = client.post("/api/v1/deployments/slow/refresh", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(10)
+    assert fake_engine.started.wait(PATIENCE_S)
     first = client.get(f"/api/v1/jobs/{job}/events?window=1", headers=AUTH).get_data(as_text=True)
     assert '"kind":"end"' not in first  # the job still runs: the stream ended by its window
     last_id = [line for line in first.splitlines() if line.startswith("id: ")][-1][4:]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Optional
 
 import pytest
 
+from tests.patience import PATIENCE_S, until
 from tests.web.support import AUTH, FakeEngine, create, wait_for_job
 from webui.engines.base import JobContext, OperationResult
 from webui.jobs import Busy, JobRunner
@@ -28,11 +28,11 @@ def test_cancel_that_races_the_job_starting_still_stops_it(store):
     seen: dict[str, bool] = {}
 
     def hold_the_worker(ctx: JobContext) -> OperationResult:
-        blocker.wait(10)
+        blocker.wait(PATIENCE_S)
         return OperationResult()
 
     def work(ctx: JobContext) -> OperationResult:
-        gate.wait(10)
+        gate.wait(PATIENCE_S)
         seen["cancelled"] = ctx.cancelled
         return OperationResult()
 
@@ -46,8 +46,7 @@ def test_cancel_that_races_the_job_starting_still_stops_it(store):
         # The worker picks the job up between cancel's read ("queued") and its update.
         if kwargs.get("from_statuses") == ("queued",):
             blocker.set()
-            while store.get_job(job)["status"] != "running":
-                time.sleep(0.005)
+            until(lambda: store.get_job(job)["status"] == "running", "the worker to start the job", every=0.005)
         return original(job, status, **kwargs)
 
     store.finish_job = worker_starts_first  # type: ignore[method-assign]
@@ -68,12 +67,12 @@ def test_a_cancel_that_comes_too_late_records_what_really_happened(store):
 
     def work(ctx: JobContext) -> OperationResult:
         started.set()
-        gate.wait(10)  # like `pulumi up` on a file backend: `pulumi cancel` does not stop it
+        gate.wait(PATIENCE_S)  # like `pulumi up` on a file backend: `pulumi cancel` does not stop it
         return OperationResult(outputs={"modelId": "m"}, resources=[{"type": "t", "name": "n"}])
 
     job_id = runner.submit("demo", "up", "offline", "t", "updating", work,
                            lambda job, status, result: finished.append(status))
-    assert started.wait(5)
+    assert started.wait(PATIENCE_S)
     runner.cancel(job_id, "t", release=lambda: None)
     gate.set()
     runner.shutdown(wait=True)
@@ -109,7 +108,7 @@ class IgnoresCancel(FakeEngine):
     def run(self, stack: str, operation: str, ctx: JobContext,
             known_resources: Optional[list[dict[str, Any]]] = None) -> OperationResult:
         self.started.set()
-        self.gate.wait(10)
+        self.gate.wait(PATIENCE_S)
         return OperationResult(resources=[])
 
 
@@ -120,7 +119,7 @@ def test_a_destroy_that_finishes_despite_a_cancel_removes_the_deployment(make_ap
     create(client, "late")
     engine.gate.clear()
     job_id = client.delete("/api/v1/deployments/late", headers=AUTH).get_json()["job"]
-    assert engine.started.wait(5)
+    assert engine.started.wait(PATIENCE_S)
     assert client.post(f"/api/v1/jobs/{job_id}/cancel", headers=AUTH).status_code == 202
     engine.gate.set()
     assert wait_for_job(client, job_id)["status"] == "succeeded"
@@ -134,7 +133,7 @@ def test_a_queued_job_holds_its_deployment_as_a_running_one_does(store):
     release = threading.Event()
 
     def hold(ctx: JobContext) -> OperationResult:
-        release.wait(10)
+        release.wait(PATIENCE_S)
         return OperationResult()
 
     runner.submit("demo", "up", "offline", "t", "updating", hold, lambda *a: None)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.patience import PATIENCE_S
+
 PROJECT = Path(__file__).resolve().parents[2]
 
 
@@ -16,7 +18,7 @@ def run_webui(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPro
     environment = {**os.environ, "RAYPD_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", **env}
     return subprocess.run(
         [sys.executable, "-m", "webui", *args], cwd=PROJECT, env=environment,
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=PATIENCE_S,
     )
 
 
@@ -75,7 +77,7 @@ def test_the_app_is_served_by_the_production_server(tmp_path):
                                env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout.readline().startswith(f"raypd web app on http://127.0.0.1:{port}/")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + PATIENCE_S
         while True:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
@@ -86,4 +88,4 @@ def test_the_app_is_served_by_the_production_server(tmp_path):
                 time.sleep(0.2)
     finally:
         process.terminate()
-        assert process.wait(timeout=20) == 0  # SIGTERM stops it cleanly
+        assert process.wait(timeout=PATIENCE_S) == 0  # SIGTERM stops it cleanly

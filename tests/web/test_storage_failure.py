@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from typing import Any, Callable
 
+from tests.patience import PATIENCE_S, until
 from tests.web.support import AUTH, create, wait_for_job
 
 
@@ -27,16 +27,6 @@ class DiskFull:
         return guarded
 
 
-def _until(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
 def test_a_disk_that_fills_during_a_job_ends_it_failed_with_the_reason(fake_app, fake_engine):
     client = fake_app.test_client()
     state = fake_app.extensions["raypd"]
@@ -45,7 +35,7 @@ def test_a_disk_that_fills_during_a_job_ends_it_failed_with_the_reason(fake_app,
     create(client, "full")
     fake_engine.gate.clear()
     job_id = client.post("/api/v1/deployments/full/refresh", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(10)
+    assert fake_engine.started.wait(PATIENCE_S)
     disk.full = True
     fake_engine.gate.set()  # the engine goes on and reports progress: nothing can be written
 
@@ -56,7 +46,7 @@ def test_a_disk_that_fills_during_a_job_ends_it_failed_with_the_reason(fake_app,
     assert '"kind":"end"' in stream and "disk is full" in stream
 
     disk.full = False  # space freed: the failure is written down, and the deployment is free again
-    _until(lambda: state.store.get_job(job_id)["status"] == "failed")
+    until(lambda: state.store.get_job(job_id)["status"] == "failed", "the job to fail")
     assert state.runner.ended(job_id) is None
     assert client.get("/api/v1/deployments/full", headers=AUTH).get_json()["status"] != "refreshing"
     assert client.post("/api/v1/deployments/full/refresh", headers=AUTH).status_code == 202

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.patience import PATIENCE_S, until
 from webui.engines.base import JobContext, OperationCancelled, OperationResult
 from webui.jobs import Busy, JobRunner
 from webui.store import JobActive
@@ -40,11 +41,11 @@ def test_racing_runners_of_two_servers_start_exactly_one_job(make_store):
     barrier = threading.Barrier(8)
 
     def work(ctx: JobContext) -> OperationResult:
-        release.wait(10)
+        release.wait(PATIENCE_S)
         return OperationResult()
 
     def attempt(runner: JobRunner) -> None:
-        barrier.wait(10)
+        barrier.wait(PATIENCE_S)
         try:
             started.append(runner.submit("race", "up", "offline", "t", "updating", work, lambda *a: None))
         except Busy as busy:
@@ -54,7 +55,7 @@ def test_racing_runners_of_two_servers_start_exactly_one_job(make_store):
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(20)
+        thread.join(PATIENCE_S)
     release.set()
     for runner in runners:
         runner.shutdown(wait=True)
@@ -72,11 +73,11 @@ def test_a_server_starting_in_team_mode_leaves_a_live_peers_job_alone(make_store
 
     def work(ctx: JobContext) -> OperationResult:
         started.set()
-        release.wait(10)
+        release.wait(PATIENCE_S)
         return OperationResult()
 
     job_id = busy.submit("shared", "up", "offline", "t", "updating", work, lambda *a: None)
-    assert started.wait(5)
+    assert started.wait(PATIENCE_S)
     peer = JobRunner(second, heartbeat_seconds=0.05)
     try:
         interrupted = peer.recover()
@@ -100,13 +101,12 @@ def test_in_team_mode_the_jobs_of_a_server_that_vanished_are_interrupted_by_a_pe
     first.register_instance()
     job_id = first.create_job("orphan", "up", "offline", "t", "updating")
     assert first.set_job_running(job_id)
-    # The first server crashes: no heartbeat, no shutdown. Its peer notices once it is stale.
-    peer = JobRunner(second, heartbeat_seconds=0.05, stale_seconds=0.3)
+    # The first server crashes: no heartbeat, no shutdown. Its peer notices once it is stale (5 s
+    # after it registered: well after the peer's start-up, however slowly these few writes go).
+    peer = JobRunner(second, heartbeat_seconds=0.05, stale_seconds=5.0)
     try:
         assert peer.recover() == []
-        deadline = time.monotonic() + 10
-        while second.get_job(job_id)["status"] != "interrupted" and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: second.get_job(job_id)["status"] == "interrupted", "the peer to interrupt the job")
     finally:
         peer.shutdown(wait=True)
     assert second.get_job(job_id)["status"] == "interrupted"
@@ -127,7 +127,7 @@ def test_in_team_mode_a_cancel_sent_to_another_server_stops_the_job(make_store):
 
     def work(ctx: JobContext) -> OperationResult:
         started.set()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_S
         while not ctx.cancelled and time.monotonic() < deadline:
             time.sleep(0.01)
         if ctx.cancelled:
@@ -136,11 +136,9 @@ def test_in_team_mode_a_cancel_sent_to_another_server_stops_the_job(make_store):
 
     try:
         job_id = owner.submit("far", "up", "offline", "t", "updating", work, lambda *a: None)
-        assert started.wait(5)
+        assert started.wait(PATIENCE_S)
         other.cancel(job_id, "bob", release=lambda: None)
-        deadline = time.monotonic() + 10
-        while second.get_job(job_id)["status"] == "running" and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(lambda: second.get_job(job_id)["status"] != "running", "the job to stop")
     finally:
         owner.shutdown(wait=True)
         other.shutdown(wait=True)
@@ -167,14 +165,14 @@ def test_two_app_servers_on_one_database_start_exactly_one_job(make_app, store_u
 
     def attempt(n: int) -> None:
         client = apps[n % 2].test_client()
-        barrier.wait(10)
+        barrier.wait(PATIENCE_S)
         answers.append(client.post("/api/v1/deployments/team/up", headers=AUTH).status_code)
 
     threads = [threading.Thread(target=attempt, args=(n,)) for n in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(20)
+        thread.join(PATIENCE_S)
     assert sorted(answers) == [202, 409, 409, 409, 409, 409]
     for engine in engines:
         engine.gate.set()
