@@ -16,6 +16,12 @@ chunk, `itl_s` between content chunks, `output_tokens` (answer exactly min(outpu
 max_tokens) tokens), `failure_rate` (that share of requests, drawn from a seeded RNG, get a 500),
 `hang_s` (sleep that long before answering, to provoke client timeouts). `POST /v1/completions`
 (the legacy text API: `prompt`, chunks with `choices[0].text`) is served too.
+
+`server.streams` records what the server really did for each streamed answer (a `StreamTiming`:
+when the request was read, when each content chunk and the [DONE] line were written, on
+time.perf_counter, the clock the benchmark client uses in the same process). A sleep on a busy
+machine oversleeps by milliseconds, so a test judges the client's measurement against these
+times, never against the nominal `ttft_s` / `itl_s`.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
 
@@ -151,6 +158,22 @@ def validate_chat_request(model_id: str, request: Any) -> Optional[tuple[int, di
     return None
 
 
+@dataclass
+class StreamTiming:
+    """One streamed answer as the server sent it (time.perf_counter seconds).
+
+    `received_s` is taken once the whole request body has been read, `content_s[i]` just before
+    content chunk i is written, `done_s` just before `data: [DONE]` is: so a client's send time is
+    before `received_s` and its arrival times are after the server's, on any machine.
+    """
+
+    path: str
+    request: dict[str, Any]
+    received_s: float
+    content_s: list[float] = field(default_factory=list)
+    done_s: Optional[float] = None
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: "_Server"
     protocol_version = "HTTP/1.1"
@@ -183,6 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(413, error_document("request too large", "BadRequestError", 413))
             return
         raw = self.rfile.read(length)
+        received_s = time.perf_counter()
         try:
             request = json.loads(raw.decode("utf-8")) if raw else None
         except (ValueError, UnicodeDecodeError):
@@ -217,14 +241,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         make_chunks = text_completion_chunks if route == "/v1/completions" else chat_completion_chunks
+        timing = StreamTiming(route, request, received_s)
+        owner.streams.append(timing)
         first = True
         for chunk in make_chunks(owner.model_id, request, reply):
+            data = f"data: {json.dumps(chunk)}\n\n".encode("utf-8")
             if _is_content_chunk(chunk):
                 delay = owner.ttft_s if first else owner.itl_s
                 if delay:
                     time.sleep(delay)
                 first = False
-            self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode("utf-8"))
+                timing.content_s.append(time.perf_counter())
+            self._write_chunk(data)
+        timing.done_s = time.perf_counter()
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")
 
@@ -278,6 +307,7 @@ class OpenAIServer(LoopbackServer):
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.requests: list[tuple[str, str, Any]] = []
+        self.streams: list[StreamTiming] = []
         self._server = _Server(self)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

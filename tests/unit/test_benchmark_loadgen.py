@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import statistics
 import sys
+import time
+from itertools import accumulate, pairwise
 from typing import Any, Iterator
 
 import pytest
 
-from serve.benchmark.loadgen import LoadConfig, run_load
+from serve.benchmark.loadgen import LoadConfig, poisson_arrivals, run_load
 from serve.benchmark.workload import synthetic_workload
 from tests.fakes.openai_server import OpenAIServer
 
@@ -31,42 +34,108 @@ def run(config: LoadConfig, count: int, output_tokens: int = 16) -> list[dict[st
     return asyncio.run(run_load(config, synthetic_workload(count, 20, output_tokens)))
 
 
-def close(measured: float, injected: float) -> bool:
-    return abs(measured - injected) <= max(2.0, 0.05 * injected)
+def _prompt(request: dict[str, Any]) -> str:
+    return str(request["messages"][0]["content"] if "messages" in request else request["prompt"])
+
+
+def _quantile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
-def test_measured_ttft_and_itl_agree_with_the_injected_values(api: str) -> None:
+def test_measured_ttft_and_itl_agree_with_what_the_server_did(api: str) -> None:
+    """The client's TTFT, ITL and e2e against the times the server really waited and wrote.
+
+    A sleep on a busy machine oversleeps by milliseconds, so the nominal 80 ms / 20 ms are only
+    what the server aimed at; its recorded times are the truth. The client starts its clock before
+    the server has the request and stops it after the chunk was written, so every measured interval
+    holds the server's (never less: exact on any machine) plus the loopback transit, which is well
+    under a millisecond unless the machine stalls the process; the median bounds that.
+    """
+    specs = synthetic_workload(10, 20, 12)
     with OpenAIServer(MODEL, ttft_s=0.08, itl_s=0.02, output_tokens=64) as server:
-        # Two connections, ten requests: the median request reuses a warm connection (the first on each
-        # connection also pays for the TCP connect, which is part of a client's TTFT but not injected).
-        records = run(LoadConfig(server.base_url, MODEL, api=api, concurrency=2), 10, output_tokens=12)
+        # Two connections, ten requests: the first on each connection also pays for the TCP connect,
+        # which is part of a client's TTFT (and of the excess over the server's time bounded below).
+        records = asyncio.run(run_load(LoadConfig(server.base_url, MODEL, api=api, concurrency=2), specs))
     assert all(r["ok"] for r in records), records
     assert all(r["completion_tokens"] == 12 and r["prompt_tokens"] for r in records)
-    assert close(statistics.median(r["ttft_ms"] for r in records), 80.0)
-    itl = [gap for r in records for gap in r["itl_ms"]]
-    assert len(itl) == 10 * 11
-    assert close(statistics.median(itl), 20.0)
-    assert close(statistics.median(r["e2e_ms"] for r in records), 80.0 + 11 * 20.0)
+    streams = {_prompt(s.request): s for s in server.streams}
+    assert len(streams) == 10 and all(len(s.content_s) == 12 and s.done_s for s in streams.values())
+    ttft_excess, arrival_excess, itl_error, e2e_excess = [], [], [], []
+    for record in records:
+        stream = streams[specs[record["index"]].prompt]
+        assert stream.done_s is not None and len(record["itl_ms"]) == 11
+        written = [(at - stream.received_s) * 1000 for at in stream.content_s]  # ms after the request came
+        assert written[0] >= 80.0 and all(b - a >= 20.0 for a, b in pairwise(written))  # it did wait
+        arrived = list(accumulate(record["itl_ms"], initial=record["ttft_ms"]))  # ms after the client sent it
+        ttft_excess.append(record["ttft_ms"] - written[0])
+        arrival_excess += [a - w for a, w in zip(arrived, written, strict=True)]
+        itl_error += [abs(gap - (b - a)) for gap, (a, b) in zip(record["itl_ms"], pairwise(written), strict=True)]
+        e2e_excess.append(record["e2e_ms"] - (stream.done_s - stream.received_s) * 1000)
+    # never less than the server's own time: a chunk is counted when it arrives, not before
+    assert min(ttft_excess) >= 0 and min(arrival_excess) >= 0 and min(e2e_excess) >= 0
+    assert statistics.median(ttft_excess) < 5.0 and statistics.median(e2e_excess) < 5.0
+    assert statistics.median(itl_error) < 1.0  # the transit cancels out of a gap
     bodies = [body for method, _, body in server.requests if method == "POST"]
     assert all(b["stream"] and b["stream_options"] == {"include_usage": True} and b["max_tokens"] == 12
                for b in bodies)
 
 
+async def _ideal_sender(offsets: list[float], lateness: list[float]) -> None:
+    """Wake at `offsets` from now and start a task each time, as the open loop does, but send nothing;
+    the task notes how late it started (lateness[i] for offsets[i]).
+
+    Run beside the load in the same event loop, it meets the same delays (a busy machine, the fake
+    server's threads holding the GIL, the loop reading other answers before a new task's turn),
+    so its lateness is what the machine allowed: the load generator's sends are judged against it,
+    not against zero."""
+    start = time.perf_counter()
+
+    async def note(index: int, at: float) -> None:
+        lateness[index] = time.perf_counter() - at
+
+    tasks = []
+    for index, offset in enumerate(offsets):
+        at = start + offset
+        if at > time.perf_counter():
+            await asyncio.sleep(at - time.perf_counter())
+        tasks.append(asyncio.create_task(note(index, at)))
+    await asyncio.gather(*tasks)
+
+
 def test_open_loop_sends_on_schedule_whatever_the_answers_take() -> None:
-    # 1 s answers at 100 req/s: a closed loop would fall behind; open loop keeps the schedule.
+    # 1 s answers at 100 req/s: a closed loop would fall behind by seconds; open loop keeps the schedule.
+    config = LoadConfig("", MODEL, rate=100.0, seed=3)
+    specs = synthetic_workload(200, 20, 6)
+    schedule = poisson_arrivals(100.0, len(specs), config.seed)
+    reference = [0.0] * len(schedule)
+
+    async def load_beside_an_ideal_sender(url: str) -> list[dict[str, Any]]:
+        records, _ = await asyncio.gather(run_load(dataclasses.replace(config, endpoint=url), specs),
+                                          _ideal_sender(schedule, reference))
+        return records
+
     with OpenAIServer(MODEL, ttft_s=0.5, itl_s=0.1, output_tokens=6) as server:
-        records = run(LoadConfig(server.url, MODEL, rate=100.0, seed=3), 200, output_tokens=6)
-    assert len(records) == 200 and all(r["ok"] for r in records)
+        records = asyncio.run(load_beside_an_ideal_sender(server.url))
+    assert len(records) == len(specs) and all(r["ok"] for r in records)
+    assert [r["scheduled_s"] for r in records] == schedule
     lateness = [r["sent_s"] - r["scheduled_s"] for r in records]
-    assert statistics.median(lateness) < 0.005
-    # A closed loop would be seconds behind by the end. What can still happen here is a stall of the
-    # whole process (a busy 2-core VM, a neighbour test's thread): it delays only the sends inside it.
-    assert sum(late > 0.05 for late in lateness) <= 0.15 * len(lateness) and max(lateness) < 1.0
+    # The sends are as punctual as an ideal sender's (they spin the last 2 ms, so they are usually more
+    # punctual): at the median, in the tail where a stall delays both, and at the worst.
+    assert statistics.median(lateness) <= statistics.median(reference) + 0.001
+    assert _quantile(lateness, 0.85) <= _quantile(reference, 0.85) + 0.005
+    assert max(lateness) <= max(reference) + 0.05  # a closed loop would be seconds behind by the end
+    # So the rate sent is the rate scheduled, as nearly as the ideal sender kept it.
     sent = sorted(r["sent_s"] for r in records)
-    schedule = sorted(r["scheduled_s"] for r in records)
-    assert (len(sent) - 1) / (sent[-1] - sent[0]) == pytest.approx((len(schedule) - 1) / schedule[-1], rel=0.05)
-    assert max(r["e2e_ms"] for r in records) < 2000
+    assert sent[-1] - sent[0] == pytest.approx(schedule[-1] + reference[-1] - reference[0], abs=0.05)
+    # Every answer was waited for at once (no connection limit queued any): the client's e2e is the
+    # 1 s the server held the answer plus the transit, never a wait for a free connection.
+    streams = {_prompt(s.request): s for s in server.streams}
+    held = [streams[specs[r["index"]].prompt] for r in records]
+    assert all(s.done_s is not None and s.done_s - s.received_s >= 1.0 for s in held)
+    excess = [r["e2e_ms"] / 1000 - ((s.done_s or 0.0) - s.received_s) for r, s in zip(records, held, strict=True)]
+    assert min(excess) >= 0 and statistics.median(excess) < 0.05
 
 
 def test_errors_and_timeouts_are_counted_never_dropped() -> None:
@@ -75,10 +144,20 @@ def test_errors_and_timeouts_are_counted_never_dropped() -> None:
     failed = [r for r in records if not r["ok"]]
     assert len(records) == 40 and 4 <= len(failed) <= 20
     assert all(r["error_kind"] == "http" and r["status"] == 500 and "injected" in r["error"] for r in failed)
-    with OpenAIServer(MODEL, hang_s=1.0) as server:
-        records = run(LoadConfig(server.url, MODEL, concurrency=3, timeout_s=0.2), 3)
+    # A 10 s hang against a 0.2 s timeout: each request ends when its timeout fires, as late as an
+    # ideal 0.2 s timer in the same loop fires, never when the answer would have come.
+    late = [0.0]
+
+    async def timed_out_beside_an_ideal_timer(url: str) -> list[dict[str, Any]]:
+        records, _ = await asyncio.gather(
+            run_load(LoadConfig(url, MODEL, concurrency=3, timeout_s=0.2), synthetic_workload(3, 20, 16)),
+            _ideal_sender([0.2], late))
+        return records
+
+    with OpenAIServer(MODEL, hang_s=10.0) as server:
+        records = asyncio.run(timed_out_beside_an_ideal_timer(server.url))
     assert [r["error_kind"] for r in records] == ["timeout"] * 3
-    assert all(150 < r["e2e_ms"] < 600 for r in records)
+    assert all(199.0 < r["e2e_ms"] < 200.0 + late[0] * 1000 + 50.0 for r in records), (records, late)
     with OpenAIServer("another-model") as server:
         records = run(LoadConfig(server.url, MODEL, concurrency=1), 2)
     assert [(r["status"], r["error_kind"]) for r in records] == [(404, "http")] * 2
@@ -94,6 +173,15 @@ def test_duration_stops_sending() -> None:
 def test_fixed_concurrency_keeps_n_in_flight_and_stops_at_the_duration() -> None:
     with OpenAIServer(MODEL, ttft_s=0.05, output_tokens=2) as server:
         records = run(LoadConfig(server.url, MODEL, concurrency=3, duration_s=0.4), 1000, output_tokens=2)
-    # each request takes ~50 ms and 3 are in flight: about 3 * 0.4 / 0.05 = 24 requests, then it stops
-    assert 12 <= len(records) <= 30 and all(r["ok"] for r in records)
+    # each request takes ~50 ms (more on a busy machine) and 3 are in flight: some 24 requests
+    assert len(records) >= 6 and all(r["ok"] for r in records)
     assert [r["index"] for r in records] == list(range(len(records)))
+    # Three in flight, always: the first three went out at once, and every later send came right after
+    # one request ended, before the next one did (a worker sends again in the same step of the loop).
+    sends, ends = sorted(r["sent_s"] for r in records), sorted(r["end_s"] for r in records)
+    assert sends[2] < ends[0]
+    assert all(ends[k] <= sends[k + 3] <= ends[k + 1] for k in range(len(records) - 3))
+    # No send was decided after the duration, and none of the three last requests to end came back
+    # before it: had one, its worker would have sent another (allowing a stall of 50 ms in between).
+    assert all(r["scheduled_s"] <= 0.4 for r in records)
+    assert ends[-3] >= 0.4 - 0.05
