@@ -32,6 +32,9 @@ START_TIMEOUT_SECONDS = 900.0  # pulling the serving image (~20 GB) onto a fresh
 LOG_LIMIT_BYTES = 128 * 1024 * 1024
 PROGRESS_TAIL_LINES = 30
 API_PATIENCE_SECONDS = 60.0  # how long the Kubernetes API may fail polls before the run is given up
+# How long the Job controller may take to give its verdict (Complete, Failed and why) once the pod has
+# ended or gone: it writes it only after it has counted the pod, so a look can see the pod first.
+VERDICT_SECONDS = 30.0
 # Waiting reasons that do not fix themselves: fail at once instead of waiting out the start timeout.
 FATAL_WAITING = ("ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError")
 
@@ -96,13 +99,31 @@ def job_state(job: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
-def failure_reason(job: Mapping[str, Any]) -> str:
-    """" (DeadlineExceeded: ...)" from a failed Job's condition, or "" when it gives none."""
+def _failed_condition(job: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
     for condition in (job.get("status") or {}).get("conditions") or []:
         if condition.get("type") in ("Failed", "FailureTarget") and condition.get("status") == "True":
-            words = ": ".join(str(part)[:200] for part in (condition.get("reason"), condition.get("message")) if part)
-            return f" ({words})" if words else ""
-    return ""
+            return condition
+    return None
+
+
+def failure_reason(job: Mapping[str, Any]) -> str:
+    """" (DeadlineExceeded: ...)" from a failed Job's condition, or "" when it gives none."""
+    condition = _failed_condition(job) or {}
+    words = ": ".join(str(part)[:200] for part in (condition.get("reason"), condition.get("message")) if part)
+    return f" ({words})" if words else ""
+
+
+def why_it_ended(job: Mapping[str, Any], pod: Optional[Mapping[str, Any]]) -> str:
+    """" (DeadlineExceeded: ...)" when the Job controller stopped the run, else how the container
+    ended (" (OOMKilled, exit code 137)"), else whatever the Job's condition says, else "".
+
+    With backoffLimit 0 a Job's BackoffLimitExceeded only repeats that its one pod failed, so then
+    the container's own end is the news; any other reason (DeadlineExceeded above all) is why the
+    container was stopped, and what a user has to change."""
+    job_reason = failure_reason(job)
+    if job_reason and (_failed_condition(job) or {}).get("reason") != "BackoffLimitExceeded":
+        return job_reason
+    return terminated_reason(pod or {}) or job_reason
 
 
 def terminated_reason(pod: Mapping[str, Any]) -> str:
@@ -198,6 +219,7 @@ class InClusterRun:
     def _follow(self, on_progress: Callable[[dict[str, Any]], None], cancelled: Callable[[], bool]) -> RunResult:
         self._started = self._clock()
         self._running_since: Optional[float] = None
+        self._ended_since: Optional[float] = None
         self._last_seen: Optional[dict[str, Any]] = None
         lost_since: Optional[float] = None
         while True:
@@ -225,20 +247,28 @@ class InClusterRun:
             self._sleep(self.poll_seconds)
 
     def _poll(self, on_progress: Callable[[dict[str, Any]], None]) -> Optional[RunResult]:
-        """One look at the Job and its pod: the result once it ended, None while it runs."""
+        """One look at the pod and its Job: the result once the Job ended, None while it runs.
+
+        The pod is read first: the Job controller writes its verdict only after it has seen the
+        pod end (or, past activeDeadlineSeconds, deleted it), so a Job read after the pod is at
+        least as new. Even so a look can find the pod ended or gone before the verdict is written
+        (kubernetes pkg/controller/job/job_controller.go: deleteActivePods, then the Failed or
+        Complete condition once the pod is counted); the verdict is then waited for, for up to
+        VERDICT_SECONDS, since it says why (DeadlineExceeded) where the pod cannot.
+        """
+        pod = self._pod()
         try:
             job = self.client.get_json(self.paths.job)
         except KubeNotFound:
             raise BenchmarkFailed("the benchmark Job was deleted while it ran") from None
         state = job_state(job)
-        pod = self._pod()
         name = str(((pod or {}).get("metadata") or {}).get("name") or "")
         phase = str(((pod or {}).get("status") or {}).get("phase") or "")
-        if state is not None or phase in ("Succeeded", "Failed"):
-            return self._collect(pod, state or phase.lower(), failure_reason(job))
+        if state is not None:
+            return self._collect(pod, state, why_it_ended(job, pod))
         now = self._clock()
         if phase == "Running":
-            self._running_since = self._running_since or now
+            self._running_since = self._running_since if self._running_since is not None else now
             progress = last_progress(self.client.pod_log(self.paths.namespace, name,
                                                          tail_lines=PROGRESS_TAIL_LINES))
             if progress is not None and progress != self._last_seen:
@@ -248,9 +278,16 @@ class InClusterRun:
                 raise BenchmarkFailed(f"the benchmark ran longer than the {self.run_seconds:.0f} s its load "
                                       "allows; it was stopped")
             return None
-        if self._running_since is not None:  # it ran, and now it is not Running: its node is in trouble
-            raise BenchmarkFailed(f"the benchmark pod stopped running (phase {phase or 'gone'}): was its node "
-                                  "lost? Look at the system node group")
+        if phase in ("Succeeded", "Failed") or self._running_since is not None:
+            # It ended, or it ran and is not Running now: the Job controller's verdict says how.
+            self._ended_since = self._ended_since if self._ended_since is not None else now
+            if now - self._ended_since <= VERDICT_SECONDS:
+                return None
+            if phase in ("Succeeded", "Failed"):  # no verdict came: the pod's own end is all there is
+                return self._collect(pod, phase.lower(), terminated_reason(pod or {}))
+            raise BenchmarkFailed(f"the benchmark pod stopped running (phase {phase or 'gone'}) and its Job "
+                                  f"gave no verdict within {VERDICT_SECONDS:.0f} s: was its node lost? "
+                                  "Look at the system node group")
         problem = pod_problem(pod) if pod is not None else ("no pod yet", False)
         if problem is not None and problem[1]:
             raise BenchmarkFailed(f"the benchmark pod cannot start: {problem[0]}")
@@ -259,24 +296,26 @@ class InClusterRun:
             raise BenchmarkFailed(f"the benchmark pod did not start within {self.start_timeout:.0f} s: {why}")
         return None
 
-    def _collect(self, pod: Optional[dict[str, Any]], state: str, reason: str = "") -> RunResult:
+    def _collect(self, pod: Optional[dict[str, Any]], state: str, why: str = "") -> RunResult:
+        """The results from the ended pod's log; `why` is why_it_ended's words, for a failure."""
         name = str(((pod or {}).get("metadata") or {}).get("name") or "")
+        gone = f"the benchmark Job {state}{why} but its pod is gone, and with it the results"
         if not name:
-            raise BenchmarkFailed(f"the benchmark Job {state}{reason} but its pod is gone, and with it "
-                                  "the results")
-        ended = terminated_reason(pod or {})
+            raise BenchmarkFailed(gone)
         try:
             text = self.client.pod_log(self.paths.namespace, name, limit_bytes=LOG_LIMIT_BYTES, timeout=60.0)
+        except KubeNotFound:  # deleted since it was listed (past its deadline, say): the same loss
+            raise BenchmarkFailed(gone) from None
         except KubeError as exc:
-            if exc.status not in (400, 404):
+            if exc.status != 400:
                 raise  # the API itself: the follow loop tries again
-            raise BenchmarkFailed(f"the benchmark Job {state}{ended} but its pod's log is gone, and with it "
+            raise BenchmarkFailed(f"the benchmark Job {state}{why} but its pod's log is gone, and with it "
                                   f"the results ({exc})") from None
         try:
             result = read_result(text)
         except EventsError as exc:
             tail = _log_tail(text)
-            raise BenchmarkFailed(f"the benchmark {'failed' if state == 'failed' else 'ended'}{ended} without "
+            raise BenchmarkFailed(f"the benchmark {'failed' if state == 'failed' else 'ended'}{why} without "
                                   f"results ({exc}){': ' + tail if tail else ''}") from None
         if result.code != 0:
             raise BenchmarkFailed("the endpoint was unreachable for every request "
