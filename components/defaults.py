@@ -47,6 +47,12 @@ COLOCATED_REPLICAS = 2
 KV_CONNECTOR: Final = "NixlConnector"
 KV_BACKEND: Final = "LIBFABRIC"
 
+# How a change that restarts the engines or rebuilds the Ray cluster is rolled out (components/changes.py):
+# "inPlace" takes the downtime of a model load and no extra nodes; "newCluster" (KubeRay's
+# upgradeStrategy NewCluster) starts a second Ray cluster on extra GPU nodes and switches to it.
+UPGRADE_STRATEGY: Final = "inPlace"
+UPGRADE_STRATEGIES = ("inPlace", "newCluster")
+
 RAY_VERSION = "2.58.0"
 KUBERAY_VERSION = "1.4.0"
 NAMESPACE = "inference"
@@ -91,6 +97,12 @@ DEVICE_PLUGIN_NAMESPACE = "kube-system"
 SYSTEM_LABELS = {"role": "system"}
 GPU_ROLE_LABEL = {"role": "gpu-worker"}
 PHASE_LABEL_KEY = "raypd.io/phase"
+# Well-known labels the kubelet sets on every node (kubernetes.io/docs/reference/labels-annotations-taints).
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# Zero-downtime stacks label each generation of GPU node groups, so a new Ray cluster's pods land on
+# the new nodes only (components.rayservice.node_set).
+NODE_SET_LABEL = "raypd.io/node-set"
 SERVE_PORT = 8000
 DASHBOARD_PORT = 8265
 # KubeRay adds a container port named "metrics" on 8080 to every Ray pod (DefaultMetricsPort);

@@ -238,6 +238,7 @@ class DeploymentSpec(_Model):
     hf_token: Optional[SecretStr] = None
     # IAM roles given cluster-admin through EKS access entries (the web app's, CI's...).
     admin_role_arns: tuple[str, ...] = ()
+    upgrade_strategy: Literal["inPlace", "newCluster"] = defaults.UPGRADE_STRATEGY
 
     @field_validator("region")
     @classmethod
@@ -388,6 +389,8 @@ class DeploymentSpec(_Model):
             body.pop("adminRoleArns", None)  # the default: no key, as before the key existed
         else:
             body["adminRoleArns"] = list(self.admin_role_arns)
+        if self.upgrade_strategy == defaults.UPGRADE_STRATEGY:
+            body.pop("upgradeStrategy", None)  # the default: no key, as before the key existed
         config: dict[str, Any] = {REGION_KEY: self.region}
         for key, value in body.items():
             if value is not None:

@@ -95,6 +95,10 @@ PRESENTATION: dict[str, dict[str, Any]] = {
     "raypd:model.enforceEager": dict(label="Enforce eager (no CUDA graphs)", section="model"),
     **{f"raypd:{phase}.{key}": dict(words, section=phase)
        for phase in ("prefill", "decode", "colocated") for key, words in _PHASE_WORDS.items()},
+    "raypd:upgradeStrategy": dict(label="Rollout of disruptive changes", section="serving", wide=True,
+                                  choices=lambda: (
+        ("inPlace", "in place: about one model load of downtime, no extra nodes"),
+        ("newCluster", "zero downtime: a second Ray cluster on extra GPU nodes during the switch"))),
     "raypd:kvTransfer.connector": dict(label="KV connector", section="kv"),
     "raypd:kvTransfer.backend": dict(label="KV transfer backend", section="kv", choices=lambda: (
         ("LIBFABRIC", "LIBFABRIC (EFA)"), ("UCX", "UCX (TCP speed on EFA)"))),

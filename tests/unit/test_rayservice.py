@@ -67,7 +67,8 @@ def test_reference_metadata_and_readiness(reference_spec):
 def test_reference_head_is_cpu_only_on_system_nodes(reference_spec):
     group = head(render_rayservice(plan_deployment(reference_spec)))
     assert group["rayStartParams"] == {"dashboard-host": "0.0.0.0", "num-gpus": "0"}
-    assert group["template"]["spec"]["nodeSelector"] == {"role": "system"}
+    assert group["template"]["spec"]["nodeSelector"] == {
+        "role": "system", "node.kubernetes.io/instance-type": "m7i.xlarge"}
     ports = {p["name"]: p["containerPort"] for p in container(group)["ports"]}
     assert ports == {"gcs": 6379, "dashboard": 8265, "serve": 8000}
     assert "ray stop" in " ".join(container(group)["lifecycle"]["preStop"]["exec"]["command"])
@@ -77,9 +78,12 @@ def test_reference_head_is_cpu_only_on_system_nodes(reference_spec):
 
 def test_reference_workers_match_the_aws_deployment(reference_spec):
     (group,) = workers(render_rayservice(plan_deployment(reference_spec))).values()
-    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 2, 2)
+    # Two nodes to start with; from then on the Ray autoscaler owns the count (KubeRay never
+    # carries a RayService's replicas to its RayCluster).
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 0, 128)
     assert group["rayStartParams"] == {"num-gpus": "1"}
-    assert group["template"]["spec"]["nodeSelector"] == {"role": "gpu-worker"}
+    assert group["template"]["spec"]["nodeSelector"] == {
+        "role": "gpu-worker", "node.kubernetes.io/instance-type": "g6.8xlarge"}
     box = container(group)
     for side in ("requests", "limits"):
         assert box["resources"][side]["nvidia.com/gpu"] == "1"
@@ -135,13 +139,14 @@ def test_heterogeneous_phases_get_their_own_worker_groups(heterogeneous_spec):
     expected = {"prefill": (1, "8", "32"), "decode": (2, "8", "4")}
     for name, (nodes, gpus, efa) in expected.items():
         group = groups[name]
-        assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (nodes, nodes, nodes)
+        assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (nodes, 0, 128)
         assert group["rayStartParams"]["num-gpus"] == gpus
         for side in ("requests", "limits"):
             resources = container(group)["resources"][side]
             assert (resources["nvidia.com/gpu"], resources["vpc.amazonaws.com/efa"]) == (gpus, efa)
         assert group["template"]["spec"]["nodeSelector"] == {
-            "role": "gpu-worker", "raypd.io/phase": name
+            "role": "gpu-worker", "raypd.io/phase": name,
+            "node.kubernetes.io/instance-type": heterogeneous_spec.phases[name].instance_type,
         }
 
 
