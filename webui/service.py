@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable, List, Mapping, Optional
 
 from components import defaults
+from components.changes import assess
 from components.checks import Check, Report
 from components.errors import FieldError, SpecError
 from components.outputs import render_stack_outputs
@@ -26,7 +27,7 @@ from components.spec import (
     DeploymentSpec,
     validate_stack_name,
 )
-from components.topology import estimate_cost
+from components.topology import estimate_cost, plan_deployment
 from webui.api_models import (
     ChecksView,
     DeploymentRow,
@@ -37,7 +38,7 @@ from webui.api_models import (
     PendingView,
     dump,
 )
-from webui.change import config_diff, cost_change
+from webui.change import config_diff, consequences, cost_change
 from webui.checking import Checker
 from webui.engines.base import (
     OFFLINE_NOTICE,
@@ -446,6 +447,8 @@ class DeploymentService:
             except PendingOperations as pending:
                 ctx.findings["pendingOperations"] = pending.operations  # the page offers to clear them
                 raise
+            if operation == "preview":
+                self._describe_change(name, result, spec, record["outputs"])
             if operation == "up" and engine.real and not ctx.cancelled:
                 self._verify(ctx, name, engine, counted=False)
             return result
@@ -490,6 +493,31 @@ class DeploymentService:
                 "here (is the Pulumi CLI installed?)"
             )
         return engine
+
+    def _describe_change(self, name: str, result: OperationResult, spec: Optional[DeploymentSpec],
+                         outputs: Optional[Mapping[str, Any]]) -> None:
+        """Add to a preview what its steps mean and, for a deployed stack, what the change does to
+        serving and which strategies there are (components.changes): the same for both engines."""
+        assessment = self.assessment(name, spec, outputs)
+        if assessment is not None:
+            result.summary["assessment"] = assessment
+        steps = result.summary.get("steps")
+        if steps is not None:
+            result.summary["consequences"] = consequences(steps, assessment)
+
+    def assessment(self, name: str, spec: Optional[DeploymentSpec],
+                   outputs: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
+        """Deployed settings -> these settings, judged by components.changes (None: nothing is
+        deployed, or the deployed settings no longer validate)."""
+        deployed = self.store.deployed_config(name)
+        if deployed is None or spec is None:
+            return None
+        try:
+            old = plan_deployment(DeploymentSpec.from_config(deployed, name))
+        except SpecError:
+            return None
+        zone = (outputs or {}).get("availabilityZone")
+        return assess(old, plan_deployment(spec), zone if isinstance(zone, str) else None).as_dict()
 
     def _plan_progress(self, ctx: JobContext, name: str, spec: DeploymentSpec) -> None:
         """Give a real update its total and ETA before the first resource (webui/progress.py)."""
