@@ -88,6 +88,7 @@ import yaml
 from components.outputs import render_stack_outputs
 from components.spec import DeploymentSpec
 from components.topology import plan_deployment
+from serve.kube import ALLOW_HTTP_CREDENTIALS_EXTENSION
 from tests.fakes import LoopbackServer
 from tests.fakes.openai_server import (
     chat_completion_document,
@@ -215,14 +216,19 @@ class FakeKubeApi(LoopbackServer):
         return f"http://{host}:{port}"
 
     def kubeconfig(self, *, fmt: str = "yaml", exec_command: Optional[str] = None,
-                   token: Optional[str] = None) -> str:
+                   token: Optional[str] = None, user: Optional[dict[str, Any]] = None,
+                   allow_http: bool = True) -> str:
         """Kubeconfig text pointing here: a bearer token, or an `aws eks get-token` exec user.
 
         `exec_command` is the path of the program the exec entry names (verify must never run it:
-        tests point it at a script that leaves a mark).
+        tests point it at a script that leaves a mark); `user` replaces the user entry (e.g.
+        `{"tokenFile": path}`); `allow_http=False` leaves out the extension that allows
+        credentials over this plain-HTTP server.
         """
         name = self.cluster_name
-        if exec_command is not None:
+        if user is not None:
+            pass
+        elif exec_command is not None:
             user: dict[str, Any] = {"exec": {
                 "apiVersion": "client.authentication.k8s.io/v1beta1",
                 "command": exec_command,
@@ -235,7 +241,10 @@ class FakeKubeApi(LoopbackServer):
             user = {"token": token if token is not None else self.token}
         document = {
             "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": name, "cluster": {"server": self.url}}],
+            # The stand-in serves plain HTTP on loopback: its kubeconfig says so explicitly, as a
+            # user would have to (serve.kube sends no credentials to http:// otherwise).
+            "clusters": [{"name": name, "cluster": {"server": self.url, **({"extensions": [
+                {"name": ALLOW_HTTP_CREDENTIALS_EXTENSION, "extension": True}]} if allow_http else {})}}],
             "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
             "current-context": name,
             "preferences": {},

@@ -397,3 +397,16 @@ def test_cli_mints_the_eks_token_and_never_runs_the_exec(tmp_path: Path) -> None
     assert seen and all(token.startswith("k8s-aws-v1.") for token in seen)
     assert not any(token in result.stdout + result.stderr for token in seen)
     assert "wJalrXUtnFEMI" not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("token, code", [(f"{DEFAULT_TOKEN}\n", 0), ("leaky-\x01-token-0042", 2),
+                                         ("leaky-tök-token-0042", 2)], ids=["newline", "control", "umlaut"])
+def test_cli_odd_token_bytes_never_reach_the_report(healthy: FakeKubeApi, token: str, code: int) -> None:
+    outputs = {**healthy.outputs(), "kubeconfig": healthy.kubeconfig(fmt="json", token=token)}
+    result = run_stdin("--outputs", "-", "--json", stdin=json.dumps(outputs))
+    assert result.returncode == code, result.stdout + result.stderr
+    for fragment in (token, token.strip(), "leaky", "0042"):
+        assert fragment not in result.stdout + result.stderr
+    if code == 2:
+        assert "holds characters a bearer token cannot have" in result.stderr
