@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, urlencode, urlsplit
 
 import yaml
@@ -63,6 +63,8 @@ EKS_CLUSTER_HEADER = "x-k8s-aws-id"
 EKS_URL_EXPIRES_SECONDS = 60
 # The CLI tells clients to refresh after 14 minutes; re-mint well before that.
 EKS_TOKEN_REUSE_SECONDS = 600
+
+Query = Union[Mapping[str, Any], Sequence[tuple[str, Any]]]
 
 RAYSERVICE_GROUP_VERSION = "ray.io/v1"
 RAYSERVICE_PLURAL = "rayservices"
@@ -391,18 +393,21 @@ class KubeClient:
         method: str,
         path: str,
         *,
-        query: Optional[Mapping[str, Any]] = None,
+        query: Optional[Query] = None,
         body: Optional[bytes] = None,
         headers: Optional[Mapping[str, str]] = None,
         timeout: Optional[float] = None,
         max_bytes: int = MAX_BODY_BYTES,
     ) -> HttpResponse:
-        """One request to the API server; raises KubeError on transport and auth failures only."""
+        """One request to the API server; raises KubeError on transport and auth failures only.
+
+        `query` is a mapping, or (key, value) pairs where a key repeats (Ray's State API filters)."""
         parts = urlsplit(self.server)
         base_path = parts.path.rstrip("/")
         target = base_path + path
         if query:
-            target += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+            pairs = query.items() if isinstance(query, Mapping) else query
+            target += "?" + urlencode([(k, v) for k, v in pairs if v is not None])
         send_headers = {"Accept": "application/json", "User-Agent": "raypd-verify",
                         **self.auth_headers()}
         if headers:
@@ -530,7 +535,7 @@ class KubeClient:
         return response.text()
 
     def _proxy(self, kind: str, namespace: str, name: str, port: int | str, path: str, *,
-               method: str, query: Optional[Mapping[str, Any]], body: Optional[bytes],
+               method: str, query: Optional[Query], body: Optional[bytes],
                headers: Optional[Mapping[str, str]], timeout: Optional[float]) -> HttpResponse:
         proxied = path.lstrip("/")
         full = (f"/api/v1/namespaces/{quote(namespace, safe='')}/{kind}/"
@@ -538,7 +543,7 @@ class KubeClient:
         return self.request(method, full, query=query, body=body, headers=headers, timeout=timeout)
 
     def service_proxy(self, namespace: str, service: str, port: int | str, path: str, *,
-                      method: str = "GET", query: Optional[Mapping[str, Any]] = None,
+                      method: str = "GET", query: Optional[Query] = None,
                       body: Optional[bytes] = None, headers: Optional[Mapping[str, str]] = None,
                       timeout: Optional[float] = None) -> HttpResponse:
         """GET/POST `path` on a Service through the API server; the upstream's status is returned."""
@@ -546,7 +551,7 @@ class KubeClient:
                            body=body, headers=headers, timeout=timeout)
 
     def pod_proxy(self, namespace: str, pod: str, port: int | str, path: str, *,
-                  method: str = "GET", query: Optional[Mapping[str, Any]] = None,
+                  method: str = "GET", query: Optional[Query] = None,
                   body: Optional[bytes] = None, headers: Optional[Mapping[str, str]] = None,
                   timeout: Optional[float] = None) -> HttpResponse:
         return self._proxy("pods", namespace, pod, port, path, method=method, query=query,
@@ -598,9 +603,9 @@ def client_from_kubeconfig(
     elif isinstance(user.get("exec"), Mapping):
         client.eks = eks_token_source(user["exec"], region_hint)
     elif user.get("username") and user.get("password"):
-        raw = f"{user['username']}:{user['password']}".encode("utf-8", errors="replace")
+        pair = f"{user['username']}:{user['password']}".encode("utf-8", errors="replace")
         client.extra_secrets = (str(user["password"]),)
-        client.basic_auth = base64.b64encode(raw).decode("ascii")
+        client.basic_auth = base64.b64encode(pair).decode("ascii")
     elif user.get("auth-provider"):
         raise KubeConfigError("the kubeconfig's user uses an auth-provider plugin, which raypd "
                               "does not support: pass a kubeconfig with a token")

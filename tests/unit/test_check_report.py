@@ -79,7 +79,7 @@ def test_readable_form_shows_status_detail_and_fix_of_failures_only() -> None:
 def _verify_report(statuses: list[str]) -> Report:
     makers = {"pass": lambda i: Check.passed(i, "t", "seen"), "warn": lambda i: Check.warned(i, "t", "w"),
               "skip": lambda i: Check.skipped(i, "t", "why"), "fail": lambda i: Check.failed(i, "t", "d", "r")}
-    return Report.of("verify", [makers[s](i) for s, i in zip(statuses, VERIFY_IDS)])
+    return Report.of("verify", [makers[s](i) for s, i in zip(statuses, VERIFY_IDS, strict=True)])
 
 
 def test_mostly_skipped_reads_not_checked_never_ok() -> None:
