@@ -19,7 +19,10 @@ The formats, as their sources define them and as a real prefill/decode pair on C
   from the API server process, at DEBUG when the engine was idle in the interval (a failure-only
   interval is invisible at INFO); under Ray Serve LLM the line is never printed (Ray's stat logger
   replaces vLLM's). With `kv_load_failure_policy: fail` decode logs `Failing N request(s) due to KV
-  load failure (failure_policy=fail, ...)` and the request answers HTTP 500.
+  load failure (failure_policy=fail, ...)` and the request answers HTTP 500; its NIXL worker logs
+  `NIXL transfer failure: handshake_setup_failed | Context: ...` for each failed attempt.
+- A backend NIXL cannot load is no silent fallback (NIXL 1.5): `createBackend: unsupported backend
+  'LIBFABRIC'`, then NIXL_ERR_NOT_FOUND and the engine exits.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ REPLICA_LABEL = "ReplicaId"
 NIXL_BACKEND_LINE = re.compile(r"Backend (\w+) was instantiated")
 KV_METRICS_LINE = re.compile(r"KV Transfer metrics: (.*)$")
 KV_LOAD_FAILURE_LINE = re.compile(r"Failing (\d+) request\(s\) due to KV load failure")
+NIXL_FAILURE_LINE = re.compile(r"NIXL transfer failure: (\w+)")
+# NIXL's C++ agent when a backend's plugin cannot load (nixl_agent.cpp); vLLM's worker then dies.
+NIXL_UNSUPPORTED_LINE = re.compile(r"createBackend: unsupported backend '(\w+)'")
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,21 @@ class KvChange:
 def backends_in(text: str) -> set[str]:
     """The NIXL backends a log says were instantiated."""
     return set(NIXL_BACKEND_LINE.findall(text))
+
+
+def unsupported_backends_in(text: str) -> set[str]:
+    """The NIXL backends a log says could not be created."""
+    return set(NIXL_UNSUPPORTED_LINE.findall(text))
+
+
+def is_kv_line(line: str) -> bool:
+    """A log line that tells about one KV transfer interval, failure or failed request."""
+    return bool(KV_METRICS_LINE.search(line) or KV_LOAD_FAILURE_LINE.search(line)
+                or NIXL_FAILURE_LINE.search(line))
+
+
+def nixl_failures(lines: Iterable[str]) -> int:
+    return sum(1 for line in lines if NIXL_FAILURE_LINE.search(line))
 
 
 def kv_metrics_lines(text: str) -> list[str]:

@@ -63,16 +63,17 @@ from serve.kube import (
     read_kubeconfig_file,
 )
 from serve.kv_evidence import (
-    KV_LOAD_FAILURE_LINE,
-    KV_METRICS_LINE,
     KvChange,
     KvCounters,
     backends_in,
+    is_kv_line,
     kv_counters,
     kv_load_failures,
     kv_log_counts,
+    nixl_failures,
     parse_vllm_samples,
     replica_filter,
+    unsupported_backends_in,
 )
 from serve.live_status import cluster_status
 
@@ -337,6 +338,7 @@ def check_nixl_backend(ev: Evidence) -> Check:
     if want is None:
         return Check.skipped(cid, title, "colocated mode: no NIXL transfer")
     seen: dict[str, set[str]] = {}
+    refused: set[str] = set()
     sources: set[str] = set()
     try:
         for phase, replicas in ev.engine_replicas().items():
@@ -346,6 +348,7 @@ def check_nixl_backend(ev: Evidence) -> Check:
                 label = f"{ev.plan.phases[phase].deployment} {replica.get('replica_id', '?')}"
                 text, where = ev.engine_log(replica)
                 seen[label] = backends_in(text)
+                refused.update(unsupported_backends_in(text))
                 sources.add(where)
         if not seen:
             raise KubeError("no RUNNING engine replica to read")
@@ -355,12 +358,20 @@ def check_nixl_backend(ev: Evidence) -> Check:
         seen = {}
         try:
             for pod in ev.worker_pods():
-                seen[f"pod {name_of(pod)}"] = backends_in(ev.pod_log(pod))
+                text = ev.pod_log(pod)
+                seen[f"pod {name_of(pod)}"] = backends_in(text)
+                refused.update(unsupported_backends_in(text))
         except KubeError as exc:
             return Check.warned(cid, title, f"no logs to read: {exc}",
                                 "check the Ray dashboard's logs for 'Backend ... was instantiated'")
     wrong = {label: sorted(b - {want}) for label, b in seen.items() if b - {want}}
     silent = [label for label, b in seen.items() if not b]
+    if want in refused and not wrong:
+        return Check.failed(cid, title, f"NIXL could not create the {want} backend ('createBackend: "
+                            f"unsupported backend '{want}''): the engine cannot start its KV "
+                            f"connector; source: {source}",
+                            "LIBFABRIC needs the EFA device and libfabric in the image (and on NIXL 1.5 "
+                            "its plugin loads CUDA): check efa-devices and the image's NIXL build")
     if wrong:
         detail = "; ".join(f"{label}: Backend {', '.join(b)} was instantiated" for label, b in wrong.items())
         fallback = " (UCX is the silent TCP-speed fallback)" if want == "LIBFABRIC" else ""
@@ -521,8 +532,7 @@ def read_kv(ev: Evidence) -> KvReading:
             except KubeError:
                 continue
     text = "\n".join(texts)
-    lines = frozenset(line for line in text.splitlines()
-                      if KV_METRICS_LINE.search(line) or KV_LOAD_FAILURE_LINE.search(line))
+    lines = frozenset(line for line in text.splitlines() if is_kv_line(line))
     return KvReading(metrics_source, counters, log_source, lines)
 
 
@@ -541,14 +551,14 @@ def _count(value: float, what: str) -> str:
     return f"{number} {what}"
 
 
-def check_kv_transfer(ev: Evidence, before: Optional[KvReading], after: Optional[KvReading],
-                      chat: ChatOutcome, waited: float) -> Check:
+def check_kv_transfer(kv_backend: Optional[str], before: Optional[KvReading],
+                      after: Optional[KvReading], chat: ChatOutcome, waited: float) -> Check:
     """Did this request's KV cache come over NIXL? The decode's counters decide (transfers and
     external_kv_transfer prompt tokens up, local_compute not, no failures); the log lines are the
     fallback where no metrics are exported. No movement at all is no evidence; movement without a
     transfer is evidence of recompute, a failure."""
     cid, title = "kv-transfer", TITLES["kv-transfer"]
-    if ev.plan.kv_backend is None:
+    if kv_backend is None:
         return Check.skipped(cid, title, "colocated mode: no KV cache moves between engines")
     answered_ok = chat.status == 200
     if chat.status is None:
@@ -565,6 +575,7 @@ def check_kv_transfer(ev: Evidence, before: Optional[KvReading], after: Optional
     new_lines = sorted(after.log_lines - before.log_lines)
     log_ok, log_failed = kv_log_counts(new_lines)
     load_failures = kv_load_failures("\n".join(new_lines))
+    log_failed = max(log_failed, nixl_failures(new_lines))  # the same failures, told twice
     change = (KvChange.between(before.counters, after.counters)
               if before.counters is not None and after.counters is not None else None)
     failed = (change.failed if change else 0.0) + log_failed
@@ -674,7 +685,8 @@ def run_verify(
             time.sleep(kv_poll_seconds)
     waited = time.monotonic() - started
     checks += [_guarded(ev, "endpoint-chat", check_endpoint_chat, chat, target),
-               _guarded(ev, "kv-transfer", check_kv_transfer, ev, before, after, chat, waited)]
+               _guarded(ev, "kv-transfer", check_kv_transfer, plan.kv_backend, before, after, chat,
+                        waited)]
     return Report.of("verify", _nothing_checked_fails(ev, checks))
 
 
