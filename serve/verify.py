@@ -478,8 +478,9 @@ def check_endpoint_chat(outcome: ChatOutcome, endpoint: Optional[Endpoint]) -> C
 
 @dataclass(frozen=True)
 class KvReading:
-    """One reading of the decode engines: their vLLM counters (None when no page had vLLM series)
-    and the KV lines of their logs (`KV Transfer metrics: ...`, `Failing N request(s) ...`)."""
+    """One reading of the decode engines: their vLLM counters (None when no metrics page could be
+    read; all absent, i.e. zero, when the pages had no vLLM series yet) and the KV lines of their
+    logs (`KV Transfer metrics: ...`, `Failing N request(s) ...`, `NIXL transfer failure: ...`)."""
 
     metrics_source: str
     counters: Optional[KvCounters]
@@ -507,14 +508,15 @@ def _decode_targets(ev: Evidence) -> tuple[list[dict[str, Any]], list[dict[str, 
 def read_kv(ev: Evidence) -> KvReading:
     replicas, pods, replica_ids = _decode_targets(ev)
     keep = replica_filter(replica_ids)
+    # A page that answers without vLLM series is zeros, not "unreadable": Ray exports a series only
+    # once it was used, so a fresh deployment's page has none before the first request.
     counters: Optional[KvCounters] = None
     for pod in pods:
         try:
             found = kv_counters(parse_vllm_samples(ev.metrics_page(pod)), keep)
         except KubeError:
             continue
-        if found.engines:
-            counters = found if counters is None else counters + found
+        counters = found if counters is None else counters + found
     metrics_source = (f"decode's vLLM metrics on {name_list([name_of(p) for p in pods], 3)} port "
                       f"{defaults.RAY_METRICS_PORT} (Ray's export)")
     texts: list[str] = []

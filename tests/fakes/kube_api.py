@@ -779,7 +779,9 @@ class FakeKubeApi(LoopbackServer):
         for vLLM's RayPrometheusStatLogger (vllm/v1/metrics/ray_wrappers.py): names sanitized and
         prefixed `ray_`, every series tagged ReplicaId, and no series for a counter or histogram
         that was never incremented (RayCounterWrapper.inc skips 0; Ray exports recorded tag sets
-        only). `metric_prefix="vllm:"` gives plain vLLM's own page (prometheus_client: zeros kept)."""
+        only), so an engine that served nothing yet has no series at all, as
+        tests/fixtures/real/ray/metrics-export-idle.txt shows. `metric_prefix="vllm:"` gives plain
+        vLLM's own page (prometheus_client keeps zeros: tests/fixtures/real/pair/)."""
         prefix = self.metric_prefix
         plain = prefix == "vllm:"
         lines = [
@@ -793,6 +795,8 @@ class FakeKubeApi(LoopbackServer):
                 if replica["node_ip"] != pod_ip:
                     continue
                 engine = self._engines[replica["replica_id"]]
+                if not plain and not any(engine.values()):
+                    continue  # Ray exports an engine's series on first use (tests/fixtures/real/ray)
                 labels = f'engine="0",model_name="{self.spec.model.id}"'
                 if not plain:
                     labels = (f'Component="core_worker",NodeAddress="{pod_ip}",SessionName="{SESSION}",'

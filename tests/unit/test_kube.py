@@ -227,7 +227,8 @@ def test_objects_logs_and_proxies(kube: FakeKubeApi) -> None:
     log = client.pod_log("inference", pods[0]["metadata"]["name"], container="ray-worker", tail_lines=50)
     assert "Backend LIBFABRIC was instantiated" in log
     metrics = client.pod_proxy("inference", pods[0]["metadata"]["name"], 8080, "metrics")
-    assert metrics.status == 200 and "ray_vllm_nixl_xfer_time_seconds_count" in metrics.text()
+    assert metrics.status == 200 and "ray_node_cpu_utilization" in metrics.text()
+    assert "ray_vllm_" not in metrics.text()  # Ray exports vLLM's series only once they were used
     models = client.service_proxy("inference", "ray-llm-serve-svc", 8000, "/v1/models")
     assert models.json()["data"][0]["id"] == "qwen3.5-9b"
     chat = client.service_proxy(
@@ -235,6 +236,13 @@ def test_objects_logs_and_proxies(kube: FakeKubeApi) -> None:
         body=json.dumps({"model": "qwen3.5-9b", "messages": [{"role": "user", "content": "hi"}],
                          "max_tokens": 4}).encode())
     assert chat.status == 200 and chat.json()["choices"][0]["finish_reason"] == "length"
+    after = "".join(client.pod_proxy("inference", p["metadata"]["name"], 8080, "metrics").text() for p in pods)
+    assert "ray_vllm_nixl_xfer_time_seconds_count" in after and "ReplicaId=" in after
+    assert "ray_vllm_nixl_num_failed_transfers" not in after  # not exported while 0
+    actors = client.service_proxy("inference", "ray-llm-head-svc", 8265, "api/v0/actors", query=[
+        ("filter_keys", "class_name"), ("filter_predicates", "="), ("filter_values", "RayWorkerWrapper")])
+    rows = actors.json()["data"]["result"]["result"]
+    assert rows and {row["class_name"] for row in rows} == {"RayWorkerWrapper"}
     paths = [r["path"] for r in kube.requests]
     assert "/api/v1/namespaces/inference/services/ray-llm-serve-svc:8000/proxy/v1/chat/completions" in paths
     assert not any("/exec" in p or "/portforward" in p for p in paths)

@@ -129,3 +129,22 @@ def test_real_decode_log_lines() -> None:
 def test_real_libfabric_refusal_is_seen() -> None:
     log = real("libfabric/engine-log.txt")
     assert unsupported_backends_in(log) == {"LIBFABRIC"} and backends_in(log) == set()
+
+
+def test_real_ray_export_before_the_first_request_has_no_vllm_series_and_that_is_zero() -> None:
+    """Ray exports vLLM's series on first use: the first verify after a deploy reads an empty page
+    before its chat; the decode's transfers after it are still proven."""
+    idle = reading(real("ray/metrics-export-idle.txt"))
+    assert idle.counters is not None and idle.counters.engines == 0
+    page = real("ray/metrics-export-after-transfers.txt")
+    decode_id = "otr39u9h"  # the Decode replica's replica_id in ray/serve-applications.json
+    apps = json.loads(real("ray/serve-applications.json"))
+    replicas = apps["applications"]["llm"]["deployments"]["Decode:tiny"]["replicas"]
+    assert [r["replica_id"] for r in replicas] == [decode_id]
+    after = KvReading("decode metrics", kv_counters(parse_vllm_samples(page), replica_filter([decode_id])),
+                      "decode log", frozenset())
+    verdict = check_kv_transfer("UCX", idle, after, ChatOutcome(200, b"{}"), 10.0)
+    assert verdict.status == "pass", verdict.detail
+    assert "3 NIXL transfer(s), 66 prompt token(s) from external_kv_transfer, local_compute +0" in verdict.detail
+    everything = kv_counters(parse_vllm_samples(page))  # prefill's local_compute is on the same page
+    assert everything.local_tokens == 66 and everything.failed is None  # no failure series at 0
