@@ -502,7 +502,10 @@ def _decode_targets(ev: Evidence) -> tuple[list[dict[str, Any]], list[dict[str, 
     if not hosting:
         group = ev.plan.phases[phase].group
         hosting = [p for p in pods if labels_of(p).get(RAY_GROUP_LABEL) == group]
-    return replicas, hosting, [str(r.get("replica_id") or "") for r in replicas]
+    # One Ray node, one metrics page: pods that share an IP (host networking) are read once, or
+    # every counter would count twice.
+    by_ip = {str((p.get("status") or {}).get("podIP") or name_of(p)): p for p in hosting}
+    return replicas, list(by_ip.values()), [str(r.get("replica_id") or "") for r in replicas]
 
 
 def read_kv(ev: Evidence) -> KvReading:

@@ -54,6 +54,11 @@ matter, so a test may change them between calls):
 - `refuse_jobs` (default None), 403 or 422: `POST .../jobs` answers that Status (Forbidden by
   RBAC, or Invalid) and stores nothing; `refuse_config_maps` (default None), e.g. 403: the same for
   `POST .../configmaps`, to test that a Job created first is cleaned up.
+- `dashboard_upstream` and `metrics_upstream` (attributes, default None): a real Ray dashboard's
+  URL (http://127.0.0.1:8265) and a real Ray metrics export URL: the head Service's proxy on 8265
+  and every worker pod's proxy on 8080 then pass requests to them (query string as sent, repeated
+  keys kept), as the API server proxies to the pods. With `worker_pod_ip="127.0.0.1"` the worker
+  pods carry the real Ray node's IP, so replicas map onto them.
 - `serve_upstream` (attribute, default None): an OpenAI server's URL; the Serve Service's proxy
   (`.../services/<serve>:8000/proxy/...`) then passes requests to it and streams the answer back.
 Looking in: `objects()` -> {"configmaps": [names], "jobs": [names], "pods": [Job pod names]} of
@@ -178,6 +183,7 @@ class FakeKubeApi(LoopbackServer):
                  accept_token: Optional[Callable[[str], bool]] = None,
                  metrics: bool = True, ray_logs: bool = True, executor: str = "ray",
                  metric_prefix: str = "ray_vllm_", state_api: bool = True,
+                 worker_pod_ip: Optional[str] = None,
                  job_pending_s: float = 0.0, job_waiting_reason: Optional[str] = None,
                  refuse_jobs: Optional[int] = None, refuse_config_maps: Optional[int] = None):
         if scenario not in SCENARIOS:
@@ -187,6 +193,7 @@ class FakeKubeApi(LoopbackServer):
         self.accept_token = accept_token or (lambda candidate: candidate == token)
         if executor not in EXECUTORS or metric_prefix not in METRIC_PREFIXES:
             raise ValueError(f"executor is one of {EXECUTORS}, metric_prefix one of {METRIC_PREFIXES}")
+        self.worker_pod_ip = worker_pod_ip
         self.metrics_enabled = metrics
         self.ray_logs_enabled = ray_logs
         self.state_api_enabled = state_api
@@ -208,6 +215,8 @@ class FakeKubeApi(LoopbackServer):
         # An OpenAI server (http://127.0.0.1:port) the Serve Service's proxy passes requests to,
         # streaming its answer through as the API server does; None: the canned documents below.
         self.serve_upstream: Optional[str] = None
+        self.dashboard_upstream: Optional[str] = None
+        self.metrics_upstream: Optional[str] = None
         self.runs: list[JobRun] = []
         self._jobs_lock = threading.RLock()
         self._config_maps: dict[tuple[str, str], dict[str, Any]] = {}
@@ -376,7 +385,8 @@ class FakeKubeApi(LoopbackServer):
                                   f"{group.name}-nodes-group-{_hex(group.name, 8)}", extended)
                 self.nodes.append(node)
                 pod = self._pod(f"{self.ray_cluster}-{group.name}-worker-{_hex(node['metadata']['name'], 5)}",
-                                group.name, "worker", node, f"10.0.{g_index + 2}.{100 + n}")
+                                group.name, "worker", node,
+                                self.worker_pod_ip or f"10.0.{g_index + 2}.{100 + n}")
                 self.pods.append(pod)
                 pool[group.name].append((node, pod))
 
@@ -1287,6 +1297,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _service_proxy(self, fake: FakeKubeApi, method: str, service: str, port: str, rest: str,
                        query: dict[str, str], body: bytes) -> None:
         outputs = fake._base_outputs
+        if service == outputs["dashboardService"] and port in ("8265", "dashboard") and fake.dashboard_upstream:
+            self._pass_through(fake.dashboard_upstream, method, rest, query, body)
+            return
         if service == outputs["dashboardService"] and port in ("8265", "dashboard"):
             if rest == "api/serve/applications/":
                 self._json(200, fake.serve_details())
@@ -1341,8 +1354,9 @@ class _Handler(BaseHTTPRequestHandler):
         """The API server's proxy: the request to the upstream, its answer streamed back chunk by chunk."""
         target = urlsplit(upstream)
         connection = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=60)
+        raw_query = urlsplit(self.path).query  # as sent: repeated keys (State API filters) kept
         try:
-            path = "/" + rest + ("?" + urlencode(query) if query else "")
+            path = "/" + rest + ("?" + (raw_query or urlencode(query)) if query or raw_query else "")
             connection.request(method, path, body=body or None,
                                headers={"Content-Type": self.headers.get("Content-Type", "application/json")})
             answer = connection.getresponse()
@@ -1364,6 +1378,9 @@ class _Handler(BaseHTTPRequestHandler):
             connection.close()
 
     def _pod_proxy(self, fake: FakeKubeApi, pod: str, port: str, rest: str) -> None:
+        if pod in fake._worker_pods and port in ("8080", "metrics") and fake.metrics_upstream:
+            self._pass_through(fake.metrics_upstream, "GET", rest, {}, b"")
+            return
         if pod in fake._worker_pods and port in ("8080", "metrics") and rest == "metrics" \
                 and fake.metrics_enabled:
             self._send(200, fake.metrics_text(pod).encode("utf-8"),
