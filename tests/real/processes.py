@@ -11,6 +11,7 @@ never guessed with a fixed sleep.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -46,6 +47,16 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM it when the test process dies, even by SIGKILL, so no
+    engine outlives a killed pytest (its own session keeps it out of the terminal's Ctrl-C)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 def tail(path: Path, lines: int = TAIL_LINES) -> str:
     """The last lines of an output file, for a failing test's message."""
     try:
@@ -77,6 +88,7 @@ class ManagedProcess:
                 list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 env=dict(env) if env is not None else None, cwd=cwd,
                 start_new_session=True,  # its own process group: stop() reaches every child
+                preexec_fn=_die_with_parent,
             )
         return cls(name, argv, log_path, popen)
 
