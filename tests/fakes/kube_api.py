@@ -4,10 +4,20 @@ It serves the paths `serve.verify` and the web app's live status use, with objec
 real components produce them:
 - Kubernetes core/v1 NodeList and PodList, pod logs, the service proxy and pod proxy;
 - the KubeRay 1.4 `ray.io/v1` RayService (condition `Ready`, `activeServiceStatus`);
-- Ray 2.58's dashboard on the head Service (`/api/serve/applications/` = ServeInstanceDetails,
-  `/api/v0/logs/file` = plain text behind a "1" success byte);
+- Ray's dashboard on the head Service (`/api/serve/applications/` = ServeInstanceDetails;
+  `/api/v0/actors` = the State API's list, equality filters as state_api_utils.do_filter applies
+  them; `/api/v0/logs/file?actor_id=&suffix=out|err` = plain text behind a "1" success byte), in
+  the shapes of the real Ray 2.60 answers in tests/fixtures/real/ray/;
 - the OpenAI endpoint on the Serve Service (tests.fakes.openai_server's documents);
-- vLLM 0.26 NIXL metrics as Ray exports them on each worker pod's port 8080 (Prometheus text).
+- vLLM's metrics as Ray exports them on each worker pod's port 8080 (see `metrics_text`).
+
+Where the engines' lines are, by `executor` (vllm/v1/executor; ray/llm vllm_models.py): "ray"
+(default, the GPU layout: each engine replica has TP x PP `RayWorkerWrapper` actors on its node,
+listed by the State API, and NIXL's `Backend ... was instantiated` is in their `.out`) or "mp" (the
+CPU layout of the real captures: no worker actors, NIXL's line in the replica's own `.out`).
+`metric_prefix` "ray_vllm_" (default), "ray_vllm:" (older Ray) or "vllm:" (plain vLLM: no
+ReplicaId, zeros exported, and the `KV Transfer metrics:` log line that Ray's logger never prints);
+`state_api=False` answers 404 for `/api/v0/actors`.
 
     with FakeKubeApi("healthy") as kube:
         report = run_verify(kube.outputs())
