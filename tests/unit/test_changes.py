@@ -121,3 +121,22 @@ def test_the_json_form_names_every_strategy_with_its_price():
     assert zero["extraNodes"] == [{"instanceType": "g6.8xlarge", "nodes": 2,
                                    "why": "the new Ray cluster's nodes, until the switch"}]
     assert zero["extraVcpus"] == {"L-DB2E81BA": 64} and zero["downtimeSeconds"] == 0
+
+
+def test_the_docs_settings_table_is_what_the_assessment_says():
+    # docs/infrastructure.md shows the table `python -m components.changes` prints: if the rules
+    # change, the page must change with them (regenerate it with that command).
+    from pathlib import Path
+
+    from components.changes import settings_table
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "infrastructure.md").read_text()
+    begin = page.index("<!-- BEGIN settings-table")
+    start = page.index("\n", begin) + 1
+    end = page.index("<!-- END settings-table -->")
+    assert page[start:end] == settings_table()
+    # Every Contract 1 key that a change can touch has a row.
+    for key in ("replicas", "raypd:model", "instanceType", "availabilityZone", "kubernetesVersion",
+                "systemNodes", "raypd:image", "kvTransfer", "raypd:mode", "kuberayVersion",
+                "serviceName", "clusterName", "hfToken", "adminRoleArns", "upgradeStrategy"):
+        assert key in page[start:end], key

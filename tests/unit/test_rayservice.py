@@ -242,6 +242,46 @@ def test_manifest_has_every_field_kuberay_requires(spec_fixture, request):
         assert {"groupName", "minReplicas", "maxReplicas", "template"} <= set(group)
         assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
     assert isinstance(manifest["spec"]["serveConfigV2"], str)
+    # The CRD's enums (1.4.0: autoscalerOptions.upscalingMode; upgradeStrategy.type is a string
+    # KubeRay compares with NewCluster / None).
+    assert cluster["enableInTreeAutoscaling"] is True
+    assert cluster["autoscalerOptions"]["upscalingMode"] in ("Default", "Aggressive", "Conservative")
+    assert isinstance(cluster["autoscalerOptions"]["idleTimeoutSeconds"], int)
+    assert manifest["spec"]["upgradeStrategy"]["type"] in ("NewCluster", "None")
+
+
+def test_the_cluster_digest_ignores_exactly_what_kuberay_ignores(make_spec):
+    from components.rayservice import RAY_CLUSTER_DIGEST_ANNOTATION
+
+    def digest(config):
+        return render_rayservice(plan_deployment(make_spec(config)), "us-east-2a")[
+            "metadata"]["annotations"][RAY_CLUSTER_DIGEST_ANNOTATION]
+
+    base = digest({})
+    assert digest({"raypd:decode": {"replicas": 3}}) == base  # replica counts: KubeRay keeps the cluster
+    assert digest({"raypd:model": {"maxModelLen": 8192}}) == base  # the Serve config is not in it
+    assert digest({"raypd:image": "example.com/ray-llm:2"}) != base
+    assert digest({"raypd:kvTransfer": {"backend": "UCX"}}) != base  # FI_PROVIDER leaves the env
+
+
+def test_zero_downtime_stacks_get_a_node_set_that_follows_rebuilds_not_replica_counts(make_spec):
+    from components.rayservice import node_set
+
+    def of(config):
+        return node_set(plan_deployment(make_spec({"raypd:upgradeStrategy": "newCluster", **config})),
+                        "us-east-2a")
+
+    base = of({})
+    assert base and of({"raypd:decode": {"replicas": 2}}) == base
+    assert of({"raypd:model": {"maxModelLen": 8192}}) != base  # engines would restart: new cluster
+    assert node_set(plan_deployment(make_spec({})), "us-east-2a") is None  # in-place stacks: none
+    manifest = render_rayservice(plan_deployment(make_spec({"raypd:upgradeStrategy": "newCluster"})),
+                                 "us-east-2a")
+    (group,) = workers(manifest).values()
+    assert group["template"]["spec"]["nodeSelector"]["raypd.io/node-set"] == base
+    assert manifest["spec"]["upgradeStrategy"] == {"type": "NewCluster"}
+    # Two heads share the system node during the switch: each takes a quarter of it.
+    assert container(head(manifest))["resources"]["requests"]["cpu"] == "1"
 
 
 def _allocatable_gib(memory_gib: float) -> float:

@@ -284,3 +284,30 @@ def test_change_form_is_filled_with_the_current_settings_then_saves_and_previews
     shown = text_of(browser.get(saved.headers["Location"]))
     assert 'id="pending-changes"' in shown and "raypd:decode.replicas" in shown
     assert 'id="job-changes"' in shown and "What this update would do" in shown
+
+
+def test_the_preview_page_offers_both_strategies_and_switching_previews_again(app):
+    browser = app.test_client()
+    login(browser)
+    create(browser, "pick")
+    wait_for_job(browser, browser.post("/api/v1/deployments/pick/up", headers=AUTH).get_json()["job"])
+    _patch(browser, "pick", {"raypd:model": {"maxModelLen": 8192}})
+    job = browser.post("/api/v1/deployments/pick/preview", headers=AUTH).get_json()["job"]
+    wait_for_job(browser, job)
+    page = text_of(browser.get(f"/deployments/pick?job={job}"))
+    assert 'id="strategy-choices"' in page and 'data-strategy="newCluster"' in page
+    assert "engines restart" in page and 'id="use-newCluster"' in page
+    switched = browser.post("/deployments/pick/strategy",
+                            data={"csrf_token": extract_csrf(page), "strategy": "newCluster"})
+    assert switched.status_code == 302
+    again = switched.headers["Location"].split("job=")[1]
+    assert wait_for_job(browser, again, headers={})["status"] == "succeeded"
+    shown = text_of(browser.get(switched.headers["Location"]))
+    assert "rolls this out <strong>zero downtime (new cluster)</strong>" in shown
+    spec = browser.get("/api/v1/deployments/pick", headers=AUTH).get_json()["spec"]
+    assert spec["raypd:upgradeStrategy"] == "newCluster"
+    # Anything else is refused with a page, not a traceback; without the CSRF token, too.
+    bad = browser.post("/deployments/pick/strategy",
+                       data={"csrf_token": extract_csrf(page), "strategy": "$(reboot)\x00"})
+    assert bad.status_code == 400
+    assert browser.post("/deployments/pick/strategy", data={"strategy": "inPlace"}).status_code in (400, 403)
