@@ -48,7 +48,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from components import defaults
 from components.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
 from components.rayservice import WORKER_CONTAINER
-from components.serve_config import APP_NAME
+from components.serve_config import APP_NAME, serve_deployment_name
 from components.spec import SECRET_PLACEHOLDER
 from serve.kube import KubeClient, KubeError, KubeUnreachable
 
@@ -57,8 +57,8 @@ log = logging.getLogger(__name__)
 MAX_OUTPUTS_BYTES = 10 * 1024 * 1024
 LOG_LINES = 5000
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ZONE_LABEL = defaults.ZONE_LABEL
+INSTANCE_TYPE_LABEL = defaults.INSTANCE_TYPE_LABEL
 EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 RAY_GROUP_LABEL = "ray.io/group"
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"
@@ -67,7 +67,6 @@ RAY_CR_NAME_LABEL = "ray.io/originated-from-cr-name"
 INGRESS_DEPLOYMENT = "OpenAiIngress"
 WORKER_ACTOR_CLASS = "RayWorkerWrapper"  # vllm/v1/executor/ray_utils.py
 STATE_API_LIMIT = 1000
-PHASE_PREFIXES = {"prefill": "Prefill:", "decode": "Decode:", "colocated": "LLMServer:"}
 
 
 class VerifyInputError(ValueError):
@@ -75,11 +74,6 @@ class VerifyInputError(ValueError):
 
 
 # ---- the plan, as the outputs describe it ----
-
-def serve_safe_model_id(model_id: str) -> str:
-    """Ray Serve LLM's deployment-name form of a model id ("/" -> "--", "." -> "_")."""
-    return model_id.replace("/", "--").replace(".", "_")
-
 
 @dataclass(frozen=True)
 class GroupPlan:
@@ -132,7 +126,6 @@ class VerifyPlan:
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, Any]) -> "VerifyPlan":
-        safe = serve_safe_model_id(outputs["modelId"])
         groups: dict[str, dict[str, Any]] = {}
         phases: dict[str, PhasePlan] = {}
         for phase, entry in outputs["topology"].items():
@@ -141,7 +134,7 @@ class VerifyPlan:
                 "phases": []})
             group["nodes"] += entry["nodes"]
             group["phases"].append(phase)
-            phases[phase] = PhasePlan(phase, PHASE_PREFIXES[phase] + safe, entry["replicas"],
+            phases[phase] = PhasePlan(phase, serve_deployment_name(phase, outputs["modelId"]), entry["replicas"],
                                       entry["nodeGroup"])
         kv = outputs.get("kvTransfer")
         return cls(
