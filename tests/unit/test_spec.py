@@ -220,7 +220,8 @@ def test_a_region_without_a_dlc_registry_needs_raypd_image():
     assert list(errors) == ["raypd:image"]
     assert "us-gov-west-1 has no AWS Deep Learning Containers registry" in errors["raypd:image"]
     assert "set raypd:image" in errors["raypd:image"]
-    own = accepts({"aws:region": "us-gov-west-1", "raypd:image": "123456789012.dkr.ecr.us-gov-west-1.amazonaws.com/ray:1"})
+    own_image = "123456789012.dkr.ecr.us-gov-west-1.amazonaws.com/ray:1"
+    own = accepts({"aws:region": "us-gov-west-1", "raypd:image": own_image})
     assert own.image_uri.startswith("123456789012.dkr.ecr.us-gov-west-1.")
 
 
