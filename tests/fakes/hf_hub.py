@@ -203,8 +203,7 @@ class FakeHub(LoopbackServer):
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_port}"
 
     def record(self, method: str, path: str, with_token: bool) -> None:
         with self._lock:
