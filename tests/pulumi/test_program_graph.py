@@ -264,7 +264,7 @@ def test_region_reaches_availability_zones_image_and_outputs(make_plan):
     plan = make_plan({"aws:region": "us-west-2"})
     assert plan.outputs["region"] == "us-west-2"
     assert plan.outputs["availabilityZone"] == "us-west-2a"
-    assert plan.outputs["image"].startswith(f"{defaults.DLC_ACCOUNT}.dkr.ecr.us-west-2.")
+    assert plan.outputs["image"].startswith(f"{defaults.DLC_ACCOUNTS['us-west-2']}.dkr.ecr.us-west-2.")
 
 
 def test_hf_token_becomes_a_secret_whose_value_never_appears(make_plan):
