@@ -67,10 +67,12 @@ _KIND_WORDS = {
     Kind.REPLACE_CLUSTER: "new EKS cluster",
 }
 STRATEGY_WORDS = {"inPlace": "in place", "newCluster": "zero downtime (new cluster)"}
-# Extra nodes a managed node group may start during a rolling update: the larger of twice the
-# number of its zones (raypd's GPU groups use one) and maxUnavailable (EKS default 1); EKS user
-# guide, "Managed node group update behavior", scale up phase.
-GPU_GROUP_ZONES = 1
+# Extra nodes a managed node group may start during a rolling update (EKS user guide, "Managed node
+# update behavior", scale-up phase): the Auto Scaling group's maximum and desired size grow by the
+# larger of "up to twice the number of Availability Zones the Auto Scaling group is deployed in"
+# and the update's maxUnavailable (default 1; raypd sets no updateConfig). New nodes start before
+# old ones are drained.
+GPU_GROUP_ZONES = 1  # every GPU node group sits in one subnet of the GPU AZ (EFA cannot cross AZs)
 DEFAULT_MAX_UNAVAILABLE = 1
 SURGE_NODES = max(2 * GPU_GROUP_ZONES, DEFAULT_MAX_UNAVAILABLE)
 
@@ -117,6 +119,9 @@ class Strategy:
 
     name: str  # inPlace | newCluster
     downtime_seconds: float
+    # The nodes that run at the peak BEYOND the new settings' own nodes (the old group until it is
+    # deleted, the old cluster's nodes until the switch, surge nodes): what the peak adds to the
+    # new plan's quota need, and what the change costs beyond the new plan's price.
     extra_nodes: tuple[NodeLine, ...]
     # How long the extra nodes run (the switch, or the node-group replacement), and their cost.
     extra_seconds: float
@@ -259,10 +264,11 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
             "the old one is deleted after: the endpoint is down meanwhile and its address changes",
             cluster_time + gpu_group_time + cold_cluster,
         ))
-        return _finish(effects, old, new, rebuild=False, replaced=())
+        return _finish(effects, old, new, rebuild=False, superseded=())
 
     old_groups, new_groups = _groups(old), _groups(new)
-    replaced: list[GpuGroupPlan] = []  # new groups that run beside an old one until the update ends
+    replaced: list[GpuGroupPlan] = []  # new groups started beside an old one
+    superseded: list[GpuGroupPlan] = []  # old groups that keep running until the update ends
     rolled: list[GpuGroupPlan] = []
     if before.kubernetes_version != after.kubernetes_version:
         control = times["control-plane-upgrade"].seconds
@@ -312,6 +318,7 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
                     if previous.instance_type != group.instance_type
                     else f"zone {old_zone} -> {new_zone}")
             replaced.append(group)
+            superseded.append(previous)
             effects.append(Effect(
                 f"GPU node group {name}", Kind.REPLACE_NODES,
                 f"{what}: a new node group of {group.nodes} x {group.instance_type} is created "
@@ -430,15 +437,16 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
             f"the RayService is replaced on them: the endpoint is down for {minutes(cold_cluster)}",
             cold_cluster,
         ))
-    system_lines = ((NodeLine(after.system_nodes.instance_type, after.system_nodes.count,
-                              "replaced system node group, until the old one is deleted"),)
+    superseded += [old_groups[name] for name in sorted(set(old_groups) - set(new_groups))]
+    system_lines = ((NodeLine(before.system_nodes.instance_type, before.system_nodes.count,
+                              "the old system node group, until it is deleted at the end"),)
                     if system_replaced else ())
-    return _finish(effects, old, new, rebuild=rebuild or switched, replaced=tuple(replaced),
+    return _finish(effects, old, new, rebuild=rebuild or switched, superseded=tuple(superseded),
                    rolled=tuple(rolled), system_lines=system_lines)
 
 
 def _finish(effects: list[Effect], old: DeploymentPlan, new: DeploymentPlan, *, rebuild: bool,
-            replaced: tuple[GpuGroupPlan, ...], rolled: tuple[GpuGroupPlan, ...] = (),
+            superseded: tuple[GpuGroupPlan, ...], rolled: tuple[GpuGroupPlan, ...] = (),
             system_lines: tuple[NodeLine, ...] = ()) -> Assessment:
     """Order the effects and price both strategies (the one chosen first)."""
     effects.sort(key=lambda effect: -effect.kind)
@@ -447,11 +455,11 @@ def _finish(effects: list[Effect], old: DeploymentPlan, new: DeploymentPlan, *, 
     gpu_group_time = TYPICAL_SECONDS["eks:index:ManagedNodeGroup[gpu]"]
     cold_cluster = TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
     surge = SURGE_NODES
-    replacement_lines = tuple(_node_line(g, "replaced node group, until the old one is deleted")
-                              for g in replaced) + system_lines
+    replacement_lines = tuple(_node_line(g, "the old node group, until it is deleted at the end")
+                              for g in superseded) + system_lines
     roll_lines = tuple(_node_line(g, "surge nodes of a rolling update", min(surge, g.nodes))
                        for g in rolled)
-    peak_seconds = (gpu_group_time + cold_cluster if replaced or system_lines
+    peak_seconds = (gpu_group_time + cold_cluster if superseded or system_lines
                     else CHANGE_TIMES["node-group-roll"].seconds if rolled else 0.0)
     worst = max(effect.downtime_seconds for effect in effects)
     in_place = Strategy(
@@ -462,7 +470,7 @@ def _finish(effects: list[Effect], old: DeploymentPlan, new: DeploymentPlan, *, 
            else ", no extra nodes"),
     )
     switch_seconds = gpu_group_time + cold_cluster
-    extra = tuple(_node_line(g, "the new Ray cluster's nodes, until the switch") for g in new.groups)
+    extra = tuple(_node_line(g, "the old Ray cluster's nodes, until the switch") for g in old.groups)
     disruption = max((e.downtime_seconds for e in effects if e.kind in (
         Kind.RESTART_ENGINES, Kind.NEW_RAY_CLUSTER)), default=0.0)
     others = max((e.downtime_seconds for e in effects if e.kind not in (

@@ -44,6 +44,7 @@ from botocore.parsers import ResponseParserError
 
 from components import catalogue, model_shapes, model_source
 from components.admin_access import caller_in_admins, matching_entry
+from components.changes import DEFAULT_MAX_UNAVAILABLE, GPU_GROUP_ZONES
 from components.checks import Check, Report, write_report
 from components.errors import SpecError
 from components.model_shapes import memory_fit
@@ -87,12 +88,7 @@ BOTO_CONFIG = Config(
 
 # EKS-excluded AZ IDs: one table, in components.zones, shared with the program.
 
-# EKS managed node group updates (EKS user guide, "Managed node update behavior", scale-up phase):
-# the Auto Scaling group's maximum and desired size grow by the larger of "up to twice the number
-# of Availability Zones the Auto Scaling group is deployed in" and the update's maxUnavailable
-# (default 1; raypd sets no updateConfig). New nodes start before old ones are drained.
-DEFAULT_MAX_UNAVAILABLE = 1
-GPU_GROUP_ZONES = 1  # every GPU node group sits in one subnet of the GPU AZ (EFA cannot cross AZs)
+# EKS managed node group updates: the rule lives with the other change effects (components.changes).
 
 QUOTA_NAMES: dict[str, str] = {
     catalogue.QUOTA_G_AND_VT: "Running On-Demand G and VT instances",
@@ -844,33 +840,52 @@ def _check_vcpu_quota(ctx: _Context, facts: _QuotaFacts) -> None:
 
 
 def _check_update_headroom(ctx: _Context, facts: Optional[_QuotaFacts]) -> None:
+    """The peak of THIS update (components.changes: the old group beside its replacement until the
+    end, the old Ray cluster's nodes until a zero-downtime switch, surge nodes of a rolling
+    update) against the free quota; with no such peak, the headroom a later rolling update needs."""
+    from components.changes import STRATEGY_WORDS, assess
+
     spec, cid, title = ctx.spec, "update-headroom", TITLES["update-headroom"]
     if ctx.deployed is None:
-        ctx.add(Check.skipped(cid, title, "new stack: no rolling replacement"))
+        ctx.add(Check.skipped(cid, title, "new stack: nothing runs beside its nodes"))
         return
     if facts is None or facts.unreadable:
         ctx.add(Check.skipped(cid, title, "Service Quotas could not be read (see vcpu-quota)"))
         return
-    extra = update_surge_vcpus(facts.lines)
+    strategy = assess(plan_deployment(ctx.deployed), ctx.plan).chosen
+    if strategy.extra_nodes:
+        extra = strategy.extra_vcpus
+        why = ", ".join(f"{line.nodes} x {line.instance_type} ({line.why})" for line in strategy.extra_nodes)
+        rule = f"this update ({STRATEGY_WORDS[strategy.name]}) runs {why} beside the new settings' nodes"
+    else:
+        extra = update_surge_vcpus(facts.lines)
+        rule = (f"this update adds no nodes; a later rolling update (AMI or Kubernetes version) lets "
+                f"each GPU node group launch up to {surge_nodes()} extra nodes before draining old "
+                f"ones (EKS: larger of 2 x its {GPU_GROUP_ZONES} zone and maxUnavailable "
+                f"{DEFAULT_MAX_UNAVAILABLE})")
     lines, short = [], []
     for code in sorted(extra):
-        free = facts.quotas[code] - facts.used_others.get(code, 0)
-        peak = facts.need[code] + extra[code]
-        lines.append(
-            f"{code}: {facts.need[code]} + {extra[code]} surge = {peak} vCPUs at peak, {free:g} free"
-        )
+        free = facts.quotas.get(code, 0.0) - facts.used_others.get(code, 0)
+        need = facts.need.get(code, 0)
+        peak = need + extra[code]
+        lines.append(f"{code}: {need} + {extra[code]} = {peak} vCPUs at peak, {free:g} free")
         if peak > free:
             desired = int(math.ceil(facts.used_others.get(code, 0) + peak))
             short.append(increase_command(code, desired, spec.region))
-    rule = (f"each GPU node group may launch up to {surge_nodes()} extra nodes before draining old "
-            f"ones (EKS: larger of 2 x its {GPU_GROUP_ZONES} zone and maxUnavailable "
-            f"{DEFAULT_MAX_UNAVAILABLE})")
     detail = f"{rule}; " + "; ".join(lines)
-    if short:
+    if short and strategy.extra_nodes:
+        ctx.add(Check.failed(
+            cid, title, "not enough quota for this update's peak: its new nodes would wait for "
+            "capacity and `up` would stall: " + detail,
+            "request an increase first: " + " && ".join(short)
+            + ("" if strategy.name == "inPlace" else
+               ", or roll out in place (raypd:upgradeStrategy inPlace) at the price of downtime"),
+        ))
+    elif short:
         ctx.add(Check.warned(
             cid, title,
-            "an update that replaces GPU nodes (AMI or Kubernetes version, launch template) would "
-            "stall waiting for capacity: " + detail,
+            "a later update that replaces GPU nodes (AMI or Kubernetes version, launch template) "
+            "would stall waiting for capacity: " + detail,
             "request headroom before such an update: " + " && ".join(short),
         ))
     else:

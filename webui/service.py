@@ -421,8 +421,9 @@ class DeploymentService:
         known = record["resources"]
         config_at_start = record["config"]
         spec, problem = self.spec_of(record)
-        # Until a deployment's config can change, a deployed stack's update replaces its own nodes.
-        deployed = spec if record["status"] == "deployed" else None
+        # What runs now (the settings of the last successful up), for the preflight's quota counts
+        # and its update-headroom peak; None for a stack that was never deployed.
+        deployed = self.deployed_spec(name) if record["status"] == "deployed" else None
 
         def work(ctx: JobContext) -> OperationResult:
             if operation == "preflight":
@@ -505,19 +506,27 @@ class DeploymentService:
         if steps is not None:
             result.summary["consequences"] = consequences(steps, assessment)
 
+    def deployed_spec(self, name: str) -> Optional[DeploymentSpec]:
+        """The settings of the last successful up, validated (None: never deployed, or they no
+        longer validate)."""
+        deployed = self.store.deployed_config(name)
+        if deployed is None:
+            return None
+        try:
+            return DeploymentSpec.from_config(deployed, name)
+        except SpecError:
+            return None
+
     def assessment(self, name: str, spec: Optional[DeploymentSpec],
                    outputs: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
         """Deployed settings -> these settings, judged by components.changes (None: nothing is
         deployed, or the deployed settings no longer validate)."""
-        deployed = self.store.deployed_config(name)
+        deployed = self.deployed_spec(name)
         if deployed is None or spec is None:
             return None
-        try:
-            old = plan_deployment(DeploymentSpec.from_config(deployed, name))
-        except SpecError:
-            return None
         zone = (outputs or {}).get("availabilityZone")
-        return assess(old, plan_deployment(spec), zone if isinstance(zone, str) else None).as_dict()
+        return assess(plan_deployment(deployed), plan_deployment(spec),
+                      zone if isinstance(zone, str) else None).as_dict()
 
     def _plan_progress(self, ctx: JobContext, name: str, spec: DeploymentSpec) -> None:
         """Give a real update its total and ETA before the first resource (webui/progress.py)."""

@@ -63,8 +63,9 @@ def test_an_instance_type_change_replaces_nodes_old_and_new_together_and_rebuild
     kinds = {e.kind for e in result.effects}
     assert {Kind.NEW_RAY_CLUSTER, Kind.REPLACE_NODES} <= kinds
     in_place = result.choices[0]
-    # Create-before-delete: the new groups run beside the old one until the update ends.
-    assert {line.instance_type for line in in_place.extra_nodes} == {"g6.8xlarge", "g6e.8xlarge"}
+    # Create-before-delete: the old shared group (2 x g6.8xlarge) runs beside the new prefill and
+    # decode groups until the update ends: it is what the peak adds to the new settings' nodes.
+    assert [(line.instance_type, line.nodes) for line in in_place.extra_nodes] == [("g6.8xlarge", 2)]
     assert in_place.extra_seconds > 0 and in_place.downtime_seconds > 0
     # The node groups' own time is quoted, not only the model load.
     assert all("about 10 min" in e.detail for e in result.effects if e.kind == Kind.REPLACE_NODES)
@@ -119,7 +120,7 @@ def test_the_json_form_names_every_strategy_with_its_price():
     assert [c["name"] for c in data["choices"]] == ["inPlace", "newCluster"]
     zero = data["choices"][1]
     assert zero["extraNodes"] == [{"instanceType": "g6.8xlarge", "nodes": 2,
-                                   "why": "the new Ray cluster's nodes, until the switch"}]
+                                   "why": "the old Ray cluster's nodes, until the switch"}]
     assert zero["extraVcpus"] == {"L-DB2E81BA": 64} and zero["downtimeSeconds"] == 0
 
 

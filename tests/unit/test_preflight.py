@@ -242,11 +242,12 @@ def test_service_quotas_denied_warns_with_the_need(aws: str, reference_spec: Dep
 
 
 def test_update_headroom_warns_when_the_surge_does_not_fit(aws: str, reference_spec: DeploymentSpec) -> None:
+    # No change pending: what a later rolling update (AMI, Kubernetes version) would need.
     tight = by_id(run(reference_spec, {G: 96, STD: 32}, deployed=reference_spec))
     assert tight["vcpu-quota"].status == "pass"
     assert tight["update-headroom"].status == "warn"
     assert "would stall" in tight["update-headroom"].detail
-    assert "64 + 64 surge = 128 vCPUs" in tight["update-headroom"].detail
+    assert "64 + 64 = 128 vCPUs" in tight["update-headroom"].detail
     assert "--desired-value 128" in tight["update-headroom"].remedy
     roomy = by_id(run(reference_spec, {G: 128, STD: 32}, deployed=reference_spec))
     assert roomy["update-headroom"].status == "pass"
@@ -597,3 +598,31 @@ def test_update_that_newly_lists_the_caller_with_an_existing_entry_fails(
     creds = by_id(report)["aws-credentials"]
     assert creds.status == "fail"
     assert "that this stack did not create" in creds.detail and "ResourceInUseException" in creds.detail
+
+
+def test_update_headroom_checks_this_updates_real_peak_old_and_new_groups_together(
+        aws: str, reference_spec: DeploymentSpec, make_spec: MakeSpec) -> None:
+    # g6.8xlarge -> g6e.8xlarge: the new prefill/decode groups are created before the old shared
+    # group (2 x g6.8xlarge) is deleted, so both count against the G quota at the peak.
+    changed = make_spec({"raypd:decode": {"instanceType": "g6e.8xlarge"}})
+    tight = by_id(run(changed, {G: 100, STD: 32}, deployed=reference_spec))
+    assert tight["vcpu-quota"].status == "pass"  # the new settings alone fit (64 vCPUs)
+    headroom = tight["update-headroom"]
+    assert headroom.status == "fail", headroom
+    assert "2 x g6.8xlarge (the old node group" in headroom.detail
+    assert "64 + 64 = 128 vCPUs at peak" in headroom.detail
+    assert "--desired-value 128" in headroom.remedy
+    assert by_id(run(changed, {G: 128, STD: 32}, deployed=reference_spec))["update-headroom"].status == "pass"
+
+
+def test_update_headroom_counts_a_second_cluster_for_zero_downtime(
+        aws: str, make_spec: MakeSpec) -> None:
+    deployed = make_spec({"raypd:upgradeStrategy": "newCluster"})
+    changed = make_spec({"raypd:upgradeStrategy": "newCluster", "raypd:model": {"maxModelLen": 8192}})
+    headroom = by_id(run(changed, {G: 100, STD: 32}, deployed=deployed))["update-headroom"]
+    assert headroom.status == "fail" and "zero downtime" in headroom.detail
+    assert "roll out in place" in headroom.remedy
+    # The same change in place needs no extra node: only a later rolling update is judged.
+    in_place = by_id(run(make_spec({"raypd:model": {"maxModelLen": 8192}}), {G: 100, STD: 32},
+                         deployed=make_spec({})))["update-headroom"]
+    assert in_place.status == "warn" and "adds no nodes" in in_place.detail
