@@ -17,7 +17,9 @@ tests/real/ray/, ~10 GB), each under a machine-wide lock (tests/real/machine_loc
   RUNNING: `.dashboard_url` (Serve REST and State APIs, log API), `.metrics_urls` (Ray's metrics
   export port: `ray_vllm_*`), `.serve_url` (OpenAI API), `.model_id`, `.node_id`, `.node_ip`,
   `.app_name`, `.session_log_dir`, `.deployed_config`, `.describe()`.
-Every process's output is kept under test-artifacts/real/ after the run.
+Every process's output is kept under test-artifacts/real/ after the run. A test that uses
+`real_pd_pair` goes in tests/real/pair/, one that uses `real_ray_serve` in tests/real/ray/ (each
+fixture is visible only there, and that is what keeps the two sets from running at once).
 """
 
 from __future__ import annotations

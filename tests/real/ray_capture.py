@@ -7,6 +7,7 @@ export port's text cut to the `ray_vllm_*` families raypd reads, after a few cha
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -25,6 +26,9 @@ RAY_METRIC_PREFIXES = tuple("ray_" + prefix.replace(":", "_") for prefix in (
     "vllm:request_success", "vllm:num_requests_",
 ))
 CHATS = 3
+# Ray's worker files start with `:job_id:...` / `:actor_name:<class>` marker lines (the log monitor
+# reads them to prefix forwarded lines with "(<actor name> pid=...)"): kept with the NIXL lines.
+REPLICA_LOG_PATTERN = re.compile(r"^:(job_id|actor_name|task_name):|" + LOG_PATTERN.pattern)
 
 
 def replica_actors(ray: RayServe) -> dict[str, dict[str, Any]]:
@@ -76,7 +80,7 @@ def capture_ray(real: RealVllm) -> None:
                     out.text(f"{phase}-replica.{suffix}.txt",
                              f"GET /api/v0/logs/file?actor_id={actor['actor_id']}&suffix={suffix} "
                              f"({actor['class_name']}), cut to NIXL/UCX/KV-transfer lines",
-                             cut_log(response.text, LOG_PATTERN, limit=150) if phase != "openaiingress"
+                             cut_log(response.text, REPLICA_LOG_PATTERN, limit=150) if phase != "openaiingress"
                              else "\n".join(response.text.splitlines()[-40:]))
         except requests.RequestException as exc:
             raise RuntimeError(f"capture ray: {exc}\n{ray.describe()}") from exc
