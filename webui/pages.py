@@ -206,7 +206,9 @@ def deployment(name: str) -> Any:
         "deployment.html", d=detail, job=job, events=events, checks=checks,
         job_reports=job_summary.get("reports") or {},
         pending=job_summary.get("pendingOperations") or [],
-        job_steps=job_summary.get("steps") if job and job["operation"] == "preview" else None,
+        # A preview's steps say what an update would do while settings are pending; once they are
+        # deployed or discarded an update would do none of it.
+        job_steps=job_summary.get("steps") if job and job["operation"] == "preview" and detail["pending"] else None,
         job_consequences=job_summary.get("consequences") or [],
         job_eta=next((e["etaSeconds"] for e in reversed(events)
                       if isinstance(e.get("etaSeconds"), (int, float))), None),
@@ -384,6 +386,26 @@ def deployment_change_post(name: str) -> Any:
     flash("Settings saved. Nothing changes in the cloud until Deploy; the preview below shows what it "
           "would do.", "info")
     return _start(name, "preview")
+
+
+@bp.post("/deployments/<name>/discard")
+def deployment_discard(name: str) -> ResponseReturnValue:
+    """Discard the pending changes: the deployed (offline: planned) settings back on the stack."""
+    try:
+        detail = raypd().service.discard(name, g.actor)
+    except NotFound:
+        return render_error(404, f"There is no deployment named “{name}”.")
+    except Conflict as exc:
+        flash(exc.message, "error")
+        return redirect(url_for("pages.deployment", name=name, job=exc.job))
+    except EngineError as exc:
+        flash(f"Nothing was discarded: {exc.message}", "error")
+        return redirect(url_for("pages.deployment", name=name))
+    label = detail["deployed"]["label"] if detail.get("deployed") else "deployed"
+    kept = [c["note"] for c in (detail.get("pending") or {}).get("changes", []) if c.get("note")]
+    flash(f"Pending changes discarded: the stack has the {label} settings again (nothing ran in the cloud)."
+          + (" Still pending: " + "; ".join(kept) + "." if kept else ""), "info")
+    return redirect(url_for("pages.deployment", name=name))
 
 
 @bp.post("/deployments/<name>/clear-pending")

@@ -83,7 +83,8 @@ def test_secrets_in_a_plan_are_masked_before_they_are_stored(store):
     from webui.redact import remember_secret
 
     remember_secret("hf_StorePlanSecret0123456789abcdef")
-    store.set_deployed_config("demo", CONFIG, SUMMARY, plan={**PLAN, "echo": "token hf_StorePlanSecret0123456789abcdef"})
+    store.set_deployed_config("demo", CONFIG, SUMMARY,
+                              plan={**PLAN, "echo": "token hf_StorePlanSecret0123456789abcdef"})
     assert "hf_StorePlanSecret" not in str(store.deployed("demo")["plan"])
 
 
