@@ -235,9 +235,9 @@ class DeploymentService:
         rows = []
         for row in self.store.list_deployments():
             deployed = row["deployed"]
-            # What runs (or was planned) is what the list shows; pending settings only when
-            # nothing was ever deployed (then `settings` says "pending").
-            summary = row["summary"] if deployed is None else deployed["summary"] or {}
+            # What runs (or was planned) is what the list shows, the store's `summary` says; the
+            # stack's own settings only when nothing was ever deployed (`settings`: "pending").
+            summary = row["summary"] or {}
             rows.append(dump(DeploymentRow(
                 name=row["name"],
                 **self._engine_fields(row["engine"]),

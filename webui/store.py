@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
-from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy import and_, case, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine, RowMapping
@@ -234,27 +234,31 @@ class Store:
         return None if row is None else self._deployment_row(row, full=True)
 
     def list_deployments(self) -> list[dict[str, Any]]:
-        """Every deployment with what its last successful up deployed (`deployed`: summary, time,
-        and whether the stack's config differs from it), in one query."""
+        """Every deployment as the list shows it, in one query: `summary` is the deployed settings'
+        (None when an older raypd recorded none) once an up recorded what it deployed, else the
+        stack's own; `deployed` holds when, the token flag and whether the stack's config differs."""
         d, c = db.deployments.c, db.deployed_configs.c
+        deployed = c.deployment.is_not(None)
         with self._read() as conn:
             rows = conn.execute(
-                select(d.name, d.engine, d.status, d.summary, d.created_at, d.updated_at,
-                       d.last_operation, d.last_operation_at, d.last_result, d.last_job, d.config,
-                       c.deployment.label("deployed_name"), c.config.label("deployed_config"),
-                       c.summary.label("deployed_summary"), c.time.label("deployed_at"),
-                       c.token_replaced.label("token_replaced"))
+                select(d.name, d.engine, d.status, d.created_at, d.updated_at,
+                       d.last_operation, d.last_operation_at, d.last_result, d.last_job,
+                       case((deployed, c.summary), else_=d.summary).label("summary"),
+                       deployed.label("deployed"), c.time.label("deployed_at"),
+                       c.token_replaced.label("token_replaced"),
+                       # Both configs only where their text differs (one writer dumps both the same
+                       # way, so equal text is the common case); then compared as JSON.
+                       case((d.config != c.config, d.config)).label("config"),
+                       case((d.config != c.config, c.config)).label("deployed_config"))
                 .select_from(db.deployments.outerjoin(db.deployed_configs, c.deployment == d.name))
                 .order_by(d.name)
             ).mappings().all()
         listed = []
         for row in rows:
             record = self._deployment_row(row, full=False)
-            record["deployed"] = None if row["deployed_name"] is None else {
-                "summary": _loads(row["deployed_summary"]), "time": row["deployed_at"],
-                "tokenReplaced": bool(row["token_replaced"]),
-                # The same writer dumps both the same way, so equal text is the common, cheap case.
-                "configDiffers": row["config"] != row["deployed_config"]
+            record["deployed"] = None if not row["deployed"] else {
+                "time": row["deployed_at"], "tokenReplaced": bool(row["token_replaced"]),
+                "configDiffers": row["config"] is not None
                 and json.loads(row["config"]) != json.loads(row["deployed_config"]),
             }
             listed.append(record)

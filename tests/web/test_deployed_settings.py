@@ -417,7 +417,7 @@ def test_a_never_deployed_page_says_so_and_offers_no_discard(app):
     create(browser, "new-one")
     page = text_of(browser.get("/deployments/new-one"))
     assert 'id="not-deployed"' in page and "Not planned yet" in page
-    assert 'id="discard-changes"' not in page and "Not deployed yet: " in page
+    assert 'id="discard-changes"' not in page and "Not planned yet: " in page and "(not planned yet)" in page
 
 
 def test_discard_from_the_page_needs_the_csrf_token_then_puts_the_settings_back(app):
