@@ -183,6 +183,7 @@ def deployment(name: str) -> Any:
     try:
         detail, spec = app.service.get_with_spec(name, jobs=20)  # spec None: see detail["warnings"]
         plan = plan_deployment(spec) if spec else None
+        checks = app.service.checks(name)  # here too: a tear-down may remove the record meanwhile
     except NotFound:
         gone = app.store.get_job(request.args.get("job", ""))
         if gone and gone["deployment"] == name and gone["operation"] == "destroy" and gone["status"] in (
@@ -200,7 +201,6 @@ def deployment(name: str) -> Any:
     if job is None and detail["jobs"]:
         job = app.store.get_job(detail["jobs"][0]["id"])
     events = app.store.events_after(job["id"], 0, limit=2000) if job else []
-    checks = app.service.checks(name)
     job_summary = (job.get("summary") or {}) if job else {}
     return render_template(
         "deployment.html", d=detail, job=job, events=events, checks=checks,

@@ -496,3 +496,27 @@ def test_an_older_raypd_home_is_completed_at_start(make_app, tmp_path, caplog):
 
 def store_of(client) -> Any:
     return client.application.extensions["raypd"].store
+
+
+def test_a_tear_down_that_removes_the_record_while_the_page_is_drawn_redirects_to_the_list(fake_app, fake_engine):
+    """The page reads the deployment more than once; offline a destroy takes milliseconds, so the
+    record may go between two reads: that is the "torn down" redirect, never a 500."""
+    browser = fake_app.test_client()
+    login(browser)
+    create(browser, "brief")
+    fake_engine.gate.clear()
+    job = browser.delete("/api/v1/deployments/brief", headers=AUTH).get_json()["job"]
+    assert fake_engine.started.wait(30)
+    service = fake_app.extensions["raypd"].service
+    drawn = service.get_with_spec
+
+    def then_removed(name: str, jobs: int = 10) -> Any:
+        answer = drawn(name, jobs)
+        service.store.delete_deployment(name)  # the destroy finished just now
+        return answer
+
+    service.get_with_spec = then_removed  # type: ignore[method-assign]
+    page = browser.get(f"/deployments/brief?job={job}")
+    assert page.status_code == 302 and page.headers["Location"].endswith("/?removed=brief")
+    fake_engine.gate.set()
+    wait_for_job(browser, job)
