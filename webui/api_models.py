@@ -371,6 +371,8 @@ class DeploymentSummary(Passthrough):
     gpus: int = absent()
     gpuNodes: int = absent()
     usdPerHour: Optional[float] = absent()
+    priceBasis: str = absent("where usdPerHour comes from: the us-east-1 on-demand list price, and for "
+                             "other regions that it is not theirs")
     unpriced: list[str] = absent()
     warnings: list[str] = absent()
     kvTransfer: Optional[dict[str, str]] = absent("connector and backend; null in colocated mode")

@@ -10,6 +10,8 @@ from flask import Flask, Response, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
+from components import catalogue
+from components.checks import report_verdict
 from webui import api, pages
 from webui.benchmarking import BenchmarkService
 from webui.engines.base import OFFLINE_NOTICE
@@ -81,7 +83,10 @@ def create_app(
     app.jinja_env.filters["when"] = _when
     app.jinja_env.filters["usd"] = _usd
     app.jinja_env.filters["tone"] = status_tone
+    app.jinja_env.filters["verdict"] = report_verdict  # a report's badge: ok | failed | not checked
     app.jinja_env.globals["OFFLINE_NOTICE"] = OFFLINE_NOTICE
+    app.jinja_env.globals["price_basis"] = catalogue.price_basis  # said next to every cost shown
+    app.jinja_env.globals["PRICE_REGION"] = catalogue.PRICE_REGION
     app.jinja_env.globals["engine_banner"] = engines.banner
     app.jinja_env.globals["default_engine"] = engines.default.name
 

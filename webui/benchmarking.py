@@ -255,7 +255,7 @@ class BenchmarkService:
             raise Conflict(why_not, field="deployment")
         # A benchmark measures what runs: its mode and cost are the deployed settings', not the
         # pending ones a change saved since.
-        spec = self.deployments.deployed_spec(record)
+        spec = self.deployments.deployed_spec(name)
 
         def work(ctx: JobContext) -> OperationResult:
             outputs = engine.live_outputs(name)

@@ -22,6 +22,7 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from markupsafe import Markup
 
+from components.defaults import UPGRADE_STRATEGIES
 from components.errors import FieldError, SpecError
 from components.topology import plan_deployment
 from webui import forms
@@ -202,14 +203,16 @@ def deployment(name: str) -> Any:
         job = app.store.get_job(detail["jobs"][0]["id"])
     events = app.store.events_after(job["id"], 0, limit=2000) if job else []
     job_summary = (job.get("summary") or {}) if job else {}
+    # A preview says what an update would do while settings are pending; once they are deployed
+    # or discarded an update would do none of it.
+    preview = job_summary if job and job["operation"] == "preview" and detail["pending"] else None
     return render_template(
         "deployment.html", d=detail, job=job, events=events, checks=checks,
         job_reports=job_summary.get("reports") or {},
         pending=job_summary.get("pendingOperations") or [],
-        # A preview's steps say what an update would do while settings are pending; once they are
-        # deployed or discarded an update would do none of it.
-        job_steps=job_summary.get("steps") if job and job["operation"] == "preview" and detail["pending"] else None,
+        job_steps=preview.get("steps") if preview is not None else None,
         job_consequences=job_summary.get("consequences") or [],
+        job_assessment=preview.get("assessment") if preview is not None else None,
         job_eta=next((e["etaSeconds"] for e in reversed(events)
                       if isinstance(e.get("etaSeconds"), (int, float))), None),
         active=job is not None and job["status"] in ACTIVE_STATUSES,
@@ -266,7 +269,7 @@ def _render_benchmark(name: str, values: Optional[dict[str, str]], errors: list[
     return render_template(
         "benchmark.html", d=detail, tab="benchmark", job=job, events=events,
         active=job is not None and job["status"] in ACTIVE_STATUSES, labels=OPERATION_LABELS,
-        job_reports={}, job_steps=None, job_consequences=[], job_eta=None, bench_live=bench_live,
+        job_reports={}, job_steps=None, job_consequences=[], job_assessment=None, job_eta=None, bench_live=bench_live,
         unavailable=app.benchmarks.available(record), fields=FORM_FIELDS, values=values,
         field_errors=by_field, general_errors=general, shown=shown,
         shown_ids=[run["id"] for run in shown["runs"]] if shown else [],
@@ -406,6 +409,29 @@ def deployment_discard(name: str) -> ResponseReturnValue:
     flash(f"Pending changes discarded: the stack has the {label} settings again (nothing ran in the cloud)."
           + (" Still pending: " + "; ".join(kept) + "." if kept else ""), "info")
     return redirect(url_for("pages.deployment", name=name))
+
+
+@bp.post("/deployments/<name>/strategy")
+def deployment_strategy(name: str) -> Any:
+    """The preview's "roll it out this way" buttons: set raypd:upgradeStrategy (a pending setting
+    like any other) and preview again, so the new preview shows what that strategy will do."""
+    app = raypd()
+    wanted = request.form.get("strategy", "")
+    if wanted not in UPGRADE_STRATEGIES:
+        return render_error(400, "Pick one of the strategies the preview offers.")
+    try:
+        app.service.change(name, {"raypd:upgradeStrategy": wanted}, g.actor)
+    except NotFound:
+        return render_error(404, f"There is no deployment named “{name}”.")
+    except Conflict as exc:
+        flash(exc.message, "error")
+        return redirect(url_for("pages.deployment", name=name, job=exc.job))
+    except (SpecError, EngineError) as exc:
+        flash(str(getattr(exc, "message", exc)), "error")
+        return redirect(url_for("pages.deployment", name=name))
+    flash("Strategy saved. Nothing changes in the cloud until Deploy; the preview below shows what it "
+          "would do.", "info")
+    return _start(name, "preview")
 
 
 @bp.post("/deployments/<name>/clear-pending")

@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable, List, Mapping, Optional
 
 from components import defaults
+from components.changes import assess
 from components.checks import Check, Report
 from components.errors import FieldError, SpecError
 from components.outputs import render_stack_outputs
@@ -26,6 +27,7 @@ from components.spec import (
     DeploymentSpec,
     validate_stack_name,
 )
+from components.topology import plan_deployment
 from webui.api_models import (
     ChecksView,
     DeployedSettings,
@@ -38,7 +40,7 @@ from webui.api_models import (
     PendingView,
     dump,
 )
-from webui.change import config_diff, cost_change
+from webui.change import config_diff, consequences, cost_change
 from webui.checking import Checker
 from webui.engines.base import (
     OFFLINE_NOTICE,
@@ -368,14 +370,6 @@ class DeploymentService:
             "hfTokenReplaced": replaced,
         })
 
-    def deployed_spec(self, record: Mapping[str, Any]) -> Optional[DeploymentSpec]:
-        """The spec of what runs: the last successful up's config (None when it no longer
-        validates); the stack's own when no up ever recorded one."""
-        deployed = self.store.deployed(record["name"])
-        if deployed is None:
-            return self.spec_of(record)[0]
-        return self._validated(deployed["config"], record["name"])[0]
-
     def job(self, job_id: str) -> dict[str, Any]:
         job = self.store.get_job(job_id)
         if job is None:
@@ -598,9 +592,9 @@ class DeploymentService:
         # What an up that succeeds will have deployed: the config it started from.
         deploys = (record["config"], record["summary"]) if operation == "up" else None
         spec, problem = self.spec_of(record)
-        # A deployed stack's update replaces its own nodes: the preflight counts what runs (the
-        # deployed settings, not the pending ones) as this stack's.
-        deployed = self.deployed_spec(record) if record["status"] == "deployed" else None
+        # What runs now (the settings of the last successful up), for the preflight's quota counts
+        # and its update-headroom peak; None for a stack that was never deployed.
+        deployed = self.deployed_spec(name) if record["status"] == "deployed" else None
         last = self.store.deployed(name) if operation == "preview" and not engine.real else None
         deployed_plan = last["plan"] if last is not None else None
 
@@ -627,6 +621,8 @@ class DeploymentService:
             except PendingOperations as pending:
                 ctx.findings["pendingOperations"] = pending.operations  # the page offers to clear them
                 raise
+            if operation == "preview":
+                self._describe_change(name, result, spec, record["outputs"])
             if operation == "up" and engine.real and not ctx.cancelled:
                 self._verify(ctx, name, engine, counted=False)
             return result
@@ -666,6 +662,39 @@ class DeploymentService:
                 "here (is the Pulumi CLI installed?)"
             )
         return engine
+
+    def _describe_change(self, name: str, result: OperationResult, spec: Optional[DeploymentSpec],
+                         outputs: Optional[Mapping[str, Any]]) -> None:
+        """Add to a preview what its steps mean and, for a deployed stack, what the change does to
+        serving and which strategies there are (components.changes): the same for both engines."""
+        assessment = self.assessment(name, spec, outputs)
+        if assessment is not None:
+            result.summary["assessment"] = assessment
+        steps = result.summary.get("steps")
+        if steps is not None:
+            result.summary["consequences"] = consequences(steps, assessment)
+
+    def deployed_spec(self, name: str) -> Optional[DeploymentSpec]:
+        """The settings of the last successful up, validated (None: never deployed, or they no
+        longer validate)."""
+        deployed = self.store.deployed_config(name)
+        if deployed is None:
+            return None
+        try:
+            return DeploymentSpec.from_config(deployed, name)
+        except SpecError:
+            return None
+
+    def assessment(self, name: str, spec: Optional[DeploymentSpec],
+                   outputs: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
+        """Deployed settings -> these settings, judged by components.changes (None: nothing is
+        deployed, or the deployed settings no longer validate)."""
+        deployed = self.deployed_spec(name)
+        if deployed is None or spec is None:
+            return None
+        zone = (outputs or {}).get("availabilityZone")
+        return assess(plan_deployment(deployed), plan_deployment(spec),
+                      zone if isinstance(zone, str) else None).as_dict()
 
     def _plan_progress(self, ctx: JobContext, name: str, spec: DeploymentSpec) -> None:
         """Give a real update its total and ETA before the first resource (webui/progress.py)."""

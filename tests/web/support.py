@@ -76,7 +76,7 @@ class FakeEngine:
             self.pending = []
         ctx.emit(resource_record("started", "create", "aws:ec2/vpc:Vpc", "vpc", 0, 2, "create vpc"))
         self.started.set()
-        if not self.gate.wait(20):
+        if not self.gate.wait(120):
             raise OperationFailed("fake engine was never released")
         if ctx.cancelled:
             raise OperationCancelled()

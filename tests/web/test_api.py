@@ -273,7 +273,7 @@ def test_a_failed_preview_or_cancelled_refresh_leaves_a_deployed_stack_deployed(
     fake_engine.fail_with = None
     fake_engine.gate.clear()
     refresh = client.post("/api/v1/deployments/live/refresh", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(10)
+    assert fake_engine.started.wait(60)
     client.post(f"/api/v1/jobs/{refresh}/cancel", headers=AUTH)
     assert wait_for_job(client, refresh)["status"] == "cancelled"
     detail = client.get("/api/v1/deployments/live", headers=AUTH).get_json()
@@ -296,7 +296,7 @@ def test_second_operation_while_one_runs_is_409_with_the_running_job(fake_app, f
     create(client, "busy")
     fake_engine.gate.clear()
     first = client.post("/api/v1/deployments/busy/up", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(30)
+    assert fake_engine.started.wait(60)
     for method, path in (("post", "/api/v1/deployments/busy/refresh"), ("delete", "/api/v1/deployments/busy")):
         response = getattr(client, method)(path, headers=AUTH)
         assert response.status_code == 409
@@ -328,7 +328,7 @@ def test_cancel_stops_a_running_job(fake_app, fake_engine):
     create(client, "stopme")
     fake_engine.gate.clear()
     job_id = client.post("/api/v1/deployments/stopme/up", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(30)
+    assert fake_engine.started.wait(60)
     response = client.post(f"/api/v1/jobs/{job_id}/cancel", headers=AUTH)
     assert response.status_code == 202
     job = wait_for_job(client, job_id)
@@ -384,7 +384,7 @@ def test_restart_marks_running_jobs_interrupted_with_a_hint(make_app, tmp_path, 
     create(client, "crashy")
     fake_engine.gate.clear()
     job_id = client.post("/api/v1/deployments/crashy/up", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(30)
+    assert fake_engine.started.wait(60)
     # A crash: the first app's threads never get to record an ending (its store is left as is).
     second = make_app(home=home, engine=fake_engine)
     client2 = second.test_client()

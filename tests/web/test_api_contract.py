@@ -298,7 +298,7 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
 
     fake_engine.gate.clear()
     running = api.call("post", "/deployments/{name}/refresh", 202, client=client, name="live").get_json()["job"]
-    assert fake_engine.started.wait(10)
+    assert fake_engine.started.wait(60)
     for operation in OPERATIONS:
         busy = api.call("post", f"/deployments/{{name}}/{operation}", 409, client=client, name="live",
                         json={"confirm": "live"} if operation == "clear-pending" else None)

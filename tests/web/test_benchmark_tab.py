@@ -217,7 +217,7 @@ def test_cancel_stops_the_run_and_a_failure_says_why(live):
 
     state.benchmarks.benchmarker.run_fn = waits
     job_id = client.post("/api/v1/deployments/live/benchmarks", json={"rates": [1]}, headers=AUTH).get_json()["job"]
-    assert started.wait(10)
+    assert started.wait(60)
     busy = client.post("/api/v1/deployments/live/up", headers=AUTH)
     assert busy.status_code == 409 and busy.get_json()["job"] == job_id  # a benchmark holds the deployment
     client.post(f"/api/v1/jobs/{job_id}/cancel", headers=AUTH)

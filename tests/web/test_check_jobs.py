@@ -144,7 +144,7 @@ def test_a_check_job_is_refused_while_another_job_runs(fake_app, fake_engine):
     create(client, "busy")
     fake_engine.gate.clear()
     running = client.post("/api/v1/deployments/busy/refresh", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(10)
+    assert fake_engine.started.wait(60)
     for operation in ("preflight", "verify"):
         refused = client.post(f"/api/v1/deployments/busy/{operation}", headers=AUTH)
         assert refused.status_code == 409 and refused.get_json()["job"] == running

@@ -66,7 +66,7 @@ def test_a_windowed_event_stream_ends_early_and_resumes_where_it_stopped(fake_ap
     create(client, "slow")
     fake_engine.gate.clear()
     job = client.post("/api/v1/deployments/slow/refresh", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(10)
+    assert fake_engine.started.wait(60)
     first = client.get(f"/api/v1/jobs/{job}/events?window=1", headers=AUTH).get_data(as_text=True)
     assert '"kind":"end"' not in first  # the job still runs: the stream ended by its window
     last_id = [line for line in first.splitlines() if line.startswith("id: ")][-1][4:]

@@ -73,7 +73,7 @@ def test_a_cancel_that_comes_too_late_records_what_really_happened(store):
 
     job_id = runner.submit("demo", "up", "offline", "t", "updating", work,
                            lambda job, status, result: finished.append(status))
-    assert started.wait(5)
+    assert started.wait(60)
     runner.cancel(job_id, "t", release=lambda: None)
     gate.set()
     runner.shutdown(wait=True)
@@ -121,7 +121,7 @@ def test_a_destroy_that_finishes_despite_a_cancel_removes_the_deployment(make_ap
     create(client, "late")
     engine.gate.clear()
     job_id = client.delete("/api/v1/deployments/late", headers=AUTH).get_json()["job"]
-    assert engine.started.wait(5)
+    assert engine.started.wait(60)
     assert client.post(f"/api/v1/jobs/{job_id}/cancel", headers=AUTH).status_code == 202
     engine.gate.set()
     assert wait_for_job(client, job_id)["status"] == "succeeded"
@@ -135,7 +135,7 @@ def test_a_queued_job_holds_its_deployment_as_a_running_one_does(store):
     release = threading.Event()
 
     def hold(ctx: JobContext) -> OperationResult:
-        release.wait(10)
+        release.wait(60)
         return OperationResult()
 
     runner.submit("demo", "up", "offline", "t", "updating", hold, lambda *a: None)

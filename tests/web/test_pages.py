@@ -306,7 +306,7 @@ def test_operation_buttons_start_jobs_and_a_second_one_is_refused(fake_app, fake
     csrf = extract_csrf(text_of(client.get("/deployments/ops")))
     first = client.post("/deployments/ops/up", data={"csrf_token": csrf})
     assert "job=" in first.headers["Location"]
-    assert fake_engine.started.wait(30)
+    assert fake_engine.started.wait(60)
     second = client.post("/deployments/ops/refresh", data={"csrf_token": csrf})
     page = text_of(client.get(second.headers["Location"]))
     assert "is busy" in page
@@ -325,7 +325,7 @@ def test_cancel_button_cancels_the_running_job(fake_app, fake_engine):
     fake_engine.gate.clear()
     csrf = extract_csrf(text_of(client.get("/deployments/cx")))
     job_id = client.post("/deployments/cx/up", data={"csrf_token": csrf}).headers["Location"].split("job=")[1]
-    assert fake_engine.started.wait(30)
+    assert fake_engine.started.wait(60)
     assert 'id="cancel-job"' in text_of(client.get(f"/deployments/cx?job={job_id}"))
     client.post(f"/jobs/{job_id}/cancel", data={"csrf_token": csrf})
     assert wait_for_job(client, job_id, headers={})["status"] == "cancelled"

@@ -45,7 +45,7 @@ def test_a_disk_that_fills_during_a_job_ends_it_failed_with_the_reason(fake_app,
     create(client, "full")
     fake_engine.gate.clear()
     job_id = client.post("/api/v1/deployments/full/refresh", headers=AUTH).get_json()["job"]
-    assert fake_engine.started.wait(10)
+    assert fake_engine.started.wait(60)
     disk.full = True
     fake_engine.gate.set()  # the engine goes on and reports progress: nothing can be written
 

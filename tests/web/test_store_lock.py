@@ -40,11 +40,11 @@ def test_racing_runners_of_two_servers_start_exactly_one_job(make_store):
     barrier = threading.Barrier(8)
 
     def work(ctx: JobContext) -> OperationResult:
-        release.wait(10)
+        release.wait(60)
         return OperationResult()
 
     def attempt(runner: JobRunner) -> None:
-        barrier.wait(10)
+        barrier.wait(60)
         try:
             started.append(runner.submit("race", "up", "offline", "t", "updating", work, lambda *a: None))
         except Busy as busy:
@@ -72,11 +72,11 @@ def test_a_server_starting_in_team_mode_leaves_a_live_peers_job_alone(make_store
 
     def work(ctx: JobContext) -> OperationResult:
         started.set()
-        release.wait(10)
+        release.wait(60)
         return OperationResult()
 
     job_id = busy.submit("shared", "up", "offline", "t", "updating", work, lambda *a: None)
-    assert started.wait(5)
+    assert started.wait(60)
     peer = JobRunner(second, heartbeat_seconds=0.05)
     try:
         interrupted = peer.recover()
@@ -136,7 +136,7 @@ def test_in_team_mode_a_cancel_sent_to_another_server_stops_the_job(make_store):
 
     try:
         job_id = owner.submit("far", "up", "offline", "t", "updating", work, lambda *a: None)
-        assert started.wait(5)
+        assert started.wait(60)
         other.cancel(job_id, "bob", release=lambda: None)
         deadline = time.monotonic() + 10
         while second.get_job(job_id)["status"] == "running" and time.monotonic() < deadline:
@@ -167,7 +167,7 @@ def test_two_app_servers_on_one_database_start_exactly_one_job(make_app, store_u
 
     def attempt(n: int) -> None:
         client = apps[n % 2].test_client()
-        barrier.wait(10)
+        barrier.wait(60)
         answers.append(client.post("/api/v1/deployments/team/up", headers=AUTH).status_code)
 
     threads = [threading.Thread(target=attempt, args=(n,)) for n in range(6)]

@@ -23,7 +23,7 @@ from typing import Any, Optional
 import yaml
 
 from components.spec import HF_TOKEN_KEY, DeploymentSpec
-from webui.change import change_counts, consequences, plan_diff
+from webui.change import change_counts, plan_diff
 from webui.engines.base import (
     OFFLINE_NOTICE,
     JobContext,
@@ -224,9 +224,9 @@ class OfflineEngine:
         changes = change_counts(steps) if steps is not None else {op: total}
         summary: dict[str, Any] = {"changes": changes}
         if steps is not None:
-            # A change to a planned deployment: what the update would do, and what that means.
+            # A change to a planned deployment: what the update would do (the service says what
+            # that means, from the same table as for the real engine's steps: webui.change).
             summary["steps"] = [step for step in steps if step["op"] != "same"]
-            summary["consequences"] = consequences(steps)
         parts = ", ".join(f"{count} {name}" for name, count in sorted(changes.items()))
         ctx.emit({"kind": "summary", "changes": changes, "message": f"{parts}; {OFFLINE_NOTICE}"})
         if operation == "destroy":
