@@ -23,7 +23,7 @@ from webui.security import api_error, init_security
 from webui.service import DeploymentService, status_tone
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
-from webui.store import Store
+from webui.store import STORE_ERRORS, Store, error_text
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,10 @@ def create_app(
     if interrupted:
         logger.warning("%d job(s) were interrupted by the last shutdown", len(interrupted))
     service = DeploymentService(store, runner, engines)
+    try:
+        service.complete_deployed_records()
+    except STORE_ERRORS as exc:  # the app still works; the next start tries again
+        logger.warning("could not complete the deployed-settings records: %s", error_text(exc))
     state = Raypd(
         settings=settings, store=store, runner=runner, engines=engines,
         service=service, benchmarks=BenchmarkService(service),

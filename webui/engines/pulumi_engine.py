@@ -348,8 +348,12 @@ class PulumiEngine:
     def run(
         self, stack: str, operation: str, ctx: JobContext,
         known_resources: Optional[list[dict[str, Any]]] = None,
+        deployed_plan: Optional[dict[str, Any]] = None,
     ) -> OperationResult:
-        """Run one operation; a cancel SIGINTs the CLI and this returns only after it exited."""
+        """Run one operation; a cancel SIGINTs the CLI and this returns only after it exited.
+
+        `deployed_plan` is not needed here: Pulumi's preview compares with the real state."""
+        del deployed_plan
         if operation not in ENGINE_OPERATIONS:
             raise OperationFailed(f"unknown operation {operation}")
         session = self._open_session(stack)
