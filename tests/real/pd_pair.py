@@ -149,6 +149,6 @@ def start_pair(real: RealVllm, log_dir: Path, processes: list[ManagedProcess], *
                   model_dir=real.model_dir, processes=list(processes))
     wait_until("the vLLM prefill/decode pair", lambda: prefill.ready() and decode.ready(),
                deadline_s=deadline_s, watch=[prefill.process, decode.process, proxy])
-    wait_until("the PD proxy", lambda: http_ok(pair.proxy_url + "/v1/models"), deadline_s=60, watch=[proxy])
+    wait_until("the PD proxy", lambda: http_ok(pair.proxy_url + "/v1/models"), deadline_s=300, watch=[proxy])
     pair.ready_s = time.monotonic() - start
     return pair

@@ -13,7 +13,8 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 
-def scrape(url: str, timeout_s: float = 10.0) -> str:
+def scrape(url: str, timeout_s: float = 60.0) -> str:
+    """The metrics page (a busy engine on a loaded 2-core machine can take seconds to answer)."""
     response = requests.get(url, timeout=timeout_s)
     response.raise_for_status()
     return response.text
