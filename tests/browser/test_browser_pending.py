@@ -1,8 +1,10 @@
 """Pending changes in a real browser (Debian chromium through Playwright) against `python -m webui`
 with the offline engine (the server and page of test_browser_flow.py): a planned deployment's decode
-replicas go 1 -> 2, the list and the page keep showing what was planned with a "pending changes"
-mark, Discard (its confirm accepted) puts the planned settings back and the mark goes away.
-Any console error (a CSP violation included) fails it.
+replicas go 1 -> 2, and the preview says it happens in place with no restart of the running
+engines, at the cost shown; the list and the page keep showing what was planned with a "pending
+changes" mark; a model setting then offers both strategies with their extra cost, and choosing zero
+downtime previews again with it; Discard (its confirm accepted) puts the planned settings back and
+the mark goes away. Any console error (a CSP violation included) fails it.
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ def test_a_pending_change_is_marked_and_discarded_in_a_browser(server, page):  #
     expect(panel.locator("#old-cost")).to_have_text(planned)
     expect(panel.locator("#new-cost")).to_have_text(grown)
     expect(page.locator("#discard-changes")).to_be_enabled()
+    # What the preview says the scale does: in place, no restart, no strategy to choose.
+    effects = page.locator("#effects")
+    expect(effects).to_contain_text("in place, no restart of the running engines")
+    expect(page.locator("#chosen-strategy")).to_contain_text("no downtime, no extra nodes")
+    expect(page.locator("#strategy-choices")).to_have_count(0)
+    expect(page.locator("#job-changes")).to_contain_text("GPU node groups resize in place")
     shot(page, "16-pending-changes")
 
     page.goto(base + "/")
@@ -69,6 +77,27 @@ def test_a_pending_change_is_marked_and_discarded_in_a_browser(server, page):  #
 
     page.goto(base + "/deployments/pend/benchmark")
     expect(page.locator("#deployed-line")).to_contain_text("a benchmark measures what runs")
+
+    # A model setting restarts the engines: the preview offers both strategies with their price.
+    page.goto(base + "/deployments/pend/change")
+    page.fill("#f-raypd-model-maxModelLen", "8192")
+    page.click("#save-change")
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=90_000)
+    page.reload()
+    expect(page.locator("#effects")).to_contain_text("engines restart")
+    choices = page.locator("#strategy-choices")
+    in_place, zero = choices.locator('tr[data-strategy="inPlace"]'), choices.locator('tr[data-strategy="newCluster"]')
+    expect(in_place).to_contain_text("about 4 min")
+    expect(in_place.locator(".badge")).to_have_text("chosen")
+    expect(zero).to_contain_text("none")  # its downtime
+    expect(zero).to_contain_text("2 × g6.8xlarge")  # the old cluster's nodes during the switch
+    expect(zero).to_contain_text(re.compile(r"\$\d+\.\d\d"))  # their cost for the switch
+    expect(zero).to_contain_text("L-DB2E81BA")  # the vCPU quota the preflight checks
+    shot(page, "17b-strategies")
+    page.click("#use-newCluster")
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=90_000)
+    page.reload()
+    expect(page.locator("#chosen-strategy")).to_contain_text("zero downtime (new cluster)")
 
     # Discard (the page's confirm is accepted): the planned settings are back, the mark gone.
     page.goto(base + "/deployments/pend")
