@@ -17,7 +17,7 @@ import requests
 from serve.kv_evidence import backends_in, is_kv_line, kv_counters, parse_vllm_samples
 from serve.verify import ChatOutcome, KvReading, check_endpoint_chat, check_kv_transfer
 from tests.real.capture import unreachable_prefill_params
-from tests.real.chat import chat
+from tests.real.chat import chat as proxy_chat
 from tests.real.locate import MODEL_ID
 from tests.real.pd_pair import Engine, PdPair
 from tests.real.processes import wait_until
@@ -89,7 +89,7 @@ def test_a_decode_whose_prefill_is_unreachable_is_a_500_and_a_failed_transfer(re
     # an ordinary chat through the proxy works again, so the tests after this one see a sound pair.
     def serves_again() -> bool:
         try:
-            return bool(chat(pair.proxy_url, "the prefill is back", max_tokens=4, timeout_s=60))
+            return bool(proxy_chat(pair.proxy_url, "the prefill is back", max_tokens=4, timeout_s=60))
         except (AssertionError, requests.RequestException):
             return False
 
