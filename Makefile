@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test plan bench clean
+.PHONY: run test real-vllm plan bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ test: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m mypy components serve webui bench
 	$(PY) -m pytest $(ARGS)
+
+# The real vLLM prefill/decode pair and Ray Serve LLM on CPU (tests/real): builds their own cached
+# venv first (scripts/ensure-real-vllm; minutes once, seconds after), then runs only those tests.
+# `make test` runs them too when that venv exists, and skips them saying how to get it otherwise.
+real-vllm: $(VENV)/.installed
+	./scripts/ensure-real-vllm
+	$(PY) -m pytest tests/real $(ARGS)
 
 plan: $(VENV)/.installed
 	$(PY) -m components.plan --config Pulumi.dev.yaml

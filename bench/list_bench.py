@@ -56,7 +56,10 @@ def fill(home: Path, count: int) -> None:
         store.set_job_running(job)
         store.set_progress(job, 34, 34)
         store.finish_job(job, "succeeded")
-        store.update_deployment(name, status="planned (offline)")
+        store.record_deployed(name, {"status": "planned (offline)"}, spec.public_config(), summarize(spec), job=job)
+        if index % 4 == 0:  # a quarter with a change saved since: the list marks them "pending changes"
+            grown = DeploymentSpec.from_config({**spec.public_config(), "raypd:systemNodes": {"count": 2}}, name)
+            store.set_config(name, grown.public_config(), summarize(grown))
     store.close()
 
 

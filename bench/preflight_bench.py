@@ -7,6 +7,8 @@ it (AWS_ENDPOINT_URL, dummy keys, empty config files), and runs `run_preflight` 
 stack (Pulumi.dev.yaml defaults, us-east-2) N times in this process: STS and EC2 through the
 emulator over HTTP, Service Quotas through a botocore Stubber (moto does not implement EC2's quotas;
 the stubbed client is built inside the timed region, as run_preflight would build a real one).
+The model-source check asks the Hugging Face Hub stand-in of tests/fakes/hf_hub.py (HF_ENDPOINT,
+on 127.0.0.1) through huggingface_hub, as it would ask the Hub.
 Each run builds its own boto3 session and clients, as a CLI run or a web request does. Prints the
 median and max wall time and whether the median meets the target (< 2 s). Not a test.
 """
@@ -59,12 +61,15 @@ def main() -> int:
         warnings.simplefilter("ignore", UserWarning)
         from moto.server import ThreadedMotoServer
 
+    from components import defaults
     from components.preflight import node_lines, run_preflight, vcpus_needed
     from components.spec import DeploymentSpec
     from components.topology import plan_deployment
+    from tests.fakes.hf_hub import FakeHub, HubRepo
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    hub = FakeHub({defaults.MODEL_SOURCE: HubRepo()}).start()
     try:
         host, port = server.get_host_and_port()
         with tempfile.TemporaryDirectory() as scratch:
@@ -78,6 +83,7 @@ def main() -> int:
                 "AWS_DEFAULT_REGION": "us-east-2", "AWS_EC2_METADATA_DISABLED": "true",
                 "AWS_CONFIG_FILE": str(Path(scratch) / "config"),
                 "AWS_SHARED_CREDENTIALS_FILE": str(Path(scratch) / "credentials"),
+                "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_TELEMETRY": "1",
             })
             spec = DeploymentSpec.from_config({}, "dev")
             codes = sorted(vcpus_needed(node_lines(plan_deployment(spec), {})))
@@ -89,6 +95,7 @@ def main() -> int:
                 times.append(time.perf_counter() - start)
                 statuses = " ".join(f"{c.id}={c.status}" for c in report.checks)
     finally:
+        hub.stop()
         server.stop()
     median, worst = statistics.median(times), max(times)
     ok = median < TARGET_SECONDS

@@ -22,7 +22,6 @@ import pulumi_kubernetes as k8s
 from components import defaults
 from components.topology import GpuGroupPlan
 
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_TAINT_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 # Helm waits this long for the operator to become ready (image pull on a fresh node included).
 RELEASE_TIMEOUT_SECONDS = 600
@@ -58,7 +57,7 @@ def efa_device_plugin_values(groups: Sequence[GpuGroupPlan]) -> dict[str, Any]:
     return {
         "nodeSelector": dict(defaults.GPU_ROLE_LABEL),
         "tolerations": [GPU_TAINT_TOLERATION],
-        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": efa_types},
+        "supportedInstanceLabels": {"keys": [defaults.INSTANCE_TYPE_LABEL], "values": efa_types},
     }
 
 

@@ -2,8 +2,9 @@
 
 Validation, node-group sizing, cost estimates and the web UI all read this table, so a fact about an
 instance type is written exactly once. Figures come from EC2 DescribeInstanceTypes (as recorded in
-moto 5.2.5) and the public on-demand price list for us-east-1 (Linux, shared tenancy); see
-docs/catalogue.md. At deploy time AWS's own API is authoritative (preflight asks it again).
+moto 5.2.5) and the public on-demand price list for us-east-1 (Linux, shared tenancy; PRICE_*
+below, which every cost raypd shows names through `price_basis`); see docs/catalogue.md. At deploy
+time AWS's own API is authoritative (preflight asks it again).
 """
 
 from __future__ import annotations
@@ -114,3 +115,18 @@ def gpu_instance_types() -> list[InstanceType]:
 # Fixed hourly charges of every raypd stack (us-east-1 list prices).
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 NAT_GATEWAY_USD_PER_HOUR = 0.045
+
+# Where every price above comes from: one region's on-demand list price, at one date. Every cost
+# raypd shows says so (price_basis), so a figure is never taken for another region's bill.
+PRICE_REGION = "us-east-1"
+PRICE_AS_OF = "July 2026"
+PRICE_SOURCE = ("AWS Price List on-demand list prices, Linux, shared tenancy, as published in "
+                "Karpenter's generated price file")
+
+
+def price_basis(region: str) -> str:
+    """Where the cost figures for a stack in `region` come from, in words people read next to them."""
+    basis = f"{PRICE_REGION} on-demand list price, {PRICE_AS_OF}"
+    if region == PRICE_REGION:
+        return basis
+    return f"{basis}; {region} prices differ, this is not {region}'s"

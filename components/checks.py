@@ -3,20 +3,21 @@
 Other programs and the web app key on the check ids, so they are listed here once, in the order a
 report shows them. A report's `ok` is derived (false iff some check failed), never set by hand, and
 a check that could not get its evidence is `warn` or `skip`: `Check.passed` is the only way to say
-`pass`, and it needs the evidence in its detail.
+`pass`, and it needs the evidence in its detail. A report whose checks were mostly skipped checked
+nothing much: people are shown "not checked" (`Report.verdict`), never "ok", whatever `ok` says.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-from typing import Any, Iterable, Literal, TextIO
+from typing import Any, Iterable, Literal, Mapping, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 PREFLIGHT_IDS: tuple[str, ...] = (
     "aws-credentials", "instance-types", "efa-support", "zone-offering", "eks-zone",
-    "vcpu-quota", "gpu-memory-fit", "update-headroom",
+    "vcpu-quota", "gpu-memory-fit", "update-headroom", "model-source",
 )
 VERIFY_IDS: tuple[str, ...] = (
     "gpu-nodes", "efa-devices", "one-zone", "rayservice-ready", "serve-app-running",
@@ -24,6 +25,7 @@ VERIFY_IDS: tuple[str, ...] = (
 )
 KIND_IDS: dict[str, tuple[str, ...]] = {"preflight": PREFLIGHT_IDS, "verify": VERIFY_IDS}
 Kind = Literal["preflight", "verify"]
+Verdict = Literal["ok", "failed", "not checked"]
 
 
 class CheckStatus(str, enum.Enum):
@@ -76,6 +78,21 @@ class Report(BaseModel):
     def failed(self) -> list[Check]:
         return [check for check in self.checks if check.status == CheckStatus.FAIL.value]
 
+    @property
+    def skipped(self) -> list[Check]:
+        return [check for check in self.checks if check.status == CheckStatus.SKIP.value]
+
+    @property
+    def verdict(self) -> Verdict:
+        """What people are shown (the web app's badge, the CLIs' first line): "failed" when a check
+        failed; "not checked" when most checks were skipped (no failure is not a clean bill of
+        health when nothing was looked at), also for a report without checks; else "ok"."""
+        if not self.ok:
+            return "failed"
+        if not self.checks or len(self.skipped) * 2 > len(self.checks):
+            return "not checked"
+        return "ok"
+
     def as_dict(self) -> dict[str, Any]:
         """The Contract 5 document, keys in the contract's order."""
         return {"kind": self.kind, "ok": self.ok,
@@ -100,6 +117,15 @@ class Report(BaseModel):
         return cls.model_validate(body)
 
 
+def report_verdict(document: Mapping[str, Any]) -> Verdict:
+    """The verdict of a stored or received Contract 5 document (the web app's templates hold dicts,
+    with extra keys such as `job` and `at`); a document that is not a report reads "not checked"."""
+    try:
+        return Report.from_dict({"kind": document.get("kind"), "checks": document.get("checks")}).verdict
+    except (ValueError, TypeError):
+        return "not checked"
+
+
 def exit_code(report: Report) -> int:
     """The CLIs' contract: 0 when no check failed, 1 when one did (2 is for invalid input)."""
     return 0 if report.ok else 1
@@ -117,7 +143,11 @@ STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
 
 def format_report(report: Report) -> str:
     """The readable form the CLIs print without --json: one block per check, remedy under it."""
-    lines = [f"{report.kind}: {'ok' if report.ok else 'FAILED'}"]
+    verdict = report.verdict
+    head = {"ok": "ok", "failed": "FAILED",
+            "not checked": f"not checked ({len(report.skipped)} of {len(report.checks)} checks "
+                           "skipped)"}[verdict]
+    lines = [f"{report.kind}: {head}"]
     for check in report.checks:
         lines.append(f"  [{STATUS_MARK[check.status]}] {check.id}: {check.title}")
         if check.detail:

@@ -6,7 +6,10 @@ vpc-cni, kube-proxy and coredns. pulumi-eks (4.x) creates vpc-cni and kube-proxy
 with the cluster, but skips the managed coredns add-on when there is no default node group, because
 created before any node exists it sits DEGRADED until a 20-minute timeout (pulumi/pulumi-eks#1819).
 So coredns is added here once the system node group exists; it adopts the self-managed coredns
-that EKS bootstraps meanwhile.
+that EKS bootstraps meanwhile. Its version is resolved from the cluster's Kubernetes version the way
+pulumi-eks resolves its own add-ons (nodejs/eks/cluster/cluster.ts: `aws.eks.getAddonVersion`,
+`mostRecent: true`), so a Kubernetes upgrade upgrades CoreDNS with it instead of leaving the
+version the cluster was created with.
 """
 
 from __future__ import annotations
@@ -185,10 +188,15 @@ class Cluster(pulumi.ComponentResource):
             opts=child,
         )
 
+        coredns_version = aws.eks.get_addon_version_output(
+            addon_name="coredns", kubernetes_version=args.kubernetes_version, most_recent=True,
+            opts=pulumi.InvokeOptions(parent=self),
+        ).version
         aws.eks.Addon(
             f"{name}-coredns",
             cluster_name=args.cluster_name,
             addon_name="coredns",
+            addon_version=coredns_version,
             # Adopt the self-managed coredns EKS installed at cluster creation.
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",

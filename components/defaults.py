@@ -47,18 +47,63 @@ COLOCATED_REPLICAS = 2
 KV_CONNECTOR: Final = "NixlConnector"
 KV_BACKEND: Final = "LIBFABRIC"
 
+# How a change that restarts the engines or rebuilds the Ray cluster is rolled out (components/changes.py):
+# "inPlace" takes the downtime of a model load and no extra nodes; "newCluster" (KubeRay's
+# upgradeStrategy NewCluster) starts a second Ray cluster on extra GPU nodes and switches to it.
+UPGRADE_STRATEGY: Final = "inPlace"
+UPGRADE_STRATEGIES = ("inPlace", "newCluster")
+
 RAY_VERSION = "2.58.0"
 KUBERAY_VERSION = "1.4.0"
 NAMESPACE = "inference"
 SERVICE_NAME = "ray-llm"
 
-# The Ray LLM Deep Learning Container. The DLC registry account serves most commercial regions.
-DLC_ACCOUNT = "763104351884"
+# The Ray LLM Deep Learning Container, pulled from the DLC registry account of the stack's region.
+# Source: aws/deep-learning-containers docs/reference/region_availability.md ("Private ECR account
+# IDs by region", commit e0ecedea, 2026-08-21). A region missing here (GovCloud, the ISO
+# partitions, regions newer than the table) has no DLC registry: such a stack must name its own
+# image in raypd:image (components.spec refuses it otherwise).
 DLC_REPOSITORY_TAG = "ray:serve-llm-cuda-v1.0"
+DLC_ACCOUNTS_AS_OF = "2026-08-21"
+DLC_ACCOUNTS: dict[str, str] = {
+    **dict.fromkeys((
+        "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ap-south-1", "ap-northeast-1",
+        "ap-northeast-2", "ap-southeast-1", "ap-southeast-2", "ca-central-1", "eu-central-1",
+        "eu-west-1", "eu-west-2", "eu-west-3", "eu-north-1", "sa-east-1",
+    ), "763104351884"),
+    "af-south-1": "626614931356",
+    "ap-east-1": "871362719292",
+    "ap-east-2": "975050140332",
+    "ap-south-2": "772153158452",
+    "ap-southeast-3": "907027046896",
+    "ap-southeast-4": "457447274322",
+    "ap-southeast-5": "550225433462",
+    "ap-southeast-6": "633930458069",
+    "ap-southeast-7": "590183813437",
+    "ap-northeast-3": "364406365360",
+    "ca-west-1": "204538143572",
+    "eu-south-1": "692866216735",
+    "eu-south-2": "503227376785",
+    "eu-central-2": "380420809688",
+    "il-central-1": "780543022126",
+    "mx-central-1": "637423239942",
+    "me-south-1": "217643126080",
+    "me-central-1": "914824155844",
+    "cn-north-1": "727897471807",
+    "cn-northwest-1": "727897471807",
+}
+# The public mirror of the same image, for regions without a DLC registry.
+DLC_PUBLIC_IMAGE = "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda"
 
 
-def dlc_image(region: str) -> str:
-    return f"{DLC_ACCOUNT}.dkr.ecr.{region}.amazonaws.com/{DLC_REPOSITORY_TAG}"
+def dlc_image(region: str) -> str | None:
+    """The DLC image in `region`'s own registry (ECR in China is under amazonaws.com.cn), or None
+    where AWS publishes no DLC registry."""
+    account = DLC_ACCOUNTS.get(region)
+    if account is None:
+        return None
+    suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"{account}.dkr.ecr.{region}.{suffix}/{DLC_REPOSITORY_TAG}"
 
 
 # Helm charts (repository, chart, pinned version). The KubeRay chart version comes from the spec.
@@ -91,6 +136,12 @@ DEVICE_PLUGIN_NAMESPACE = "kube-system"
 SYSTEM_LABELS = {"role": "system"}
 GPU_ROLE_LABEL = {"role": "gpu-worker"}
 PHASE_LABEL_KEY = "raypd.io/phase"
+# Well-known labels the kubelet sets on every node (kubernetes.io/docs/reference/labels-annotations-taints).
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# Zero-downtime stacks label each generation of GPU node groups, so a new Ray cluster's pods land on
+# the new nodes only (components.rayservice.node_set).
+NODE_SET_LABEL = "raypd.io/node-set"
 SERVE_PORT = 8000
 DASHBOARD_PORT = 8265
 # KubeRay adds a container port named "metrics" on 8080 to every Ray pod (DefaultMetricsPort);

@@ -146,6 +146,32 @@ TYPICAL: dict[str, Typical] = {
 # The table as the functions below take it: key -> seconds.
 TYPICAL_SECONDS: dict[str, float] = {key: entry.seconds for key, entry in TYPICAL.items()}
 
+# How long the things a CHANGE does take (components.changes: downtime and the time extra nodes run).
+# Same sources as above, plus:
+#   [eks-upd]  EKS user guide, "Update existing cluster to new Kubernetes version": the control
+#              plane update "takes several minutes"; managed node group updates replace nodes one
+#              at a time after surge nodes join (Managed node group update behavior).
+CHANGE_TIMES: dict[str, Typical] = {
+    "engine-restart": Typical(
+        245.0,
+        "an engine reloads its model on a node that already runs: weights ~145 s cold [guide] (the "
+        "page cache can make a reload far faster) + vLLM engine init ~100 s [ray63859]",
+    ),
+    "ray-cluster-warm-nodes": Typical(
+        280.0,
+        "a new Ray cluster on nodes that already pulled the image: the RayService's 780 s minus "
+        "its ~500 s image pull [soci]",
+    ),
+    "control-plane-upgrade": Typical(
+        900.0, "estimate: [eks-upd] 'several minutes'; seen as 10-20 min in the field",
+    ),
+    "node-group-roll": Typical(
+        900.0,
+        "estimate: [eks-upd] surge nodes join (~600 s for GPU nodes, as above), then each old "
+        "node is cordoned, drained and terminated",
+    ),
+}
+
 
 class CriticalPath(NamedTuple):
     """The longest chain of dependencies: its total seconds and its names, first to last."""

@@ -159,6 +159,12 @@ class PlanMocks(mocks.Mocks):
                 "groupNames": [self.region] * len(zones),
                 "state": "available",
             }
+        if args.token == "aws:eks/getAddonVersion:getAddonVersion":
+            # The real answer is EKS's newest add-on build for that Kubernetes version; offline
+            # the plan names it by the version it follows, so a version change shows as a change.
+            addon, version = args.args.get("addonName"), args.args.get("kubernetesVersion")
+            return {"id": f"{addon}-{version}", "addonName": addon, "kubernetesVersion": version,
+                    "mostRecent": True, "version": f"newest-for-{version}"}
         return {}
 
     def _offerings(self, request: Mapping[str, Any]) -> dict[str, Any]:

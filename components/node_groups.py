@@ -14,6 +14,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
+from components import defaults
 from components.topology import GpuGroupPlan
 
 # EKS-optimised AL2023 with the NVIDIA driver and container toolkit (the device plugin is installed
@@ -21,11 +22,15 @@ from components.topology import GpuGroupPlan
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 
 
-def node_group_resource_name(group: GpuGroupPlan) -> str:
-    return f"{group.name}-nodes"
+def node_group_resource_name(group: GpuGroupPlan, node_set: Optional[str] = None) -> str:
+    """The Pulumi name of a group's node group. Zero-downtime stacks name each generation by its
+    node set (components.rayservice.node_set): a new generation is a new resource, created before
+    the switch, and the old one is deleted at the end of the same `pulumi up`, after it."""
+    return f"{group.name}-nodes" if node_set is None else f"{group.name}-nodes-{node_set}"
 
 
-def gpu_node_group_settings(group: GpuGroupPlan, availability_zone: str) -> dict[str, Any]:
+def gpu_node_group_settings(group: GpuGroupPlan, availability_zone: str,
+                            node_set: Optional[str] = None) -> dict[str, Any]:
     """Keyword arguments of `eks.ManagedNodeGroup` for one plan entry (no Pulumi objects).
 
     Fixed size (min = max = desired = nodes): a Ray worker pod takes a whole node, and the Serve
@@ -33,10 +38,13 @@ def gpu_node_group_settings(group: GpuGroupPlan, availability_zone: str) -> dict
     EFA-capable types get pulumi-eks's EFA support: a cluster placement group in the AZ and a
     launch template with one EFA interface per network card (the RayService requests them all).
     """
+    labels = dict(group.labels)
+    if node_set is not None:
+        labels[defaults.NODE_SET_LABEL] = node_set  # the new RayCluster's pods select it
     settings: dict[str, Any] = {
         "instance_types": [group.instance_type],
         "ami_type": GPU_AMI_TYPE,
-        "labels": dict(group.labels),
+        "labels": labels,
         "disk_size": group.root_volume_gb,
         "scaling_config": {
             "min_size": group.nodes,
@@ -61,6 +69,7 @@ class GpuNodeGroupArgs:
     # The private subnet of the GPU AZ (with its NAT route attached).
     subnet_id: pulumi.Input[str]
     tags: dict[str, str] = field(default_factory=dict)
+    node_set: Optional[str] = None  # zero-downtime stacks: this generation (node_group_resource_name)
 
 
 class GpuNodeGroup(pulumi.ComponentResource):
@@ -70,7 +79,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self, name: str, args: GpuNodeGroupArgs, opts: Optional[pulumi.ResourceOptions] = None
     ):
         super().__init__("raypd:cluster:GpuNodeGroup", name, None, opts)
-        settings = gpu_node_group_settings(args.group, args.availability_zone)
+        settings = gpu_node_group_settings(args.group, args.availability_zone, args.node_set)
         scaling = settings.pop("scaling_config")
         self.node_group = eks.ManagedNodeGroup(
             f"{name}-group",

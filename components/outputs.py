@@ -16,7 +16,7 @@ from typing import Any, Optional, Union
 
 import jsonschema
 
-from components import defaults
+from components import catalogue, defaults
 from components.serve_config import APP_NAME
 from components.spec import DeploymentSpec
 from components.topology import DeploymentPlan, as_plan
@@ -114,6 +114,7 @@ def render_stack_outputs(
     # A partial sum would read as the whole bill; leave the estimate out when a price is missing.
     if not cost.unpriced:
         outputs["estimatedUsdPerHour"] = cost.usd_per_hour
+        outputs["estimatedCostBasis"] = catalogue.price_basis(spec.region)
     return outputs
 
 

@@ -4,15 +4,20 @@ The manifest comes whole from `components.rayservice.render_rayservice`; this co
 applies it. It waits for (and on destroy goes before) the KubeRay operator, which owns the
 RayService finalizer, and the device plugins and GPU node groups its workers need.
 
-Updates: KubeRay applies a changed serveConfigV2 to the running cluster, but answers any other
-change of rayClusterConfig (worker sizes, image, env, min/maxReplicas...) with a blue/green
-upgrade: a second, pending RayCluster that takes over once ready. raypd's GPU node groups are
-sized for exactly one cluster, so that pending cluster's workers would stay Pending forever while
-Ready stays True on the old one: `pulumi up` would report success and nothing would change. So a
-change under spec.rayClusterConfig replaces the RayService, deleting the old one first (serving
-stops until the new one is Ready); serve-config-only changes still roll in place, and a rollout
-check Job (components.rollout) makes `pulumi up` wait until the new Serve config is RUNNING.
-With an s3:// model, the Ray pods' ServiceAccount (IRSA, components.model_access) lives here too.
+Updates (components.rayservice's docstring has KubeRay's rules): KubeRay applies a changed
+serveConfigV2 to the running cluster, leaves replica counts to the Ray autoscaler, and answers any
+other change of rayClusterConfig (worker sizes, image, env, selectors...) with a new RayCluster.
+- In-place stacks (`raypd:upgradeStrategy: inPlace`): the GPU node groups are sized for exactly
+  one cluster, so a second, pending cluster could never schedule (and `upgradeStrategy: None` makes
+  KubeRay ignore such a change). So when the cluster digest annotation changes (the part of
+  rayClusterConfig KubeRay would rebuild for) the RayService is replaced, the old one deleted
+  first: serving stops until the new one is Ready. A replica-count change does not touch the digest
+  and stays an in-place update.
+- Zero-downtime stacks (`newCluster`): KubeRay's own NewCluster upgrade, on a new generation of GPU
+  node groups (components.rayservice.node_set); no replacement.
+Either way a rollout check Job (components.rollout) makes `pulumi up` wait until the new Serve
+config is RUNNING. With an s3:// model, the Ray pods' ServiceAccount (IRSA,
+components.model_access) lives here too.
 """
 
 from __future__ import annotations
@@ -25,11 +30,17 @@ import pulumi_kubernetes as k8s
 from pydantic import SecretStr
 
 from components.model_access import ROLE_ARN_ANNOTATION
-from components.rayservice import HF_TOKEN_SECRET_KEY
+from components.rayservice import HF_TOKEN_SECRET_KEY, RAY_CLUSTER_DIGEST_ANNOTATION
 from components.rollout import serve_rollout_job
 
-# Changes here make KubeRay build a second RayCluster (see the module docstring).
-REPLACE_ON_CHANGES = ("spec.rayClusterConfig",)
+# A change of this annotation is a change KubeRay would build a new RayCluster for (see the module
+# docstring); a Pulumi property path, bracketed because the key holds "." and "/".
+REPLACE_ON_CHANGES = (f'metadata.annotations["{RAY_CLUSTER_DIGEST_ANNOTATION}"]',)
+
+
+def replace_on_changes(upgrade_strategy: str) -> list[str]:
+    """The RayService's replaceOnChanges for a stack's upgrade strategy (module docstring)."""
+    return list(REPLACE_ON_CHANGES) if upgrade_strategy == "inPlace" else []
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,7 @@ class PdServiceArgs:
     # S3 model sources: the Ray pods' ServiceAccount and the IAM role it assumes (IRSA).
     service_account_name: Optional[str] = None
     service_account_role_arn: Optional[pulumi.Input[str]] = None
+    upgrade_strategy: str = "inPlace"
 
 
 class PdService(pulumi.ComponentResource):
@@ -95,8 +107,8 @@ class PdService(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=needs,
-                # See the module docstring: no room for KubeRay's second cluster.
-                replace_on_changes=list(REPLACE_ON_CHANGES),
+                # See the module docstring: no room for KubeRay's second cluster in place.
+                replace_on_changes=replace_on_changes(args.upgrade_strategy),
                 delete_before_replace=True,
             ),
         )

@@ -3,15 +3,18 @@
     python -m components.preflight --config Pulumi.<stack>.yaml [--stack NAME] [--json]
 
 Every check answers one question a failed deploy would otherwise answer 20 minutes in (Contract 5
-ids, see components/checks.py): do the credentials work, do the instance types exist here with the
-GPUs and EFA the spec assumes, does one AZ offer them all, can EKS use that AZ, is there vCPU quota
-for the nodes (and for the extra nodes a rolling node-group update launches), and does the model fit
-the GPUs (`gpu-memory-fit`, no AWS). All AWS calls are read-only.
+ids, see components/checks.py): do the credentials work (and is the caller not also listed in
+raypd:adminRoleArns, which breaks the first `up`), do the instance types exist here with the GPUs
+and EFA the spec assumes, does one AZ offer them all, can EKS use that AZ, is there vCPU quota for
+the nodes (and for the extra nodes a rolling node-group update launches), does the model fit the
+GPUs (`gpu-memory-fit`, no AWS), and can the model be downloaded (`model-source`: the Hugging Face
+Hub or S3, components/model_source.py). All AWS calls are read-only.
 
 Layout: pure functions (zone choice, EKS-excluded zones, vCPUs per quota code, update surge) that
 tests call without AWS; `_Aws`, a thin layer over boto3 with short timeouts; `run_preflight`, which
-turns answers into checks. No credentials: the AWS checks are skipped, the memory check still runs.
-An unreachable endpoint ends the run in seconds with warn/skip, never a hang or a traceback.
+turns answers into checks. No credentials: the AWS checks are skipped, the memory and Hub checks
+still run. An endpoint that does not answer fails `aws-credentials` in seconds, naming the
+endpoint (the other AWS checks skip), never a hang or a traceback.
 Exit codes: 0 no fail, 1 a fail, 2 invalid configuration.
 """
 
@@ -39,12 +42,14 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from components import catalogue, model_shapes
+from components import catalogue, model_shapes, model_source
+from components.admin_access import caller_in_admins, matching_entry
+from components.changes import DEFAULT_MAX_UNAVAILABLE, GPU_GROUP_ZONES
 from components.checks import Check, Report, write_report
 from components.errors import SpecError
 from components.model_shapes import memory_fit
 from components.program import AZ_FIELD, gpu_instance_types, is_regular_zone, zones_offering_all
-from components.spec import REGION_KEY, DeploymentSpec
+from components.spec import ADMIN_ROLE_ARNS_KEY, REGION_KEY, DeploymentSpec
 from components.stack_file import add_stack_arguments, read_stack
 from components.topology import DeploymentPlan, plan_deployment
 from components.zones import CLUSTER_TAG as VPC_CLUSTER_TAG
@@ -71,8 +76,10 @@ TITLES: dict[str, str] = {
     "vcpu-quota": "On-Demand vCPU quota covers the nodes",
     "gpu-memory-fit": model_shapes.TITLE,
     "update-headroom": "spare quota for a rolling node-group update",
+    "model-source": model_source.TITLE,
 }
-AWS_CHECK_IDS = tuple(i for i in TITLES if i not in ("aws-credentials", "gpu-memory-fit"))
+# The checks that ask AWS after aws-credentials (model-source asks S3 only for s3:// sources).
+AWS_CHECK_IDS = tuple(i for i in TITLES if i not in ("aws-credentials", "gpu-memory-fit", "model-source"))
 
 # Short timeouts and one retry: a dead or blackholed endpoint must end the run in seconds.
 BOTO_CONFIG = Config(
@@ -81,12 +88,7 @@ BOTO_CONFIG = Config(
 
 # EKS-excluded AZ IDs: one table, in components.zones, shared with the program.
 
-# EKS managed node group updates (EKS user guide, "Managed node update behavior", scale-up phase):
-# the Auto Scaling group's maximum and desired size grow by the larger of "up to twice the number
-# of Availability Zones the Auto Scaling group is deployed in" and the update's maxUnavailable
-# (default 1; raypd sets no updateConfig). New nodes start before old ones are drained.
-DEFAULT_MAX_UNAVAILABLE = 1
-GPU_GROUP_ZONES = 1  # every GPU node group sits in one subnet of the GPU AZ (EFA cannot cross AZs)
+# EKS managed node group updates: the rule lives with the other change effects (components.changes).
 
 QUOTA_NAMES: dict[str, str] = {
     catalogue.QUOTA_G_AND_VT: "Running On-Demand G and VT instances",
@@ -284,16 +286,10 @@ class _Aws:
             )
         return self._clients[service]
 
-    def region_known(self) -> bool:
-        """Whether botocore's bundled endpoint data lists the region (offline; a region newer than
-        the installed botocore is not listed)."""
-        try:
-            return any(
-                self._region in self._session.get_available_regions("ec2", partition_name=partition)
-                for partition in self._session.get_available_partitions()
-            )
-        except BotoCoreError:
-            return True  # cannot tell: do not accuse the region
+    def endpoint(self, service: str) -> str:
+        """Where the service's calls go (AWS_ENDPOINT_URL or the regional endpoint): named when it
+        does not answer."""
+        return str(self.client(service).meta.endpoint_url)
 
     def caller_identity(self) -> dict[str, Any]:
         return self.client("sts").get_caller_identity()
@@ -372,6 +368,27 @@ class _Aws:
                     found.append((instance["InstanceType"], tags))
         return found
 
+    def cluster_exists(self, name: str) -> bool:
+        try:
+            self.client("eks").describe_cluster(name=name)
+        except ClientError as exc:
+            if _error_code(exc) == "ResourceNotFoundException":
+                return False
+            raise
+        return True
+
+    def access_entry_principals(self, cluster: str) -> list[str]:
+        """Principal ARNs of the cluster's access entries (EKS ListAccessEntries, every page)."""
+        client = self.client("eks")
+        principals: list[str] = []
+        token: Optional[str] = None
+        while True:
+            page = client.list_access_entries(clusterName=cluster, **({"nextToken": token} if token else {}))
+            principals += list(page.get("accessEntries", []))
+            token = page.get("nextToken")
+            if not token:
+                return principals
+
     def quota(self, code: str) -> float:
         """The applied quota value; the AWS default when the account never changed it."""
         client = self.client("service-quotas")
@@ -428,19 +445,6 @@ def _skip_all(ids: Iterable[str], why: str, remedy: str = "") -> list[Check]:
     return [Check.skipped(i, TITLES[i], why, remedy) for i in ids]
 
 
-def _unknown_region(ctx: _Context, what_happened: str) -> bool:
-    """When AWS does not answer in a region botocore has never heard of, blame the region."""
-    if ctx.aws.region_known():
-        return False
-    region = ctx.spec.region
-    ctx.add(Check.failed(
-        "aws-credentials", TITLES["aws-credentials"],
-        f"{what_happened}; {region} is not an AWS region botocore knows (or is newer than it)",
-        f"set {REGION_KEY} to an AWS region (e.g. us-east-2)",
-    ))
-    return True
-
-
 def _check_credentials(ctx: _Context) -> Optional[str]:
     """The aws-credentials check; returns why the other AWS checks must be skipped, if they must."""
     spec, cid, title = ctx.spec, "aws-credentials", TITLES["aws-credentials"]
@@ -450,10 +454,8 @@ def _check_credentials(ctx: _Context) -> Optional[str]:
         ctx.add(Check.skipped(cid, title, f"{NO_CREDENTIALS}; {type(exc).__name__}"))
         return "no AWS credentials"
     except Unreachable as exc:
-        if _unknown_region(ctx, f"AWS STS did not answer ({exc})"):
-            return f"region {spec.region} is not usable"
-        ctx.add(Check.warned(cid, title, f"AWS STS did not answer ({exc})",
-                             "check network access to AWS (and AWS_ENDPOINT_URL if set), then rerun"))
+        ctx.add(Check.failed(cid, title, f"AWS STS at {ctx.aws.endpoint('sts')} did not answer ({exc})",
+                             _unreachable_remedy()))
         return "AWS did not answer"
     except ClientError as exc:
         code = _error_code(exc)
@@ -461,6 +463,10 @@ def _check_credentials(ctx: _Context) -> Optional[str]:
             ctx.add(Check.failed(cid, title, f"AWS rejected the credentials ({code})",
                                  "refresh or replace them: `aws sso login`, `aws configure`, or new "
                                  "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN"))
+        elif code.isdigit():  # an HTTP status and no AWS error: a proxy or gateway, not AWS
+            ctx.add(Check.failed(cid, title, f"AWS STS at {ctx.aws.endpoint('sts')} did not answer: "
+                                 f"{_short(exc)}", _unreachable_remedy()))
+            return "AWS did not answer"
         else:
             ctx.add(Check.warned(cid, title, f"STS GetCallerIdentity failed ({_short(exc)})"))
         return "the credentials did not work"
@@ -468,10 +474,8 @@ def _check_credentials(ctx: _Context) -> Optional[str]:
     try:
         status = _call(ctx.aws.region_status)
     except Unreachable as exc:
-        if _unknown_region(ctx, f"{who}; EC2 in {spec.region} did not answer ({exc})"):
-            return f"region {spec.region} is not usable"
-        ctx.add(Check.warned(cid, title, f"{who}; EC2 in {spec.region} did not answer ({exc})",
-                             f"check that {REGION_KEY} {spec.region} is reachable from here"))
+        ctx.add(Check.failed(cid, title, f"{who}; EC2 at {ctx.aws.endpoint('ec2')} did not answer ({exc})",
+                             _unreachable_remedy()))
         return f"EC2 in {spec.region} did not answer"
     except ClientError as exc:
         code = _error_code(exc)
@@ -491,8 +495,78 @@ def _check_credentials(ctx: _Context) -> Optional[str]:
                              f"enable {spec.region} (AWS console: Account > AWS Regions) or pick "
                              f"another {REGION_KEY}"))
         return f"region {spec.region} is not enabled"
-    ctx.add(Check.passed(cid, title, f"{who}; region {spec.region} answers ({status})"))
-    return None
+    evidence = f"{who}; region {spec.region} answers ({status})"
+    admin = _caller_as_admin(ctx, str(identity.get("Arn", "")))
+    if admin is None:
+        ctx.add(Check.passed(cid, title, evidence))
+    elif admin.status == "fail":
+        ctx.add(Check.failed(cid, title, f"{evidence}; {admin.detail}", admin.remedy))
+    else:
+        ctx.add(Check.warned(cid, title, f"{evidence}; {admin.detail}", admin.remedy))
+    return None  # the credentials work: the other checks run either way
+
+
+def _unreachable_remedy() -> str:
+    return ("check network access to AWS, and AWS_ENDPOINT_URL if it is set (it replaces every AWS "
+            "endpoint), then rerun")
+
+
+@dataclass(frozen=True)
+class _Finding:
+    status: str  # "fail" | "warn"
+    detail: str
+    remedy: str
+
+
+def _caller_as_admin(ctx: _Context, caller_arn: str) -> Optional[_Finding]:
+    """Issue 14: the deploying identity in raypd:adminRoleArns (components.admin_access).
+
+    No cluster yet: the first `up` will create it with the caller as bootstrap admin, then fail
+    creating the caller's entry again: a failure. A cluster already there: EKS's access entries say
+    whether the caller has one; on an update whose deployed spec already listed the ARN the stack
+    owns that entry (fine); otherwise an existing entry collides (fail on an update, warn when
+    preflight cannot know what the stack owns)."""
+    listed = caller_in_admins(caller_arn, ctx.spec.admin_role_arns)
+    if not listed:
+        return None
+    cluster = ctx.spec.effective_cluster_name
+    keys = ", ".join(f"{ADMIN_ROLE_ARNS_KEY}[{index}] ({arn})" for index, arn in listed)
+    remove = (f"remove it from {ADMIN_ROLE_ARNS_KEY}: the identity that runs `up` is cluster admin "
+              "anyway; list only other identities (teammates', CI's)")
+    try:
+        exists = _call(lambda: ctx.aws.cluster_exists(cluster))
+    except (ClientError, Unreachable) as exc:
+        why = _short(exc) if isinstance(exc, ClientError) else str(exc)
+        return _Finding("warn", f"{keys} is the identity running preflight, and EKS could not say "
+                        f"whether cluster {cluster} exists ({why}); if it does not, the first `up` "
+                        "fails with ResourceInUseException", remove)
+    if not exists:
+        return _Finding("fail", f"{keys} is the identity running preflight: the first `up` creates "
+                        f"cluster {cluster} with it as the bootstrap cluster admin, so EKS already has "
+                        "its access entry and creating it again fails with ResourceInUseException "
+                        "about 10 minutes in", remove)
+    managed = ctx.deployed is not None and all(arn in ctx.deployed.admin_role_arns for _, arn in listed)
+    if managed:
+        return None  # deployed with this list: the stack owns that entry already
+    try:
+        entry = matching_entry(caller_arn, _call(lambda: ctx.aws.access_entry_principals(cluster)))
+    except (ClientError, Unreachable) as exc:
+        why = _short(exc) if isinstance(exc, ClientError) else str(exc)
+        return _Finding("warn", f"{keys} is the identity running preflight and cluster {cluster} "
+                        f"exists, but its access entries could not be listed ({why}); if the caller "
+                        "already has an entry the stack did not create, `up` fails with "
+                        "ResourceInUseException", remove + " (or grant eks:ListAccessEntries to check)")
+    if entry is None:
+        return None  # no entry yet: the program's CreateAccessEntry will succeed
+    if ctx.deployed is not None:
+        return _Finding("fail", f"{keys} is the identity running preflight, and cluster {cluster} "
+                        f"already has an access entry for it ({entry}) that this stack did not create "
+                        "(the deployed settings do not list it): `up` fails with ResourceInUseException",
+                        remove)
+    return _Finding("warn", f"{keys} is the identity running preflight, and cluster {cluster} already "
+                    f"has an access entry for it ({entry}): if this stack did not create it from "
+                    f"{ADMIN_ROLE_ARNS_KEY} (for example, it is the creator's bootstrap entry), `up` "
+                    "fails with ResourceInUseException", remove)
 
 
 def _all_types(plan: DeploymentPlan) -> list[str]:
@@ -632,14 +706,16 @@ def _check_eks_zone(ctx: _Context) -> None:
     excluded_ids = EKS_UNSUPPORTED_ZONE_IDS.get(spec.region, frozenset())
     excluded = sorted(f"{n} ({i})" for n, i in zones if i in excluded_ids)
     excluded_note = (
-        f"EKS does not support {', '.join(excluded)} (UnsupportedAvailabilityZoneException)"
+        f"zones EKS does not support here: {', '.join(excluded)} (UnsupportedAvailabilityZoneException)"
         if excluded else f"no zone of {spec.region} is on EKS's unsupported list"
     )
-    if ctx.gpu_zone is None:
-        ctx.add(Check.skipped(cid, title, f"no GPU zone (see zone-offering); {excluded_note}"))
-        return
     usable = eks_usable(spec.region, zones)
-    gpu_zone = ctx.gpu_zone
+    # A configured zone is judged even when it lacks a GPU type (zone-offering fails then): a zone
+    # EKS is known to refuse is a failure of its own, with its own remedy.
+    gpu_zone = ctx.gpu_zone or spec.availability_zone
+    if gpu_zone is None:
+        ctx.add(Check.skipped(cid, title, f"no GPU zone to judge (see zone-offering); {excluded_note}"))
+        return
     second = second_zone(spec.region, ids, gpu_zone)
     problems = []
     if gpu_zone not in ids:
@@ -764,33 +840,52 @@ def _check_vcpu_quota(ctx: _Context, facts: _QuotaFacts) -> None:
 
 
 def _check_update_headroom(ctx: _Context, facts: Optional[_QuotaFacts]) -> None:
+    """The peak of THIS update (components.changes: the old group beside its replacement until the
+    end, the old Ray cluster's nodes until a zero-downtime switch, surge nodes of a rolling
+    update) against the free quota; with no such peak, the headroom a later rolling update needs."""
+    from components.changes import STRATEGY_WORDS, assess
+
     spec, cid, title = ctx.spec, "update-headroom", TITLES["update-headroom"]
     if ctx.deployed is None:
-        ctx.add(Check.skipped(cid, title, "new stack: no rolling replacement"))
+        ctx.add(Check.skipped(cid, title, "new stack: nothing runs beside its nodes"))
         return
     if facts is None or facts.unreadable:
         ctx.add(Check.skipped(cid, title, "Service Quotas could not be read (see vcpu-quota)"))
         return
-    extra = update_surge_vcpus(facts.lines)
+    strategy = assess(plan_deployment(ctx.deployed), ctx.plan).chosen
+    if strategy.extra_nodes:
+        extra = strategy.extra_vcpus
+        why = ", ".join(f"{line.nodes} x {line.instance_type} ({line.why})" for line in strategy.extra_nodes)
+        rule = f"this update ({STRATEGY_WORDS[strategy.name]}) runs {why} beside the new settings' nodes"
+    else:
+        extra = update_surge_vcpus(facts.lines)
+        rule = (f"this update adds no nodes; a later rolling update (AMI or Kubernetes version) lets "
+                f"each GPU node group launch up to {surge_nodes()} extra nodes before draining old "
+                f"ones (EKS: larger of 2 x its {GPU_GROUP_ZONES} zone and maxUnavailable "
+                f"{DEFAULT_MAX_UNAVAILABLE})")
     lines, short = [], []
     for code in sorted(extra):
-        free = facts.quotas[code] - facts.used_others.get(code, 0)
-        peak = facts.need[code] + extra[code]
-        lines.append(
-            f"{code}: {facts.need[code]} + {extra[code]} surge = {peak} vCPUs at peak, {free:g} free"
-        )
+        free = facts.quotas.get(code, 0.0) - facts.used_others.get(code, 0)
+        need = facts.need.get(code, 0)
+        peak = need + extra[code]
+        lines.append(f"{code}: {need} + {extra[code]} = {peak} vCPUs at peak, {free:g} free")
         if peak > free:
             desired = int(math.ceil(facts.used_others.get(code, 0) + peak))
             short.append(increase_command(code, desired, spec.region))
-    rule = (f"each GPU node group may launch up to {surge_nodes()} extra nodes before draining old "
-            f"ones (EKS: larger of 2 x its {GPU_GROUP_ZONES} zone and maxUnavailable "
-            f"{DEFAULT_MAX_UNAVAILABLE})")
     detail = f"{rule}; " + "; ".join(lines)
-    if short:
+    if short and strategy.extra_nodes:
+        ctx.add(Check.failed(
+            cid, title, "not enough quota for this update's peak: its new nodes would wait for "
+            "capacity and `up` would stall: " + detail,
+            "request an increase first: " + " && ".join(short)
+            + ("" if strategy.name == "inPlace" else
+               ", or roll out in place (raypd:upgradeStrategy inPlace) at the price of downtime"),
+        ))
+    elif short:
         ctx.add(Check.warned(
             cid, title,
-            "an update that replaces GPU nodes (AMI or Kubernetes version, launch template) would "
-            "stall waiting for capacity: " + detail,
+            "a later update that replaces GPU nodes (AMI or Kubernetes version, launch template) "
+            "would stall waiting for capacity: " + detail,
             "request headroom before such an update: " + " && ".join(short),
         ))
     else:
@@ -809,9 +904,9 @@ def _aws_checks(ctx: _Context) -> Optional[_QuotaFacts]:
         try:
             step()
         except Unreachable as exc:
-            ctx.add(Check.warned(cid, TITLES[cid], f"AWS did not answer ({exc})"))
+            ctx.add(Check.failed(cid, TITLES[cid], f"AWS stopped answering ({exc})", _unreachable_remedy()))
             remaining = [c for c, _ in steps[index + 1:]] + ["vcpu-quota", "update-headroom"]
-            ctx.checks += _skip_all(remaining, "AWS stopped answering")
+            ctx.checks += _skip_all(remaining, f"AWS stopped answering (see {cid})")
             return None
         except ClientError as exc:
             ctx.add(Check.warned(cid, TITLES[cid], f"EC2 call failed ({_short(exc)})",
@@ -833,8 +928,9 @@ def run_preflight(
 
     `session`: the boto3 session (default: the default credential chain in spec.region; honours
     AWS_PROFILE and AWS_ENDPOINT_URL). `deployed`: the spec as currently deployed when this is an
-    update, else None. `clients`: ready boto3 clients by service name ("sts", "ec2",
+    update, else None. `clients`: ready boto3 clients by service name ("sts", "ec2", "eks", "s3",
     "service-quotas"), used instead of the session's (tests stub Service Quotas this way).
+    The Hub part of `model-source` needs no AWS and runs in every case.
     """
     checks: list[Check] = [memory_fit(spec)]
     try:
@@ -843,18 +939,22 @@ def run_preflight(
         checks.append(Check.failed("aws-credentials", TITLES["aws-credentials"], str(exc),
                                    "set AWS_PROFILE to a profile in ~/.aws/config, or unset it"))
         checks += _skip_all(AWS_CHECK_IDS, "the AWS profile does not exist")
+        checks.append(model_source.check_model_source(spec, None, "the AWS profile does not exist"))
         return Report.of("preflight", checks)
     if "sts" not in (clients or {}) and not aws_credentials_available(session):
         checks.append(Check.skipped("aws-credentials", TITLES["aws-credentials"], NO_CREDENTIALS))
         checks += _skip_all(AWS_CHECK_IDS, "no AWS credentials: nothing to ask AWS with")
+        checks.append(model_source.check_model_source(spec, None, "no AWS credentials found"))
         return Report.of("preflight", checks)
     plan = plan_deployment(spec)  # the one plan every check below reads
     ctx = _Context(plan=plan, aws=_Aws(session, spec.region, clients), deployed=deployed)
     blocked = _check_credentials(ctx)
     if blocked is not None:
         ctx.checks += _skip_all(AWS_CHECK_IDS, f"skipped: {blocked} (see aws-credentials)")
+        ctx.add(model_source.check_model_source(spec, None, f"{blocked} (see aws-credentials)"))
     else:
         _aws_checks(ctx)
+        ctx.add(model_source.check_model_source(spec, lambda: ctx.aws.client("s3")))
     return Report.of("preflight", checks + ctx.checks)
 
 

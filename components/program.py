@@ -195,14 +195,17 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
         tags=tags,
         admin_role_arns=spec.admin_role_arns,
     ))
+    manifest = rayservice.render_rayservice(plan, gpu_zone)
+    node_set = rayservice.node_set(plan, gpu_zone)
     gpu_node_groups = [
-        GpuNodeGroup(node_group_resource_name(group), GpuNodeGroupArgs(
+        GpuNodeGroup(node_group_resource_name(group, node_set), GpuNodeGroupArgs(
             group=group,
             availability_zone=gpu_zone,
             cluster=cluster.eks_cluster,
             node_role_arn=cluster.node_role_arn,
             subnet_id=network.node_subnet_id_by_az[gpu_zone],
             tags=tags,
+            node_set=node_set,
         ))
         for group in groups
     ]
@@ -215,7 +218,7 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
     model_reader = _model_read_role(spec, cluster, tags)
     PdService("pd-service", PdServiceArgs(
         namespace=spec.namespace,
-        manifest=rayservice.render_rayservice(plan),
+        manifest=manifest,
         hf_token=spec.hf_token,
         hf_token_secret_name=rayservice.hf_token_secret_name(spec),
         wait_for=(
@@ -225,6 +228,7 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
         ),
         service_account_name=model_reader[0] if model_reader else None,
         service_account_role_arn=model_reader[1] if model_reader else None,
+        upgrade_strategy=spec.upgrade_strategy,
     ), opts=kubernetes)
 
     outputs: dict[str, Any] = render_stack_outputs(

@@ -9,13 +9,35 @@ Field names follow KubeRay's RayService CRD as published in helm chart kuberay-o
 default version) and 1.7.0: per-group `resources`/`labels` are in 1.7.0 but not 1.4.0, so custom Ray
 resources go through `rayStartParams.resources`, which every version accepts. The deprecated
 `serviceUnhealthySecondThreshold`/`deploymentUnhealthySecondThreshold` are not used.
+
+How changes reach a running RayService (KubeRay 1.4-1.7, ray-operator/controllers/ray/
+rayservice_controller.go), and what raypd does about each:
+- KubeRay compares a hash of `rayClusterConfig` without each worker group's replicas, minReplicas,
+  maxReplicas and workersToDelete (`generateHashWithoutReplicasAndWorkersToDelete`) with the
+  running cluster's. A different hash means a new RayCluster: with `upgradeStrategy` NewCluster a
+  second, pending cluster that takes over once ready (`shouldPrepareNewCluster`); with None,
+  nothing at all. `cluster_rebuild_digest` computes the same projection; the RayService carries it
+  as an annotation, and in-place stacks replace the RayService when it changes
+  (components.pd_service).
+- An equal hash leaves the RayCluster alone (`shouldUpdateCluster`): a replica count changed in the
+  RayService never reaches the RayCluster. KubeRay means the Ray autoscaler to own worker replicas
+  (kuberay#2333, kuberay#1734), so raypd enables it (`enableInTreeAutoscaling`, min 0, a ceiling
+  for max): Serve asks for one more engine (components.serve_config puts replica counts in
+  lightweight `deployments` overrides), the autoscaler adds the worker pod, and Pulumi has already
+  grown the node group under it; fewer engines leave a worker idle and the autoscaler removes it.
+- Every pod selects the exact nodes meant for it: its group's labels plus the instance type and the
+  GPU zone, so after a node-group replacement (new type, new zone) no Ray pod can be scheduled on
+  the old nodes that Pulumi drains at the end of the same `up`; zero-downtime stacks add the node
+  set (`node_set`) that each generation of GPU node groups carries.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import math
-from typing import Any
+from typing import Any, Optional
 
 from components import catalogue, defaults
 from components.model_access import service_account_name
@@ -44,6 +66,20 @@ NODE_CPU_RESERVE_MIN = 2
 # The Ray head shares the system nodes with the KubeRay operator, CoreDNS and add-ons: it takes half.
 HEAD_SHARE = 0.5
 HEAD_FALLBACK = {"cpu": "1", "memory": "4Gi"}  # system types outside the catalogue
+# During a zero-downtime switch two Ray heads (the old cluster's and the new one's) share the system
+# nodes, so each takes half of what it would otherwise.
+NEW_CLUSTER_HEAD_FACTOR = 0.5
+RAY_CLUSTER_DIGEST_ANNOTATION = "raypd.io/ray-cluster-digest"
+# The fields KubeRay leaves out of its cluster hash (generateHashWithoutReplicasAndWorkersToDelete).
+REPLICA_FIELDS = ("replicas", "minReplicas", "maxReplicas")
+# The autoscaler's ceiling per worker group; the managed node group's size, not this, bounds what
+# can run (a worker pod beyond it stays Pending). Above the spec's 64 replicas per phase.
+MAX_WORKERS_PER_GROUP = 128
+# A worker with no engine for this long is removed (Ray's default); engines never sit idle.
+AUTOSCALER_IDLE_TIMEOUT_SECONDS = 60
+# The autoscaler container beside the Ray head (KubeRay's default is 500m / 512Mi).
+AUTOSCALER_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"},
+                        "limits": {"memory": "512Mi"}}
 
 
 def hf_token_secret_name(spec: DeploymentSpec) -> str:
@@ -94,14 +130,16 @@ def worker_resources(group: GpuGroupPlan) -> dict[str, dict[str, str]]:
 
 
 def head_resources(spec: DeploymentSpec) -> dict[str, dict[str, str]]:
-    """Half of a system node: the other half is for the operator and cluster add-ons."""
+    """Half of a system node: the other half is for the operator and cluster add-ons (a quarter on
+    zero-downtime stacks, where a second head starts beside the first during a switch)."""
     hardware = catalogue.lookup(spec.system_nodes.instance_type)
+    share = HEAD_SHARE * (NEW_CLUSTER_HEAD_FACTOR if spec.upgrade_strategy == "newCluster" else 1)
     if hardware is None:
         requests = dict(HEAD_FALLBACK)
     else:
         requests = {
-            "cpu": str(max(1, math.floor(hardware.vcpus * HEAD_SHARE))),
-            "memory": f"{max(2, math.floor(hardware.memory_gib * HEAD_SHARE))}Gi",
+            "cpu": str(max(1, math.floor(hardware.vcpus * share))),
+            "memory": f"{max(2, math.floor(hardware.memory_gib * share))}Gi",
         }
     return {"requests": requests, "limits": {"memory": requests["memory"]}}
 
@@ -150,7 +188,10 @@ def _head_group(spec: DeploymentSpec) -> dict[str, Any]:
         "template": {
             "spec": {
                 **_pod_identity(spec),
-                "nodeSelector": dict(defaults.SYSTEM_LABELS),
+                # The system group's type too: after a system node type change the head must not
+                # start on the old node that Pulumi drains at the end of the update.
+                "nodeSelector": {**defaults.SYSTEM_LABELS,
+                                 defaults.INSTANCE_TYPE_LABEL: spec.system_nodes.instance_type},
                 "containers": [container],
             }
         },
@@ -179,7 +220,20 @@ def _worker_env(plan: DeploymentPlan) -> list[dict[str, Any]]:
     return env
 
 
-def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan) -> dict[str, Any]:
+def worker_node_selector(group: GpuGroupPlan, zone: Optional[str],
+                         node_set: Optional[str]) -> dict[str, str]:
+    """The nodes a group's Ray workers may run on: the group's labels, its instance type and zone
+    (labels every node carries), and on zero-downtime stacks the node set of this generation."""
+    selector = {**group.labels, defaults.INSTANCE_TYPE_LABEL: group.instance_type}
+    if zone:
+        selector[defaults.ZONE_LABEL] = zone
+    if node_set:
+        selector[defaults.NODE_SET_LABEL] = node_set
+    return selector
+
+
+def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan, zone: Optional[str],
+                  node_set: Optional[str]) -> dict[str, Any]:
     spec = plan.spec
     start_params = {"num-gpus": str(group.gpus_per_node)}
     if group.ray_resource is not None:
@@ -200,14 +254,15 @@ def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan) -> dict[str, Any]:
     }
     return {
         "groupName": group.name,
+        # Where the cluster starts; from then on the autoscaler owns the count (module docstring).
         "replicas": group.nodes,
-        "minReplicas": group.nodes,
-        "maxReplicas": group.nodes,
+        "minReplicas": 0,
+        "maxReplicas": MAX_WORKERS_PER_GROUP,
         "rayStartParams": start_params,
         "template": {
             "spec": {
                 **_pod_identity(spec),
-                "nodeSelector": dict(group.labels),
+                "nodeSelector": worker_node_selector(group, zone, node_set),
                 # Harmless where GPU nodes are untainted; needed where they carry the usual taint.
                 "tolerations": [
                     {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -238,10 +293,68 @@ def labels(spec: DeploymentSpec) -> dict[str, str]:
     }
 
 
-def render_rayservice(plan: DeploymentPlan) -> dict[str, Any]:
-    """The full RayService manifest: one Ray worker group per GPU node group of the plan."""
+def cluster_rebuild_digest(ray_cluster_config: dict[str, Any]) -> str:
+    """What KubeRay hashes to decide on a new RayCluster: the config without each worker group's
+    replicas, minReplicas, maxReplicas and scaleStrategy.workersToDelete
+    (`generateHashWithoutReplicasAndWorkersToDelete`). Equal digests: KubeRay keeps the cluster."""
+    config = copy.deepcopy(ray_cluster_config)
+    for group in config.get("workerGroupSpecs") or []:
+        for key in REPLICA_FIELDS:
+            group.pop(key, None)
+        (group.get("scaleStrategy") or {}).pop("workersToDelete", None)
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _ray_cluster_config(plan: DeploymentPlan, zone: Optional[str],
+                        node_set: Optional[str]) -> dict[str, Any]:
+    spec = plan.spec
+    return {
+        "rayVersion": spec.ray_version,
+        # KubeRay never carries a RayService's replica counts to its RayCluster (module
+        # docstring): the Ray autoscaler adds and removes workers as Serve asks for engines.
+        "enableInTreeAutoscaling": True,
+        "autoscalerOptions": {
+            "upscalingMode": "Default",
+            "idleTimeoutSeconds": AUTOSCALER_IDLE_TIMEOUT_SECONDS,
+            "resources": copy.deepcopy(AUTOSCALER_RESOURCES),
+        },
+        "headGroupSpec": _head_group(spec),
+        "workerGroupSpecs": [_worker_group(plan, group, zone, node_set) for group in plan.groups],
+    }
+
+
+def node_set(plan: DeploymentPlan, zone: Optional[str] = None) -> Optional[str]:
+    """The generation of GPU node groups a zero-downtime stack runs on (None for in-place stacks).
+
+    It changes whenever the Ray cluster must be rebuilt or its engines restarted (the cluster
+    digest, the Serve args, the image), and not when only replica counts change. A new value means
+    new node groups (components.node_groups names them by it) and a new RayCluster on them; the
+    old groups are deleted at the end of the same `pulumi up`, after the switch.
+    """
+    if plan.spec.upgrade_strategy != "newCluster":
+        return None
+    base = cluster_rebuild_digest(_ray_cluster_config(plan, zone, None))
+    args = json.dumps(render_application(plan)["args"], sort_keys=True)
+    return hashlib.sha256(f"{base}\n{args}".encode("utf-8")).hexdigest()[:10]
+
+
+def render_rayservice(plan: DeploymentPlan, zone: Optional[str] = None) -> dict[str, Any]:
+    """The full RayService manifest: one Ray worker group per GPU node group of the plan.
+
+    `zone` is the GPU zone the program resolved (pods select it); None where it is not known yet
+    (a preview of the manifest before any zone lookup).
+    """
     spec = plan.spec
     serve_config = serve_config_v2(plan)
+    cluster = _ray_cluster_config(plan, zone, node_set(plan, zone))
+    annotations = {
+        # Custom resources are not awaited unless told what "ready" means: Ready and every
+        # application RUNNING (components.rollout says why both, and what covers the rest).
+        **rayservice_await_annotations(serve_config),
+        RAY_CLUSTER_DIGEST_ANNOTATION: cluster_rebuild_digest(cluster),
+    }
+    strategy = "NewCluster" if spec.upgrade_strategy == "newCluster" else "None"
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -249,16 +362,14 @@ def render_rayservice(plan: DeploymentPlan) -> dict[str, Any]:
             "name": spec.service_name,
             "namespace": spec.namespace,
             "labels": labels(spec),
-            # Custom resources are not awaited unless told what "ready" means: Ready and every
-            # application RUNNING (components.rollout says why both, and what covers the rest).
-            "annotations": rayservice_await_annotations(serve_config),
+            "annotations": annotations,
         },
         "spec": {
+            # None: a cluster change on an in-place stack replaces the RayService instead
+            # (components.pd_service), and KubeRay must never start a second cluster that the
+            # exactly-sized GPU node groups cannot hold.
+            "upgradeStrategy": {"type": strategy},
             "serveConfigV2": serve_config,
-            "rayClusterConfig": {
-                "rayVersion": spec.ray_version,
-                "headGroupSpec": _head_group(spec),
-                "workerGroupSpecs": [_worker_group(plan, group) for group in plan.groups],
-            },
+            "rayClusterConfig": cluster,
         },
     }

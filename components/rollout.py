@@ -17,10 +17,17 @@ Two waits, because KubeRay's status cannot tell an in-place Serve update apart o
    satisfies 1 at once. So a Job (`serve_rollout_job`) named after the Serve config's digest
    is created on every Serve change, after the RayService: it polls Ray's Serve REST API on the
    head service (`GET /api/serve/applications/`) until every application's `deployed_app_config`
-   carries the new args AND its status is RUNNING; DEPLOY_FAILED ends it at once with Serve's
-   message (the pod's termination message, which Pulumi reports with the failed Job). Pulumi
-   awaits Jobs until Complete, so `pulumi up` returns when the new application serves, or fails
-   saying why.
+   carries the new args and replica counts (the `deployments` overrides, components.serve_config)
+   AND its status is RUNNING; DEPLOY_FAILED ends it at once with Serve's message (the pod's
+   termination message, which Pulumi reports with the failed Job). Pulumi awaits Jobs until
+   Complete, so `pulumi up` returns when the new application serves, or fails saying why.
+
+A failed check must not block the next `up`: the Job keeps its name while the Serve config is the
+same, and pulumi-kubernetes re-awaits an unready resource on every later update (which fails at
+once for a failed Job). `pulumi.com/replaceUnready: "true"` makes the provider's Diff read the live
+Job and, when it is not Ready (failed, or still running from an interrupted update), replace it
+(provider/pkg/provider/provider.go, `metadata.ReplaceUnready`, Jobs only): the next `up` runs a
+fresh check.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from components import defaults
 
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+REPLACE_UNREADY_ANNOTATION = "pulumi.com/replaceUnready"
 # The model load (image pull + weights download on every node) can take tens of minutes on big
 # checkpoints.
 ROLLOUT_TIMEOUT_SECONDS = 3600
@@ -69,10 +77,13 @@ while time.time() < deadline:
         time.sleep(poll)
         continue
     waiting = []
-    for name, args in sorted(expected.items()):
+    for name, want in sorted(expected.items()):
         app = apps.get(name) or {}
         status, message = app.get("status"), (app.get("message") or "").strip()
-        if (app.get("deployed_app_config") or {}).get("args") != args:
+        deployed = app.get("deployed_app_config") or {}
+        replicas = {d.get("name"): d.get("num_replicas") for d in deployed.get("deployments") or []}
+        if deployed.get("args") != want["args"] or any(
+                replicas.get(d) != n for d, n in want["replicas"].items()):
             waiting.append("%s: the new Serve config is not deployed yet (status %s)" % (name, status))
         elif status == "DEPLOY_FAILED":
             finish(1, "Serve application %s failed to deploy the new config: %s" % (name, message))
@@ -93,9 +104,16 @@ def check_script() -> str:
 
 
 def serve_applications(serve_config_v2: str) -> dict[str, Any]:
-    """Application name -> args, from a RayService's serveConfigV2 text."""
+    """Application name -> {"args", "replicas": {deployment: num_replicas}}, from serveConfigV2."""
     document = yaml.safe_load(serve_config_v2) or {}
-    return {app["name"]: app.get("args", {}) for app in document.get("applications", [])}
+    return {
+        app["name"]: {
+            "args": app.get("args", {}),
+            "replicas": {d["name"]: d["num_replicas"] for d in app.get("deployments") or []
+                         if "num_replicas" in d},
+        }
+        for app in document.get("applications", [])
+    }
 
 
 def rayservice_await_annotations(serve_config_v2: str) -> dict[str, str]:
@@ -140,7 +158,8 @@ def serve_rollout_job(rayservice: dict[str, Any]) -> dict[str, Any]:
             "namespace": namespace,
             "labels": {"app.kubernetes.io/name": "raypd", "app.kubernetes.io/instance": name,
                        "app.kubernetes.io/component": "serve-rollout-check"},
-            "annotations": {TIMEOUT_ANNOTATION: str(ROLLOUT_TIMEOUT_SECONDS)},
+            "annotations": {TIMEOUT_ANNOTATION: str(ROLLOUT_TIMEOUT_SECONDS),
+                            REPLACE_UNREADY_ANNOTATION: "true"},
         },
         "spec": {
             # The script retries by itself; a second pod only if the first one was lost.

@@ -16,6 +16,16 @@ Field names are those of the DLC's pair, Ray 2.58 + vLLM 0.26, checked in Ray's 
   them and forbids unknown keys). Both configs must name the same model and carry
   `kv_transfer_config`. Ray's NIXL backend appends host and port to `engine_id`, so one id per phase
   stays unique across that phase's replicas.
+
+Replica counts are NOT in the args. Ray Serve hashes an application's import path, runtime_env and
+args into its code version (`ray/serve/_private/deploy_utils.py` `get_app_code_version`); a new code
+version rebuilds the application and restarts every replica of every deployment, i.e. every vLLM
+engine reloads its model. The per-deployment `deployments: [{name, num_replicas}]` overrides are
+applied to the built deployments without a rebuild (`ApplicationState.apply_app_config`,
+`override_deployment_info`): Serve adds or stops replicas and leaves the running ones alone. So each
+LLMConfig carries a fixed `num_replicas` (which also keeps Ray Serve LLM from applying its default
+autoscaling config, `maybe_apply_llm_deployment_config_defaults`) and the real count is an override
+keyed by the deployment's name (`serve_deployment_name`).
 """
 
 from __future__ import annotations
@@ -41,6 +51,22 @@ KV_LOAD_FAILURE_POLICY = "fail"
 # STRICT_PACK keeps all of one engine's GPU bundles on one node, which is what the node plan sized
 # for (TP/PP over NVLink/PCIe, never across the network). Ray's default is PACK (best effort).
 PIN_STRATEGY = "STRICT_PACK"
+# The num_replicas written into each LLMConfig (see the module docstring: the real count is the
+# application's `deployments` override, so scaling never changes the args).
+BUILD_TIME_REPLICAS = 1
+# Ray Serve LLM's deployment names (`ray/llm/_internal/serve/core/server/builder.py`
+# `build_llm_deployment` and `_get_deployment_name`; the PD builder's "Prefill:"/"Decode:" prefixes).
+DEPLOYMENT_PREFIXES = {"prefill": "Prefill:", "decode": "Decode:", "colocated": "LLMServer:"}
+
+
+def serve_safe_model_id(model_id: str) -> str:
+    """Ray Serve LLM's deployment-name form of a model id ("/" -> "--", "." -> "_")."""
+    return model_id.replace("/", "--").replace(".", "_")
+
+
+def serve_deployment_name(phase_name: str, model_id: str) -> str:
+    """The Serve deployment that runs a phase's engines, e.g. `Decode:qwen3_5-9b`."""
+    return DEPLOYMENT_PREFIXES[phase_name] + serve_safe_model_id(model_id)
 
 
 def _model_source(source: str) -> Any:
@@ -97,7 +123,7 @@ def render_llm_config(plan: DeploymentPlan, phase_name: str) -> dict[str, Any]:
     config: dict[str, Any] = {
         "model_loading_config": {"model_id": model.id, "model_source": _model_source(model.source)},
         "engine_kwargs": engine_kwargs,
-        "deployment_config": {"num_replicas": phase.replicas},
+        "deployment_config": {"num_replicas": BUILD_TIME_REPLICAS},
     }
     placement = _placement_group_config(plan.phases[phase_name])
     if placement is not None:
@@ -116,7 +142,12 @@ def render_application(plan: DeploymentPlan) -> dict[str, Any]:
             "prefill_config": render_llm_config(plan, "prefill"),
             "decode_config": render_llm_config(plan, "decode"),
         }
-    return {"name": APP_NAME, "route_prefix": ROUTE_PREFIX, "import_path": import_path, "args": args}
+    deployments = [
+        {"name": serve_deployment_name(name, plan.spec.model.id), "num_replicas": phase.replicas}
+        for name, phase in plan.phases.items()
+    ]
+    return {"name": APP_NAME, "route_prefix": ROUTE_PREFIX, "import_path": import_path, "args": args,
+            "deployments": deployments}
 
 
 def render_serve_config(plan: DeploymentPlan) -> dict[str, Any]:

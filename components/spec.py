@@ -26,6 +26,7 @@ from pydantic.alias_generators import to_camel
 
 from components import catalogue, defaults
 from components.errors import FieldError, SpecError
+from components.regions import region_problem
 
 NAMESPACE = "raypd"
 REGION_KEY = "aws:region"
@@ -37,7 +38,6 @@ VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 
 # Patterns are applied with fullmatch: `$` alone would accept a trailing newline.
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 _EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]*$")
 _K8S_VERSION = re.compile(r"^1\.(\d+)$")
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
@@ -61,6 +61,7 @@ MAX_STACK_NAME = 40
 # IAM role ARNs in any partition (aws, aws-cn, aws-us-gov, aws-iso...), role paths allowed.
 _ROLE_ARN = re.compile(r"^arn:aws[-a-z]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 ADMIN_ROLE_ARNS_KEY = f"{NAMESPACE}:adminRoleArns"
+IMAGE_KEY = f"{NAMESPACE}:image"
 
 
 def _minor(version: str) -> tuple[int, int]:
@@ -238,12 +239,15 @@ class DeploymentSpec(_Model):
     hf_token: Optional[SecretStr] = None
     # IAM roles given cluster-admin through EKS access entries (the web app's, CI's...).
     admin_role_arns: tuple[str, ...] = ()
+    upgrade_strategy: Literal["inPlace", "newCluster"] = defaults.UPGRADE_STRATEGY
 
     @field_validator("region")
     @classmethod
-    def _region_shape(cls, value: str) -> str:
-        if not _REGION.fullmatch(value):
-            raise ValueError(f"'{value}' is not an AWS region name (e.g. us-east-2)")
+    def _real_region(cls, value: str) -> str:
+        # Offline and without credentials: botocore's own partition data (components.regions).
+        problem = region_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("cluster_name")
@@ -298,6 +302,13 @@ class DeploymentSpec(_Model):
     def _cross_field_checks(self) -> "DeploymentSpec":
         # SpecError is not a ValueError, so pydantic lets it through with its own field names.
         problems: list[FieldError] = []
+        if not self.image and defaults.dlc_image(self.region) is None:
+            problems.append(FieldError(
+                IMAGE_KEY,
+                f"{REGION_KEY} {self.region} has no AWS Deep Learning Containers registry, so the "
+                f"default Ray LLM image cannot be pulled there; set {IMAGE_KEY} to an image the "
+                f"nodes can pull (e.g. a copy of {defaults.DLC_PUBLIC_IMAGE} in your own ECR)",
+            ))
         for index, arn in enumerate(self.admin_role_arns):
             if not _ROLE_ARN.fullmatch(arn):
                 problems.append(FieldError(
@@ -347,7 +358,9 @@ class DeploymentSpec(_Model):
 
     @property
     def image_uri(self) -> str:
-        return self.image or defaults.dlc_image(self.region)
+        image = self.image or defaults.dlc_image(self.region)
+        assert image is not None  # a region without a DLC registry needs raypd:image (validated)
+        return image
 
     @property
     def phases(self) -> dict[str, PhaseSpec]:
@@ -388,6 +401,8 @@ class DeploymentSpec(_Model):
             body.pop("adminRoleArns", None)  # the default: no key, as before the key existed
         else:
             body["adminRoleArns"] = list(self.admin_role_arns)
+        if self.upgrade_strategy == defaults.UPGRADE_STRATEGY:
+            body.pop("upgradeStrategy", None)  # the default: no key, as before the key existed
         config: dict[str, Any] = {REGION_KEY: self.region}
         for key, value in body.items():
             if value is not None:

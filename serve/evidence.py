@@ -17,7 +17,22 @@ Formats, as their sources define them:
 - `GET /api/serve/applications/` (ray.serve.schema.ServeInstanceDetails): applications -> name ->
   deployments -> name -> replicas[] {node_id, node_ip, actor_id, log_file_path, replica_id, state}.
 - `GET /api/v0/logs/file` (ray.util.state GetLogOptions: node_id, filename, actor_id, suffix,
-  lines): plain text, each chunk prefixed "1" (success) or "0" (error text).
+  lines; ray/dashboard/modules/state/state_head.py `get_logs`): plain text, each chunk prefixed
+  "1" (success) or "0" (error text), HTTP 200 either way; by actor id it is that actor's worker
+  `.out` (default suffix) or `.err` file.
+- `GET /api/v0/actors` (state_head.py `list_actors`, ray/dashboard/state_api_utils.py
+  `options_from_req`: repeated `filter_keys`/`filter_predicates`/`filter_values`, `limit`,
+  `detail`): `{"result": true, "msg": "", "data": {"result": {"total", "num_after_truncation",
+  "result": [ActorState {actor_id, class_name, state, node_id, pid, name, ...}], ...}}}`
+  (ray.util.state.common.ActorState; class_name, node_id and state are filterable).
+
+Where the engines' lines are (the reason for the two log readers below): on GPUs Ray Serve LLM
+runs vLLM with `distributed_executor_backend="ray"` (ray/llm/_internal/serve/engines/vllm/
+vllm_models.py), so the vLLM worker that creates the NIXL agent is a `RayWorkerWrapper` actor
+(vllm/v1/executor/ray_utils.py) with its own worker log files, on the replica's node; on CPU vLLM
+uses its multiprocessing executor and the worker is a subprocess of the replica, writing into the
+replica's own files. Verify reads both: the replica actor's `.out`/`.err`, and those of the ALIVE
+`RayWorkerWrapper` actors on the replica's node.
 """
 
 from __future__ import annotations
@@ -33,7 +48,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from components import defaults
 from components.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
 from components.rayservice import WORKER_CONTAINER
-from components.serve_config import APP_NAME
+from components.serve_config import APP_NAME, serve_deployment_name
 from components.spec import SECRET_PLACEHOLDER
 from serve.kube import KubeClient, KubeError, KubeUnreachable
 
@@ -42,15 +57,16 @@ log = logging.getLogger(__name__)
 MAX_OUTPUTS_BYTES = 10 * 1024 * 1024
 LOG_LINES = 5000
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ZONE_LABEL = defaults.ZONE_LABEL
+INSTANCE_TYPE_LABEL = defaults.INSTANCE_TYPE_LABEL
 EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 RAY_GROUP_LABEL = "ray.io/group"
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"
 RAY_CLUSTER_LABEL = "ray.io/cluster"
 RAY_CR_NAME_LABEL = "ray.io/originated-from-cr-name"
 INGRESS_DEPLOYMENT = "OpenAiIngress"
-PHASE_PREFIXES = {"prefill": "Prefill:", "decode": "Decode:", "colocated": "LLMServer:"}
+WORKER_ACTOR_CLASS = "RayWorkerWrapper"  # vllm/v1/executor/ray_utils.py
+STATE_API_LIMIT = 1000
 
 
 class VerifyInputError(ValueError):
@@ -58,11 +74,6 @@ class VerifyInputError(ValueError):
 
 
 # ---- the plan, as the outputs describe it ----
-
-def serve_safe_model_id(model_id: str) -> str:
-    """Ray Serve LLM's deployment-name form of a model id ("/" -> "--", "." -> "_")."""
-    return model_id.replace("/", "--").replace(".", "_")
-
 
 @dataclass(frozen=True)
 class GroupPlan:
@@ -115,7 +126,6 @@ class VerifyPlan:
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, Any]) -> "VerifyPlan":
-        safe = serve_safe_model_id(outputs["modelId"])
         groups: dict[str, dict[str, Any]] = {}
         phases: dict[str, PhasePlan] = {}
         for phase, entry in outputs["topology"].items():
@@ -124,7 +134,7 @@ class VerifyPlan:
                 "phases": []})
             group["nodes"] += entry["nodes"]
             group["phases"].append(phase)
-            phases[phase] = PhasePlan(phase, PHASE_PREFIXES[phase] + safe, entry["replicas"],
+            phases[phase] = PhasePlan(phase, serve_deployment_name(phase, outputs["modelId"]), entry["replicas"],
                                       entry["nodeGroup"])
         kv = outputs.get("kvTransfer")
         return cls(
@@ -251,6 +261,7 @@ class Evidence:
     _cache: dict[str, Any] = field(default_factory=dict)
 
     down: Optional[KubeUnreachable] = None
+    answered: int = 0  # calls the cluster answered with something usable: 0 means nothing was checked
 
     def _once(self, key: str, fetch: Callable[[], Any]) -> Any:
         """Fetch once; errors are cached too, and after one unanswered call the API counts as down,
@@ -260,6 +271,7 @@ class Evidence:
                 raise self.down
             try:
                 self._cache[key] = fetch()
+                self.answered += 1
             except KubeUnreachable as exc:
                 self.down = exc
                 self._cache[key] = exc
@@ -344,13 +356,72 @@ class Evidence:
             raise KubeError(f"Ray's log API: {shorten(data[1:].decode('utf-8', 'replace'), 160)}")
         return (data[1:] if data[:1] == b"1" else data).decode("utf-8", errors="replace")
 
+    def actor_log(self, actor_id: str) -> str:
+        """Everything Ray keeps for one actor: its worker's .out and .err files."""
+        texts = [self.ray_log({"actor_id": actor_id, "suffix": suffix}) for suffix in ("out", "err")]
+        self.answered += 1
+        return "\n".join(texts)
+
     def replica_log(self, replica: Mapping[str, Any]) -> str:
-        """Everything Ray keeps for one replica actor: its worker's .err and .out files."""
         actor = replica.get("actor_id")
         if not actor:
             raise KubeError("the replica has no actor_id")
-        texts = [self.ray_log({"actor_id": actor, "suffix": suffix}) for suffix in ("err", "out")]
-        return "\n".join(texts)
+        return self.actor_log(str(actor))
+
+    def worker_actors(self, node_id: str) -> list[dict[str, Any]]:
+        """The ALIVE vLLM worker actors (RayWorkerWrapper) on one Ray node, from the State API."""
+        def fetch() -> list[dict[str, Any]]:
+            query = [("filter_keys", "class_name"), ("filter_predicates", "="),
+                     ("filter_values", WORKER_ACTOR_CLASS),
+                     ("filter_keys", "node_id"), ("filter_predicates", "="), ("filter_values", node_id),
+                     ("filter_keys", "state"), ("filter_predicates", "="), ("filter_values", "ALIVE"),
+                     ("limit", STATE_API_LIMIT)]
+            response = self._require_client().service_proxy(
+                self.plan.namespace, self.plan.dashboard_service, defaults.DASHBOARD_PORT,
+                "api/v0/actors", query=query)
+            try:
+                document = response.json()
+            except ValueError:
+                document = None
+            if not isinstance(document, dict) or response.status != 200 or document.get("result") is not True:
+                message = document.get("msg") if isinstance(document, dict) else response.text()
+                raise KubeError(f"Ray's State API answered HTTP {response.status} for /api/v0/actors: "
+                                f"{shorten(str(message), 160)}")
+            listing = ((document.get("data") or {}).get("result") or {})
+            actors = listing.get("result") if isinstance(listing, dict) else None
+            if not isinstance(actors, list):
+                raise KubeError("Ray's State API answer for /api/v0/actors has no actor list")
+            return [a for a in actors if isinstance(a, dict) and a.get("actor_id")]
+        return self._once(f"actors/{node_id}", fetch)
+
+    def engine_log(self, replica: Mapping[str, Any]) -> tuple[str, str]:
+        """One engine replica's log text and where it came from: the replica actor's files and
+        those of the vLLM worker actors on its node (GPU layout). Raises KubeError when the
+        replica's own log cannot be read; worker actors that cannot be listed are only noted."""
+        texts = [self.replica_log(replica)]
+        node_id = str(replica.get("node_id") or "")
+        source = "replica actor"
+        try:
+            workers = self.worker_actors(node_id) if node_id else []
+        except KubeError as exc:
+            return texts[0], f"{source}; {WORKER_ACTOR_CLASS} actors not listed: {shorten(str(exc), 100)}"
+        for actor in workers:
+            try:
+                texts.append(self.actor_log(str(actor["actor_id"])))
+            except KubeError:
+                continue
+        if workers:
+            source += f" + {len(workers)} {WORKER_ACTOR_CLASS} actor(s) on its node"
+        return "\n".join(texts), source
+
+    def metrics_page(self, pod: Mapping[str, Any]) -> str:
+        """Ray's metrics export page of one worker pod (uncached: counters are read twice)."""
+        response = self._client().pod_proxy(self.plan.namespace, name_of(pod), defaults.RAY_METRICS_PORT,
+                                            "metrics")
+        if response.status != 200:
+            raise KubeError(f"pod {name_of(pod)}:{defaults.RAY_METRICS_PORT}/metrics answered HTTP "
+                            f"{response.status}: {shorten(response.text(), 120)}")
+        return response.text()
 
     def pod_log(self, pod: Mapping[str, Any]) -> str:
         return self._client().pod_log(self.plan.namespace, name_of(pod),

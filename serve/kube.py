@@ -14,6 +14,17 @@ client certificate, mint the EKS bearer token in Python when the user runs `aws 
 `aws-iam-authenticator token` (botocore presigned STS GetCallerIdentity, as the AWS CLI does), and
 make single requests with a timeout (default 10 s, no retries). Every failure becomes `KubeError`,
 whose text never contains the token or the kubeconfig.
+
+Credentials are handled as secrets from the moment they are read:
+- a `token` (or `tokenFile` contents) is trimmed of surrounding whitespace, as client-go trims a
+  token file, and refused when what is left cannot be an HTTP header value (control characters,
+  non-ASCII): it would otherwise be quoted back by http.client's "Invalid header value" error;
+- `tokenFile` is read only when it is a regular file, at most MAX_TOKEN_FILE_BYTES (a FIFO, a
+  device such as /dev/zero or a huge file is an error naming the field, never a hang);
+- a bearer token, an EKS token or a basic-auth password is never sent to a plain `http://` server
+  unless the kubeconfig's cluster entry asks for it explicitly with the extension
+  `{name: raypd.io/allow-credentials-over-http, extension: true}` (kubeconfig clusters carry
+  `extensions` for tools: client-go keeps and ignores unknown ones).
 """
 
 from __future__ import annotations
@@ -25,11 +36,12 @@ import logging
 import os
 import socket
 import ssl
+import stat
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, urlencode, urlsplit
 
 import yaml
@@ -40,6 +52,8 @@ DEFAULT_TIMEOUT = 10.0
 # Bodies beyond this are cut: a node list of a big cluster is well under it, a log tail too.
 MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_KUBECONFIG_BYTES = 1024 * 1024
+MAX_TOKEN_FILE_BYTES = 64 * 1024  # a service-account JWT is ~1 KiB; an EKS token ~1.5 KiB
+ALLOW_HTTP_CREDENTIALS_EXTENSION = "raypd.io/allow-credentials-over-http"
 
 # The EKS token recipe (aws-cli awscli/customizations/eks/get_token.py): a presigned STS
 # GetCallerIdentity GET URL, signed with header x-k8s-aws-id=<cluster>, valid 60 s, base64url
@@ -49,6 +63,8 @@ EKS_CLUSTER_HEADER = "x-k8s-aws-id"
 EKS_URL_EXPIRES_SECONDS = 60
 # The CLI tells clients to refresh after 14 minutes; re-mint well before that.
 EKS_TOKEN_REUSE_SECONDS = 600
+
+Query = Union[Mapping[str, Any], Sequence[tuple[str, Any]]]
 
 RAYSERVICE_GROUP_VERSION = "ray.io/v1"
 RAYSERVICE_PLURAL = "rayservices"
@@ -314,6 +330,10 @@ class KubeClient:
     tls_server_name: Optional[str] = None
     timeout: float = DEFAULT_TIMEOUT
     session: Any = None  # a botocore session for the EKS token (tests pass one with fake keys)
+    # Secrets to scrub from any text this client produces (the raw token as read, a password...).
+    extra_secrets: tuple[str, ...] = field(default=(), repr=False)
+    # Send credentials to a plain http:// server (only when the kubeconfig asked for it explicitly).
+    allow_http_credentials: bool = False
     _minted_at: float = field(default=0.0, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -338,9 +358,15 @@ class KubeClient:
                 self._minted_at = time.monotonic()
             return self.token
 
+    def _may_send_credentials(self) -> bool:
+        return urlsplit(self.server).scheme == "https" or self.allow_http_credentials
+
     def auth_headers(self) -> dict[str, str]:
         """The Authorization header of this identity (an EKS token re-minted when it gets old), for a
-        caller that talks to the API server with its own HTTP client (the benchmark's proxy mode)."""
+        caller that talks to the API server with its own HTTP client (the benchmark's proxy mode).
+        Empty for a plain http:// server unless the kubeconfig allowed credentials there."""
+        if not self._may_send_credentials():
+            return {}
         bearer = self._bearer()
         if bearer:
             return {"Authorization": f"Bearer {bearer}"}
@@ -348,11 +374,17 @@ class KubeClient:
             return {"Authorization": f"Basic {self.basic_auth}"}
         return {}
 
-    def _scrub(self, text: str) -> str:
-        for secret in (self.token, self.basic_auth):
-            if secret:
-                text = text.replace(secret, "[token]")
+    def scrub(self, text: str) -> str:
+        """`text` without any credential of this client (for messages built from exceptions)."""
+        secrets = [self.token, self.basic_auth, *self.extra_secrets]
+        for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+            text = text.replace(secret, "[token]")
+            stripped = secret.strip()
+            if len(stripped) >= 4:
+                text = text.replace(stripped, "[token]")
+            text = text.replace(repr(secret)[1:-1], "[token]")  # as an error quotes it, escaped
         return text
+
 
     # -- raw requests --
 
@@ -361,24 +393,23 @@ class KubeClient:
         method: str,
         path: str,
         *,
-        query: Optional[Mapping[str, Any]] = None,
+        query: Optional[Query] = None,
         body: Optional[bytes] = None,
         headers: Optional[Mapping[str, str]] = None,
         timeout: Optional[float] = None,
         max_bytes: int = MAX_BODY_BYTES,
     ) -> HttpResponse:
-        """One request to the API server; raises KubeError on transport and auth failures only."""
+        """One request to the API server; raises KubeError on transport and auth failures only.
+
+        `query` is a mapping, or (key, value) pairs where a key repeats (Ray's State API filters)."""
         parts = urlsplit(self.server)
         base_path = parts.path.rstrip("/")
         target = base_path + path
         if query:
-            target += "?" + urlencode({k: v for k, v in query.items() if v is not None})
-        send_headers = {"Accept": "application/json", "User-Agent": "raypd-verify"}
-        bearer = self._bearer()
-        if bearer:
-            send_headers["Authorization"] = f"Bearer {bearer}"
-        elif self.basic_auth:
-            send_headers["Authorization"] = f"Basic {self.basic_auth}"
+            pairs = query.items() if isinstance(query, Mapping) else query
+            target += "?" + urlencode([(k, v) for k, v in pairs if v is not None])
+        send_headers = {"Accept": "application/json", "User-Agent": "raypd-verify",
+                        **self.auth_headers()}
         if headers:
             send_headers.update(headers)
         if body is not None:
@@ -408,13 +439,16 @@ class KubeClient:
                             f"{seconds:g} s") from None
         except ssl.SSLError as exc:
             raise KubeUnreachable(f"TLS with the Kubernetes API at {self.server} failed: "
-                            f"{self._scrub(getattr(exc, 'reason', None) or str(exc))}") from None
+                            f"{self.scrub(getattr(exc, 'reason', None) or str(exc))}") from None
         except socket.gaierror:
             raise KubeUnreachable(f"cannot reach the Kubernetes API at {self.server} "
                             "(the host name does not resolve)") from None
         except (OSError, http.client.HTTPException) as exc:
             raise KubeUnreachable(f"cannot reach the Kubernetes API at {self.server} "
-                            f"({self._scrub(type(exc).__name__ + ': ' + str(exc))})") from None
+                            f"({self.scrub(type(exc).__name__ + ': ' + str(exc))})") from None
+        except ValueError as exc:  # http.client refusing a header or URL it cannot send
+            raise KubeError(f"cannot send the request to the Kubernetes API at {self.server}: "
+                            f"{self.scrub(type(exc).__name__ + ': ' + str(exc))}") from None
         if result.status == 401:
             raise KubeError(
                 f"the kubeconfig's credentials were refused by the Kubernetes API at {self.server} "
@@ -432,7 +466,7 @@ class KubeClient:
         except (ValueError, UnicodeDecodeError):
             return ""
         message = document.get("message") if isinstance(document, dict) else None
-        return f": {self._scrub(str(message))[:300]}" if message else ""
+        return f": {self.scrub(str(message))[:300]}" if message else ""
 
     def get_json(self, path: str, query: Optional[Mapping[str, Any]] = None,
                  timeout: Optional[float] = None) -> Any:
@@ -501,7 +535,7 @@ class KubeClient:
         return response.text()
 
     def _proxy(self, kind: str, namespace: str, name: str, port: int | str, path: str, *,
-               method: str, query: Optional[Mapping[str, Any]], body: Optional[bytes],
+               method: str, query: Optional[Query], body: Optional[bytes],
                headers: Optional[Mapping[str, str]], timeout: Optional[float]) -> HttpResponse:
         proxied = path.lstrip("/")
         full = (f"/api/v1/namespaces/{quote(namespace, safe='')}/{kind}/"
@@ -509,7 +543,7 @@ class KubeClient:
         return self.request(method, full, query=query, body=body, headers=headers, timeout=timeout)
 
     def service_proxy(self, namespace: str, service: str, port: int | str, path: str, *,
-                      method: str = "GET", query: Optional[Mapping[str, Any]] = None,
+                      method: str = "GET", query: Optional[Query] = None,
                       body: Optional[bytes] = None, headers: Optional[Mapping[str, str]] = None,
                       timeout: Optional[float] = None) -> HttpResponse:
         """GET/POST `path` on a Service through the API server; the upstream's status is returned."""
@@ -517,7 +551,7 @@ class KubeClient:
                            body=body, headers=headers, timeout=timeout)
 
     def pod_proxy(self, namespace: str, pod: str, port: int | str, path: str, *,
-                  method: str = "GET", query: Optional[Mapping[str, Any]] = None,
+                  method: str = "GET", query: Optional[Query] = None,
                   body: Optional[bytes] = None, headers: Optional[Mapping[str, str]] = None,
                   timeout: Optional[float] = None) -> HttpResponse:
         return self._proxy("pods", namespace, pod, port, path, method=method, query=query,
@@ -556,24 +590,87 @@ def client_from_kubeconfig(
         tls_server_name=cluster.get("tls-server-name"),
         timeout=timeout,
         session=session,
+        allow_http_credentials=allows_http_credentials(cluster),
     )
     if user.get("token"):
-        client.token = str(user["token"])
+        raw = str(user["token"])
+        client.extra_secrets = (raw,)
+        client.token = bearer_token(raw, "token")
     elif user.get("tokenFile"):
-        try:
-            with open(str(user["tokenFile"]), encoding="utf-8") as handle:
-                client.token = handle.read().strip()
-        except OSError:
-            raise KubeConfigError("cannot read the kubeconfig's tokenFile") from None
+        raw = read_token_file(str(user["tokenFile"]))
+        client.extra_secrets = (raw,)
+        client.token = bearer_token(raw, "tokenFile")
     elif isinstance(user.get("exec"), Mapping):
         client.eks = eks_token_source(user["exec"], region_hint)
     elif user.get("username") and user.get("password"):
-        raw = f"{user['username']}:{user['password']}".encode("utf-8")
-        client.basic_auth = base64.b64encode(raw).decode("ascii")
+        pair = f"{user['username']}:{user['password']}".encode("utf-8", errors="replace")
+        client.extra_secrets = (str(user["password"]),)
+        client.basic_auth = base64.b64encode(pair).decode("ascii")
     elif user.get("auth-provider"):
         raise KubeConfigError("the kubeconfig's user uses an auth-provider plugin, which raypd "
                               "does not support: pass a kubeconfig with a token")
+    has_credentials = bool(client.token or client.eks or client.basic_auth)
+    if parts.scheme == "http" and has_credentials and not allows_http_credentials(cluster):
+        raise KubeConfigError(
+            f"the kubeconfig's server {server.rstrip('/')} is plain http://: raypd will not send "
+            "its credentials (token, exec token or password) unencrypted. Use the https:// "
+            "address, or, if this really is what you want (a local test server), add to that "
+            f"cluster entry `extensions: [{{name: {ALLOW_HTTP_CREDENTIALS_EXTENSION}, extension: "
+            "true}]`")
     return client
+
+
+def allows_http_credentials(cluster: Mapping[str, Any]) -> bool:
+    """True when the kubeconfig's cluster entry explicitly allows credentials over plain HTTP."""
+    extensions = cluster.get("extensions") or []
+    if not isinstance(extensions, list):
+        return False
+    return any(isinstance(entry, Mapping) and entry.get("name") == ALLOW_HTTP_CREDENTIALS_EXTENSION
+               and entry.get("extension") is True for entry in extensions)
+
+
+def bearer_token(raw: str, what: str) -> str:
+    """The token as it will go into the Authorization header: trimmed; refused (never quoted) when
+    empty or when it holds anything but visible ASCII, which no HTTP header can carry."""
+    token = raw.strip()
+    if not token:
+        raise KubeConfigError(f"the kubeconfig's user {what} is empty")
+    if any(not 0x21 <= ord(char) <= 0x7E for char in token):
+        raise KubeConfigError(f"the kubeconfig's user {what} holds characters a bearer token cannot "
+                              "have (spaces, control characters or non-ASCII): copy it again")
+    return token
+
+
+def read_token_file(path: str) -> str:
+    """The text of a kubeconfig `tokenFile`: a regular file of at most MAX_TOKEN_FILE_BYTES.
+
+    Opened non-blocking (a FIFO must not hang verify) and checked with fstat on the open descriptor
+    (no race between the check and the read); errors name the field, never the contents."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise KubeConfigError(f"cannot read the kubeconfig's tokenFile: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise KubeConfigError("the kubeconfig's tokenFile is not a regular file (a device, FIFO "
+                                  "or directory): point it at the file that holds the token")
+        if info.st_size > MAX_TOKEN_FILE_BYTES:
+            raise KubeConfigError(f"the kubeconfig's tokenFile is larger than "
+                                  f"{MAX_TOKEN_FILE_BYTES // 1024} KiB; that is not a token")
+        data = os.read(fd, MAX_TOKEN_FILE_BYTES + 1)
+    except OSError as exc:
+        raise KubeConfigError(f"cannot read the kubeconfig's tokenFile: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TOKEN_FILE_BYTES:
+        raise KubeConfigError(f"the kubeconfig's tokenFile is larger than "
+                              f"{MAX_TOKEN_FILE_BYTES // 1024} KiB; that is not a token")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KubeConfigError("the kubeconfig's tokenFile is not UTF-8 text") from None
 
 
 def read_kubeconfig_file(path: str) -> str:

@@ -7,11 +7,11 @@ APIs on the head Service, the OpenAI endpoint on the Serve Service, Ray's metric
 pods). Each check says where its evidence came from; a check that could not get evidence is warn or
 skip, never pass.
 
-What is checked and how is in docs/troubleshooting.md; the evidence and its formats in
-serve/evidence.py. NIXL logs `Backend <NAME> was instantiated`; vLLM logs `KV Transfer metrics: Num
-successful transfers=N, ...` and has the metrics vllm:nixl_xfer_time_seconds (histogram) and
-vllm:nixl_num_failed_transfers (counter), which Ray exports as ray_vllm_nixl_xfer_time_seconds_count
-and ray_vllm_nixl_num_failed_transfers_total.
+What is checked and how is in docs/troubleshooting.md; where the evidence is and its formats in
+serve/evidence.py (Kubernetes, the Ray dashboard's Serve, State and log APIs) and
+serve/kv_evidence.py (NIXL's and vLLM's log lines, vLLM's metrics under their vLLM and Ray names).
+The KV transfer is judged on the decode's own counters read before and after a test request:
+transfers and external_kv_transfer prompt tokens must rise while local_compute does not.
 
 Exit 0 when no check failed, 1 when one did, 2 on invalid input (one line on stderr).
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
+import secrets
 import sys
 import time
 from dataclasses import dataclass
@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from components import defaults
 from components.checks import Check, Report, write_report
 from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
+from components.serve_config import KV_LOAD_FAILURE_POLICY
 from serve.evidence import (
     LOG_LINES,
     MAX_OUTPUTS_BYTES,
@@ -61,19 +62,28 @@ from serve.kube import (
     client_from_kubeconfig,
     read_kubeconfig_file,
 )
+from serve.kv_evidence import (
+    KvChange,
+    KvCounters,
+    backends_in,
+    is_kv_line,
+    kv_counters,
+    kv_load_failures,
+    kv_log_counts,
+    nixl_failures,
+    parse_vllm_samples,
+    replica_filter,
+    unsupported_backends_in,
+)
 from serve.live_status import cluster_status
 
-__all__ = ["VerifyInputError", "cluster_status", "main", "parse_prometheus", "run_verify"]
+__all__ = ["VerifyInputError", "cluster_status", "main", "run_verify"]
 
 log = logging.getLogger(__name__)
 EXIT_INVALID = 2
 CHAT_TIMEOUT = 60.0
 KV_WAIT_SECONDS = 20.0  # Ray exports metrics every ~10 s: wait up to two rounds for the counters
 KV_POLL_SECONDS = 5.0
-NIXL_BACKEND_LINE = re.compile(r"Backend (\w+) was instantiated")
-KV_LOG_LINE = re.compile(r"KV Transfer metrics: (.*)$")
-KV_SUCCESS_SERIES = ("ray_vllm_nixl_xfer_time_seconds_count",)
-KV_FAILED_SERIES = ("ray_vllm_nixl_num_failed_transfers_total", "ray_vllm_nixl_num_failed_transfers")
 CHAT_PROMPT = "Reply with the single word: ready"
 
 TITLES = {
@@ -302,23 +312,24 @@ def check_replica_placement(ev: Evidence) -> Check:
         if running:
             evidence.append(f"{plan.deployment}: {len(running)}/{plan.replicas} RUNNING on "
                             f"{name_list(places, 4)}")
+    # The plan gives every phase nodes of its own (components.topology sizes each group as the sum
+    # of its phases' nodes): two phases on one node halve its GPUs and take PD's gain away.
     shared = {node_name: sorted(p) for node_name, p in phases_on_node.items() if len(p) > 1}
     for node_name, phases in shared.items():
-        sharing = f"{' and '.join(phases)} engines share node {node_name}"
-        (problems if ev.plan.pinned else warnings).append(sharing)
+        problems.append(f"{' and '.join(phases)} engines share node {node_name}, but the plan gives "
+                        "each its own node (prefill/decode disaggregation gains nothing this way)")
     remedy = ("engines go where the placement groups find GPUs: check the worker groups' "
-              "rayStartParams and that every planned node joined the Ray cluster")
+              "rayStartParams and that every planned node joined the Ray cluster; if a restart "
+              "packed the engines onto one node, restart the packed replica once the other node "
+              "is Ready")
     if problems:
         return Check.failed(cid, title, "; ".join(problems + warnings), remedy)
     if warnings:
         return Check.warned(cid, title, "; ".join(evidence + warnings),
-                            "the plan sized one node per engine; a restart may have packed them")
+                            "more replicas than planned: an autoscaler or an old deployment's "
+                            "replicas may still be running")
     return Check.passed(cid, title, "; ".join(evidence)
                         + " (Ray dashboard /api/serve/applications/, pod IPs, node labels)")
-
-
-def _backends_in(text: str) -> set[str]:
-    return set(NIXL_BACKEND_LINE.findall(text))
 
 
 def check_nixl_backend(ev: Evidence) -> Check:
@@ -327,27 +338,40 @@ def check_nixl_backend(ev: Evidence) -> Check:
     if want is None:
         return Check.skipped(cid, title, "colocated mode: no NIXL transfer")
     seen: dict[str, set[str]] = {}
-    source = "Ray log API (replica actors' worker .out/.err)"
+    refused: set[str] = set()
+    sources: set[str] = set()
     try:
         for phase, replicas in ev.engine_replicas().items():
             for replica in replicas:
                 if replica.get("state") != "RUNNING":
                     continue
                 label = f"{ev.plan.phases[phase].deployment} {replica.get('replica_id', '?')}"
-                seen[label] = _backends_in(ev.replica_log(replica))
+                text, where = ev.engine_log(replica)
+                seen[label] = backends_in(text)
+                refused.update(unsupported_backends_in(text))
+                sources.add(where)
         if not seen:
             raise KubeError("no RUNNING engine replica to read")
+        source = f"Ray log API ({'; '.join(sorted(sources))})"
     except KubeError as ray_error:
         source = f"worker pods' container logs (Ray log API: {shorten(str(ray_error), 120)})"
         seen = {}
         try:
             for pod in ev.worker_pods():
-                seen[f"pod {name_of(pod)}"] = _backends_in(ev.pod_log(pod))
+                text = ev.pod_log(pod)
+                seen[f"pod {name_of(pod)}"] = backends_in(text)
+                refused.update(unsupported_backends_in(text))
         except KubeError as exc:
             return Check.warned(cid, title, f"no logs to read: {exc}",
                                 "check the Ray dashboard's logs for 'Backend ... was instantiated'")
     wrong = {label: sorted(b - {want}) for label, b in seen.items() if b - {want}}
     silent = [label for label, b in seen.items() if not b]
+    if want in refused and not wrong:
+        return Check.failed(cid, title, f"NIXL could not create the {want} backend ('createBackend: "
+                            f"unsupported backend '{want}''): the engine cannot start its KV "
+                            f"connector; source: {source}",
+                            "LIBFABRIC needs the EFA device and libfabric in the image (and on NIXL 1.5 "
+                            "its plugin loads CUDA): check efa-devices and the image's NIXL build")
     if wrong:
         detail = "; ".join(f"{label}: Backend {', '.join(b)} was instantiated" for label, b in wrong.items())
         fallback = " (UCX is the silent TCP-speed fallback)" if want == "LIBFABRIC" else ""
@@ -358,7 +382,8 @@ def check_nixl_backend(ev: Evidence) -> Check:
     if not found or silent:
         return Check.warned(cid, title, f"no 'Backend {want} was instantiated' line for "
                             f"{name_list(silent) or 'any engine'}; source: {source}",
-                            "the line may have rotated out of the log tail; look in the Ray dashboard")
+                            "the line is printed once at engine start and may have rotated out of "
+                            "the log tail; look in the Ray dashboard's logs of the engine's worker")
     return Check.passed(cid, title, f"'Backend {want} was instantiated' in the logs of "
                         f"{name_list(found)}; no other backend; source: {source}")
 
@@ -388,168 +413,227 @@ def check_endpoint_models(endpoint: Optional[Endpoint], ev: Evidence, timeout: f
     return Check.passed(cid, title, f"GET /v1/models on {endpoint.describe} lists {ev.plan.model_id}")
 
 
-def check_endpoint_chat(endpoint: Optional[Endpoint], ev: Evidence, timeout: float) -> Check:
-    cid, title = "endpoint-chat", TITLES["endpoint-chat"]
+@dataclass(frozen=True)
+class ChatOutcome:
+    """What the test chat request got: an HTTP status and body, or no answer at all (`error`)."""
+
+    status: Optional[int]
+    body: bytes = b""
+    error: str = ""
+
+
+def send_chat(endpoint: Optional[Endpoint], ev: Evidence, timeout: float) -> ChatOutcome:
+    """One short chat completion. The prompt carries a fresh nonce, so neither engine's prefix
+    cache can serve it and the decode has to get its KV cache from prefill (or recompute it)."""
     if endpoint is None:
-        return Check.skipped(cid, title, "no endpoint: the Kubernetes API is not reachable")
-    body = {"model": ev.plan.model_id, "messages": [{"role": "user", "content": CHAT_PROMPT}],
+        return ChatOutcome(None, error="no endpoint: the Kubernetes API is not reachable")
+    body = {"model": ev.plan.model_id,
+            "messages": [{"role": "user", "content": f"{CHAT_PROMPT} (check {secrets.token_hex(4)})"}],
             "max_tokens": 8, "temperature": 0, "stream": False}
     try:
         status, answer = endpoint.post_json("/v1/chat/completions", body, timeout)
     except KubeError as exc:
-        return Check.failed(cid, title, str(exc), "check the Serve Service and the engines' logs")
-    if status != 200:
-        return Check.failed(cid, title, f"POST /v1/chat/completions answered HTTP {status}: "
-                            f"{shorten(answer.decode('utf-8', 'replace'), 200)}",
-                            "read the OpenAiIngress and engine replicas' logs in the Ray dashboard")
+        return ChatOutcome(None, error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - reported by endpoint-chat, like _guarded does
+        scrub = ev.client.scrub if ev.client is not None else (lambda text: text)
+        return ChatOutcome(None, error=f"could not be sent: {shorten(scrub(f'{type(exc).__name__}: {exc}'), 200)}")
+    return ChatOutcome(status, answer)
+
+
+def check_endpoint_chat(outcome: ChatOutcome, endpoint: Optional[Endpoint]) -> Check:
+    cid, title = "endpoint-chat", TITLES["endpoint-chat"]
+    if outcome.status is None:
+        if endpoint is None:
+            return Check.skipped(cid, title, outcome.error)
+        return Check.failed(cid, title, outcome.error, "check the Serve Service and the engines' logs")
+    text = shorten(outcome.body.decode("utf-8", "replace"), 200)
+    if outcome.status >= 500:
+        return Check.failed(
+            cid, title, f"POST /v1/chat/completions answered HTTP {outcome.status}: {text}. raypd's "
+            f"engines run with kv_load_failure_policy: {KV_LOAD_FAILURE_POLICY}, so a request whose KV "
+            "cache decode could not load from prefill answers 500 instead of being recomputed "
+            "(kv-transfer says whether NIXL transfers failed)",
+            "read the decode replica's log for 'KV load failure' and the NIXL handshake; otherwise "
+            "the OpenAiIngress and engine replicas' logs in the Ray dashboard")
+    if outcome.status != 200:
+        return Check.failed(cid, title, f"POST /v1/chat/completions answered HTTP {outcome.status}: "
+                            f"{text}", "read the OpenAiIngress and engine replicas' logs in the Ray "
+                            "dashboard")
     try:
-        document = json.loads(answer.decode("utf-8"))
+        document = json.loads(outcome.body.decode("utf-8"))
         choice = document["choices"][0]
         content = (choice.get("message") or {}).get("content")
     except (ValueError, KeyError, IndexError, TypeError, AttributeError, UnicodeDecodeError):
         return Check.failed(cid, title, "POST /v1/chat/completions answered 200 without a choice",
                             "read the OpenAiIngress replica's log")
     usage = document.get("usage") or {}
-    tokens = usage.get("completion_tokens")
-    return Check.passed(cid, title, f"POST /v1/chat/completions on {endpoint.describe}: 200, "
+    tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+    where = endpoint.describe if endpoint is not None else "the endpoint"
+    return Check.passed(cid, title, f"POST /v1/chat/completions on {where}: 200, "
                         f"finish_reason={choice.get('finish_reason')}, "
                         f"{tokens if tokens is not None else '?'} token(s): {shorten(str(content), 80)!r}")
 
 
-# ---- KV transfer counters ----
-
-def parse_prometheus(text: str, names: Sequence[str]) -> Optional[float]:
-    """Sum of every sample of the given metric names (any labels); None when none appears."""
-    total, found = 0.0, False
-    wanted = set(names)
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name not in wanted:
-            continue
-        rest = line.rsplit("}", 1)[1] if "{" in line else line[len(name):]
-        try:
-            value = float(rest.split()[0])  # a sample may carry a timestamp after the value
-        except (ValueError, IndexError):
-            continue
-        total += value
-        found = True
-    return total if found else None
-
+# ---- KV transfer evidence: the decode's counters and log lines, before and after the chat ----
 
 @dataclass(frozen=True)
-class KvSnapshot:
-    source: str
-    successes: Optional[float]
-    failures: Optional[float]
-    seen_lines: frozenset[str] = frozenset()
+class KvReading:
+    """One reading of the decode engines: their vLLM counters (None when no metrics page could be
+    read; all absent, i.e. zero, when the pages had no vLLM series yet) and the KV lines of their
+    logs (`KV Transfer metrics: ...`, `Failing N request(s) ...`, `NIXL transfer failure: ...`)."""
+
+    metrics_source: str
+    counters: Optional[KvCounters]
+    log_source: str
+    log_lines: frozenset[str]
 
 
-def _kv_from_metrics(ev: Evidence) -> Optional[KvSnapshot]:
-    if ev.client is None or ev.down is not None:
-        return None
-    client = ev.client
-    successes: Optional[float] = None
-    failures: Optional[float] = None
-    for pod in ev.worker_pods():
+def _decode_targets(ev: Evidence) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """(decode replicas, the worker pods that host them, their replica ids); without the Serve API,
+    every pod of the decode phase's worker group."""
+    phase = "decode" if "decode" in ev.plan.phases else next(iter(ev.plan.phases))
+    pods = ev.worker_pods()
+    try:
+        replicas = [r for r in ev.engine_replicas().get(phase, []) if r.get("state") == "RUNNING"]
+    except KubeError:
+        replicas = []
+    ips = {str(r.get("node_ip")) for r in replicas}
+    hosting = [p for p in pods if str((p.get("status") or {}).get("podIP")) in ips]
+    if not hosting:
+        group = ev.plan.phases[phase].group
+        hosting = [p for p in pods if labels_of(p).get(RAY_GROUP_LABEL) == group]
+    # One Ray node, one metrics page: pods that share an IP (host networking) are read once, or
+    # every counter would count twice.
+    by_ip = {str((p.get("status") or {}).get("podIP") or name_of(p)): p for p in hosting}
+    return replicas, list(by_ip.values()), [str(r.get("replica_id") or "") for r in replicas]
+
+
+def read_kv(ev: Evidence) -> KvReading:
+    replicas, pods, replica_ids = _decode_targets(ev)
+    keep = replica_filter(replica_ids)
+    # A page that answers without vLLM series is zeros, not "unreadable": Ray exports a series only
+    # once it was used, so a fresh deployment's page has none before the first request.
+    counters: Optional[KvCounters] = None
+    for pod in pods:
         try:
-            response = client.pod_proxy(ev.plan.namespace, name_of(pod), defaults.RAY_METRICS_PORT, "metrics")
+            found = kv_counters(parse_vllm_samples(ev.metrics_page(pod)), keep)
         except KubeError:
             continue
-        if response.status != 200:
-            continue
-        text = response.text()
-        ok, bad = parse_prometheus(text, KV_SUCCESS_SERIES), parse_prometheus(text, KV_FAILED_SERIES)
-        if ok is not None:
-            successes = (successes or 0.0) + ok
-        if bad is not None:
-            failures = (failures or 0.0) + bad
-    if successes is None and failures is None:
-        return None
-    return KvSnapshot(f"Ray metrics on the worker pods' port {defaults.RAY_METRICS_PORT} "
-                      "(ray_vllm_nixl_xfer_time_seconds_count, ray_vllm_nixl_num_failed_transfers)",
-                      successes, failures)
-
-
-def _decode_logs(ev: Evidence) -> tuple[str, str]:
-    """The decode engines' log text and where it came from (Ray log API, else pod logs)."""
-    phase = "decode" if "decode" in ev.plan.phases else next(iter(ev.plan.phases))
-    try:
-        texts = [ev.replica_log(r) for r in ev.engine_replicas().get(phase, [])
-                 if r.get("state") == "RUNNING"]
-        if texts:
-            return "\n".join(texts), "decode replicas' logs (Ray log API)"
-    except KubeError:
-        pass
-    group = ev.plan.phases[phase].group
-    texts = [ev.pod_log(p) for p in ev.worker_pods() if labels_of(p).get(RAY_GROUP_LABEL) == group]
-    return "\n".join(texts), "worker pods' container logs"
-
-
-def _kv_from_logs(ev: Evidence) -> Optional[KvSnapshot]:
-    try:
-        text, source = _decode_logs(ev)
-    except KubeError:
-        return None
-    lines = frozenset(line for line in text.splitlines() if KV_LOG_LINE.search(line))
-    return KvSnapshot(f"'KV Transfer metrics' lines in the {source}", None, None, lines)
-
-
-def kv_snapshot(ev: Evidence) -> Optional[KvSnapshot]:
-    try:
-        return _kv_from_metrics(ev) or _kv_from_logs(ev)
-    except KubeError:
-        return None
-
-
-def _log_counts(lines: Sequence[str]) -> tuple[int, int]:
-    successes = failures = 0
-    for line in lines:
-        match = KV_LOG_LINE.search(line)
-        if not match:
-            continue
-        fields = dict(part.split("=", 1) for part in match.group(1).split(", ") if "=" in part)
+        counters = found if counters is None else counters + found
+    metrics_source = (f"decode's vLLM metrics on {name_list([name_of(p) for p in pods], 3)} port "
+                      f"{defaults.RAY_METRICS_PORT} (Ray's export)")
+    texts: list[str] = []
+    log_source = "decode replicas' logs (Ray log API)"
+    for replica in replicas:
         try:
-            successes += int(float(fields.get("Num successful transfers", "0")))
-            failures += int(float(fields.get("Num failed transfers", "0")))
-        except ValueError:
+            texts.append(ev.replica_log(replica))
+        except KubeError:
             continue
-    return successes, failures
+    if not texts:
+        log_source = "decode worker pods' container logs"
+        for pod in pods:
+            try:
+                texts.append(ev.pod_log(pod))
+            except KubeError:
+                continue
+    text = "\n".join(texts)
+    lines = frozenset(line for line in text.splitlines() if is_kv_line(line))
+    return KvReading(metrics_source, counters, log_source, lines)
 
 
-def check_kv_transfer(ev: Evidence, before: Optional[KvSnapshot], after: Optional[KvSnapshot],
-                      chat: Check) -> Check:
+def _reading_moved(before: KvReading, after: Optional[KvReading]) -> bool:
+    if after is None:
+        return False
+    if after.log_lines - before.log_lines:
+        return True
+    if before.counters is not None and after.counters is not None:
+        return KvChange.between(before.counters, after.counters).anything
+    return False
+
+
+def _count(value: float, what: str) -> str:
+    number = int(value) if float(value).is_integer() else round(value, 1)
+    return f"{number} {what}"
+
+
+def check_kv_transfer(kv_backend: Optional[str], before: Optional[KvReading],
+                      after: Optional[KvReading], chat: ChatOutcome, waited: float) -> Check:
+    """Did this request's KV cache come over NIXL? The decode's counters decide (transfers and
+    external_kv_transfer prompt tokens up, local_compute not, no failures); the log lines are the
+    fallback where no metrics are exported. No movement at all is no evidence; movement without a
+    transfer is evidence of recompute, a failure."""
     cid, title = "kv-transfer", TITLES["kv-transfer"]
-    if ev.plan.kv_backend is None:
+    if kv_backend is None:
         return Check.skipped(cid, title, "colocated mode: no KV cache moves between engines")
-    if chat.status != "pass":
-        return Check.skipped(cid, title, "the chat request did not succeed (see endpoint-chat)")
-    remedy_none = ("a 200 alone is not proof: the decode may have recomputed the prompt; look for "
-                   "'KV Transfer metrics' in the decode replica's log")
+    answered_ok = chat.status == 200
+    if chat.status is None:
+        return Check.skipped(cid, title, "the chat request got no answer (see endpoint-chat)")
+    remedy_none = ("look at the decode's vLLM metrics (nixl_xfer_time_seconds_count, "
+                   "prompt_tokens_by_source) on its Ray metrics port, and for 'KV Transfer metrics' "
+                   "in the decode replica's log")
     if before is None or after is None:
-        return Check.warned(cid, title, "no KV transfer evidence: neither Ray's metrics nor the "
-                            "decode logs could be read; a 200 alone is not proof", remedy_none)
-    if before.source != after.source:
-        return Check.warned(cid, title, f"the KV evidence changed source during the request "
-                            f"({before.source} -> {after.source}); a 200 alone is not proof",
-                            remedy_none)
-    if after.successes is None and after.failures is None:  # the log lines are the evidence
-        new = sorted(after.seen_lines - before.seen_lines)
-        successes, failures = _log_counts(new)
-    else:
-        successes = int((after.successes or 0) - (before.successes or 0))
-        failures = int((after.failures or 0) - (before.failures or 0))
-    if failures > 0:
-        return Check.failed(cid, title, f"{failures} NIXL transfer(s) failed during the chat request "
-                            f"(source: {after.source}); the decode recomputed the prompt",
-                            "check the NIXL side channel between the pods (VLLM_HOST_IP, security "
-                            "group allows all traffic between GPU nodes) and the EFA devices")
-    if successes > 0:
-        return Check.passed(cid, title, f"{successes} successful NIXL transfer(s), none failed, "
-                            f"during the chat request (source: {after.source})")
-    return Check.warned(cid, title, f"no KV transfer recorded for the chat request (source: "
-                        f"{after.source}); a 200 alone is not proof", remedy_none)
+        if not answered_ok:
+            return Check.skipped(cid, title, "the chat request failed (see endpoint-chat) and the "
+                                 "decode's counters could not be read")
+        return Check.warned(cid, title, "no KV transfer evidence: neither the decode's metrics nor "
+                            "its logs could be read; a 200 alone is not proof", remedy_none)
+    new_lines = sorted(after.log_lines - before.log_lines)
+    log_ok, log_failed = kv_log_counts(new_lines)
+    load_failures = kv_load_failures("\n".join(new_lines))
+    log_failed = max(log_failed, nixl_failures(new_lines))  # the same failures, told twice
+    change = (KvChange.between(before.counters, after.counters)
+              if before.counters is not None and after.counters is not None else None)
+    failed = (change.failed if change else 0.0) + log_failed
+    source = after.metrics_source if change is not None else after.log_source
+    remedy_failed = ("check the NIXL side channel between the pods (VLLM_HOST_IP, a security group "
+                     "that allows all traffic between the GPU nodes), nixl-backend and efa-devices, "
+                     "and that both phases use the same model and parallel layout")
+    if failed > 0 or load_failures > 0:
+        parts = []
+        if failed > 0:
+            parts.append(_count(failed, "NIXL transfer(s) failed (handshakes and notifications count)"))
+        if load_failures > 0:
+            parts.append(f"decode failed {load_failures} request(s) for a KV load failure")
+        outcome = (f"the request answered HTTP {chat.status}, as kv_load_failure_policy: "
+                   f"{KV_LOAD_FAILURE_POLICY} makes it" if not answered_ok else
+                   "the request still answered 200, so decode recomputed the prompt (is "
+                   "kv_load_failure_policy set to recompute?)")
+        return Check.failed(cid, title, f"{'; '.join(parts)} during the chat request: {outcome}; "
+                            f"source: {source if change is not None and change.failed else after.log_source}",
+                            remedy_failed)
+    if not answered_ok:
+        return Check.skipped(cid, title, f"the chat request answered HTTP {chat.status} (see "
+                             f"endpoint-chat) and no failed transfer was recorded; source: {source}")
+    if change is not None:
+        moved = (f"{_count(change.transfers, 'NIXL transfer(s)')}, "
+                 f"{_count(change.external_tokens, 'prompt token(s) from external_kv_transfer')}, "
+                 f"local_compute +{_count(change.local_tokens, '')}".rstrip())
+        if change.local_tokens > 0:
+            return Check.failed(cid, title, f"decode computed {_count(change.local_tokens, 'prompt token(s)')} "
+                                f"itself during the chat request ({moved}): the KV cache did not (all) "
+                                f"come from prefill, PD's gain is gone; source: {source}", remedy_failed)
+        if change.transfers > 0 or change.external_tokens > 0:
+            return Check.passed(cid, title, f"during the chat request: {moved}, none failed"
+                                + (f", {_count(change.bytes_moved, 'bytes')} moved" if change.bytes_moved else "")
+                                + f"; source: {source}")
+        if change.generated > 0:
+            return Check.failed(cid, title, f"decode generated {_count(change.generated, 'token(s)')} "
+                                "for the chat request but recorded no KV transfer and no "
+                                f"external_kv_transfer prompt tokens: it did the prefill work again; "
+                                f"source: {source}", remedy_failed)
+        if change.cached_tokens > 0:
+            return Check.warned(cid, title, "decode served the prompt from its own prefix cache "
+                                f"({_count(change.cached_tokens, 'token(s)')}): no transfer was needed, "
+                                f"so none is proven; source: {source}", remedy_none)
+        return Check.warned(cid, title, f"the decode's counters did not move within {waited:g} s of "
+                            "the chat request (Ray exports metrics every ~10 s, or the request went to "
+                            f"an engine not read): no evidence either way; source: {source}", remedy_none)
+    if log_ok > 0:
+        return Check.passed(cid, title, f"{log_ok} successful NIXL transfer(s), none failed, during "
+                            f"the chat request ('KV Transfer metrics' lines in the {after.log_source})")
+    return Check.warned(cid, title, f"no decode metrics to read, and no new 'KV Transfer metrics' line "
+                        f"in the {after.log_source} (vLLM prints it at INFO only for busy intervals, "
+                        "and never under Ray Serve LLM); a 200 alone is not proof", remedy_none)
 
 
 # ---- running it all ----
@@ -584,49 +668,62 @@ def run_verify(
             raise VerifyInputError(str(exc)) from None
     ev = Evidence(client, plan, log_lines=log_lines)
     target = direct_endpoint(endpoint) if endpoint else proxied_endpoint(ev)
-    checks = [_guarded("gpu-nodes", check_gpu_nodes, ev),
-              _guarded("efa-devices", check_efa_devices, ev),
-              _guarded("one-zone", check_one_zone, ev),
-              _guarded("rayservice-ready", check_rayservice_ready, ev),
-              _guarded("serve-app-running", check_serve_app, ev),
-              _guarded("replica-placement", check_replica_placement, ev),
-              _guarded("nixl-backend", check_nixl_backend, ev),
-              _guarded("endpoint-models", check_endpoint_models, target, ev, timeout)]
+    checks = [_guarded(ev, "gpu-nodes", check_gpu_nodes, ev),
+              _guarded(ev, "efa-devices", check_efa_devices, ev),
+              _guarded(ev, "one-zone", check_one_zone, ev),
+              _guarded(ev, "rayservice-ready", check_rayservice_ready, ev),
+              _guarded(ev, "serve-app-running", check_serve_app, ev),
+              _guarded(ev, "replica-placement", check_replica_placement, ev),
+              _guarded(ev, "nixl-backend", check_nixl_backend, ev),
+              _guarded(ev, "endpoint-models", check_endpoint_models, target, ev, timeout)]
     disaggregated = plan.kv_backend is not None
-    before = _guarded_snapshot(ev) if disaggregated else None
-    chat = _guarded("endpoint-chat", check_endpoint_chat, target, ev, chat_timeout)
+    before = _guarded_reading(ev) if disaggregated else None
+    started = time.monotonic()
+    chat = send_chat(target, ev, chat_timeout)
     after = None
-    if disaggregated and chat.status == "pass" and before is not None:
-        deadline = time.monotonic() + max(0.0, kv_wait_seconds)
+    if disaggregated and chat.status is not None and before is not None:
+        deadline = started + max(0.0, kv_wait_seconds)
         while True:  # bounded: ends at the deadline, and at once when there is news
-            after = _guarded_snapshot(ev)
-            moved = after is not None and (
-                after.seen_lines - before.seen_lines
-                or (after.successes or 0) != (before.successes or 0)
-                or (after.failures or 0) != (before.failures or 0))
-            if moved or time.monotonic() + kv_poll_seconds > deadline:
+            after = _guarded_reading(ev)
+            if _reading_moved(before, after) or time.monotonic() + kv_poll_seconds > deadline:
                 break
             time.sleep(kv_poll_seconds)
-    checks += [chat, _guarded("kv-transfer", check_kv_transfer, ev, before, after, chat)]
-    return Report.of("verify", checks)
+    waited = time.monotonic() - started
+    checks += [_guarded(ev, "endpoint-chat", check_endpoint_chat, chat, target),
+               _guarded(ev, "kv-transfer", check_kv_transfer, plan.kv_backend, before, after, chat,
+                        waited)]
+    return Report.of("verify", _nothing_checked_fails(ev, checks))
 
 
-def _guarded(check_id: str, check: Callable[..., Check], *args: Any) -> Check:
+def _nothing_checked_fails(ev: Evidence, checks: list[Check]) -> list[Check]:
+    """When the cluster answered nothing verify could use, the report must not read "ok" (nor
+    hide why under warnings): the first check (gpu-nodes) fails and says so."""
+    if ev.answered or checks[0].status == "fail":
+        return checks
+    why = str(ev.down) if ev.down is not None else "no call to the Kubernetes API got a usable answer"
+    first = checks[0]
+    replaced = Check.failed(first.id, first.title, f"nothing was checked: {why} ({first.detail})",
+                            "check the kubeconfig and that the cluster's API endpoint is reachable")
+    return [replaced, *checks[1:]]
+
+
+def _guarded(ev: Evidence, check_id: str, check: Callable[..., Check], *args: Any) -> Check:
     """A check that meets an object it cannot read (a malformed API answer) warns, never crashes
-    the report; the exception's type and text are shown, and no request carries secrets back."""
+    the report; the exception's type and text are shown, scrubbed of the client's credentials."""
     try:
         return check(*args)
     except Exception as exc:  # noqa: BLE001 - one bad answer must not cost the other nine checks
-        log.debug("check %s could not be evaluated", check_id, exc_info=True)
+        scrub = ev.client.scrub if ev.client is not None else (lambda text: text)
+        log.debug("check %s could not be evaluated: %s", check_id, scrub(f"{type(exc).__name__}: {exc}"))
         return Check.warned(check_id, TITLES[check_id], f"could not be evaluated: "
-                            f"{type(exc).__name__}: {shorten(str(exc), 200)}")
+                            f"{shorten(scrub(f'{type(exc).__name__}: {exc}'), 200)}")
 
 
-def _guarded_snapshot(ev: Evidence) -> Optional[KvSnapshot]:
+def _guarded_reading(ev: Evidence) -> Optional[KvReading]:
     try:
-        return kv_snapshot(ev)
+        return read_kv(ev)
     except Exception:  # noqa: BLE001 - no counters is "no evidence", reported by kv-transfer
-        log.debug("KV snapshot failed", exc_info=True)
+        log.debug("KV reading failed", exc_info=False)
         return None
 
 

@@ -1,15 +1,20 @@
-"""Every test runs without the developer's AWS identity and never asks a metadata service.
+"""Every test runs without the developer's AWS identity and never asks a metadata service or the Hub.
 
 boto3's default credential chain ends at the EC2 instance metadata service (169.254.169.254):
 tests must only ever reach loopback, so it is switched off here, before any test (or any CLI a test
 starts, which inherits this environment) creates a session. Tests that need AWS point
 AWS_ENDPOINT_URL at a local emulator and set fake keys themselves.
+
+Preflight's `model-source` check asks the Hugging Face Hub (at HF_ENDPOINT) whether the model
+exists. For the whole session HF_ENDPOINT is a local Hub stand-in (tests/fakes/hf_hub.py) that
+knows the public models the suite deploys; any other repo is "not found", as on the real Hub.
+Tests of the check itself start their own stand-in with the repos they need.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Any, Iterator, Optional
 
 import pytest
 
@@ -21,12 +26,34 @@ _AWS_IDENTITY = (
 )
 
 
+# The Hub models the suite's stacks use: public ones (the reference, one too big for an L4) and
+# Meta's gated ones, which the suite's tokens (any token, for this stand-in) were granted.
+SUITE_PUBLIC_MODELS = ("Qwen/Qwen3.5-9B", "Qwen/Qwen3-32B", "Qwen/Qwen3-8B")
+SUITE_GATED_MODELS = ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct")
+_suite_hub: Optional[Any] = None
+
+
 def pytest_configure(config: object) -> None:
+    global _suite_hub
     for name in _AWS_IDENTITY:
         os.environ.pop(name, None)
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
     os.environ["AWS_CONFIG_FILE"] = os.devnull
     os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        os.environ.pop(name, None)
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    from tests.fakes.hf_hub import FakeHub, HubRepo
+
+    repos = {repo: HubRepo() for repo in SUITE_PUBLIC_MODELS}
+    repos |= {repo: HubRepo(gated="manual", readers=None) for repo in SUITE_GATED_MODELS}
+    _suite_hub = FakeHub(repos, tokens=None).start()
+    os.environ["HF_ENDPOINT"] = _suite_hub.url
+
+
+def pytest_unconfigure(config: object) -> None:
+    if _suite_hub is not None:
+        _suite_hub.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -133,6 +133,12 @@ def change_deployment(name: str) -> Response:
     return jsonify(raypd().service.change(name, config, g.actor))
 
 
+@bp.delete("/deployments/<name>/pending-config")
+def discard_pending_config(name: str) -> Response:
+    json_body(NoOptions)
+    return jsonify(raypd().service.discard(name, g.actor))
+
+
 def _start(name: str, operation: str, force: bool = False,
            confirm: Any = None) -> tuple[Response, int, dict[str, str]]:
     service = raypd().service

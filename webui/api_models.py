@@ -314,13 +314,29 @@ class EngineInfo(ApiAnswer):
     reason: Optional[str]
 
 
+SettingsKind = Literal["deployed", "planned", "pending"]
+
+
 class DeploymentRow(ApiAnswer):
-    """One deployment in the list: from the stored summary, no spec validated, no engine called."""
+    """One deployment in the list: from the stored summaries, no spec validated, no engine called.
+
+    modelId, mode, topology, region, gpus and estimatedUsdPerHour describe what runs: the settings
+    of the last successful up (`settings` says which: deployed, or planned by the offline engine);
+    only a deployment never deployed shows the stack's own settings (`settings`: pending). Changes
+    saved since the last up do not show here until deployed: `hasPendingChanges` marks them.
+    """
 
     name: str
     engine: str
     notice: str = absent("offline engine: nothing is created in AWS")
     status: str
+    settings: SettingsKind = Field(description=(
+        "whose settings the row shows: deployed (the last successful up), planned (the last offline "
+        "up: a plan, nothing runs) or pending (never deployed: the stack's settings, nothing runs)"))
+    hasPendingChanges: bool = Field(description=(
+        "the stack's settings differ from the deployed (or planned) ones: a Deploy would change "
+        "them, Discard would put them back; false when never deployed"))
+    deployedAt: Optional[str] = Field(description="when the last successful up ended (null: never)")
     modelId: Optional[str]
     mode: Optional[str]
     topology: Optional[str]
@@ -355,6 +371,8 @@ class DeploymentSummary(Passthrough):
     gpus: int = absent()
     gpuNodes: int = absent()
     usdPerHour: Optional[float] = absent()
+    priceBasis: str = absent("where usdPerHour comes from: the us-east-1 on-demand list price, and for "
+                             "other regions that it is not theirs")
     unpriced: list[str] = absent()
     warnings: list[str] = absent()
     kvTransfer: Optional[dict[str, str]] = absent("connector and backend; null in colocated mode")
@@ -376,6 +394,7 @@ class ConfigChange(ApiAnswer):
     key: str
     old: Any = Field(description="the deployed value (null: not set)")
     new: Any = Field(description="the value now (null: not set)")
+    note: str = absent("the HF token: what changed about it and what Discard can do")
 
 
 class CostChange(ApiAnswer):
@@ -391,21 +410,60 @@ class PendingChanges(ApiAnswer):
     usdPerHour: CostChange
 
 
+class DeployedSettings(ApiAnswer):
+    """What the last successful up left: real resources (kind deployment), or, offline, the plan it
+    made (kind plan, label "planned (offline)": nothing runs)."""
+
+    kind: Literal["deployment", "plan"]
+    label: str = Field(description='"deployed" or "planned (offline)"')
+    at: Optional[str] = Field(description="when that up ended (UTC, ISO 8601)")
+    job: Optional[str] = Field(description="the up job (null in records an older raypd wrote)")
+    spec: Contract1 = Field(description="the deployed settings (Contract 1; token as [secret])")
+    summary: DeploymentSummary
+    estimatedUsdPerHour: Optional[float]
+
+
+class PendingSettings(ApiAnswer):
+    """Settings saved to the stack that no up has deployed yet."""
+
+    spec: Contract1 = Field(description="the settings the next Deploy applies (the same as the top-level spec)")
+    summary: DeploymentSummary
+    estimatedUsdPerHour: Optional[float]
+    changes: list[ConfigChange] = Field(description=(
+        "per setting, deployed -> pending; empty when nothing was deployed (every setting is pending)"))
+    usdPerHour: CostChange = Field(description="the cost before (deployed; null: nothing is) and after a Deploy")
+    hfTokenReplaced: bool = Field(description=(
+        "a new HF token was written to the stack since the deploy; Discard cannot bring the old one back"))
+
+
 class DeploymentView(ApiAnswer):
-    """One deployment: spec, status, engine, outputs (secrets masked), resources, last jobs."""
+    """One deployment: what is deployed and what is pending, status, engine, outputs (secrets
+    masked), resources, last jobs.
+
+    `spec`, `summary`, `warnings` and `estimatedUsdPerHour` are the stack's settings: what the next
+    Deploy applies. What runs is `deployed`; what no up has deployed yet is `pending`.
+    """
 
     name: str
     engine: str
     notice: str = absent("offline engine: nothing is created in AWS")
     status: str
-    spec: Contract1
+    spec: Contract1 = Field(description="the stack's settings: the deployed ones plus any pending change")
     summary: DeploymentSummary
     warnings: list[str]
-    estimatedUsdPerHour: Optional[float]
+    estimatedUsdPerHour: Optional[float] = Field(description="of `spec`; what runs costs deployed.estimatedUsdPerHour")
+    deployed: Optional[DeployedSettings] = Field(description=(
+        "what the last successful up deployed (offline: planned); null when it never ran"))
+    pending: Optional[PendingSettings] = Field(description=(
+        "settings saved since the last successful up (all of them when it never ran); null when nothing is pending"))
     outputs: Optional[dict[str, Any]] = Field(description="Contract 3 outputs; secrets as [secret]")
     resources: Optional[list[dict[str, Any]]]
-    connect: Optional[Connect] = Field(description="null when the stored config no longer validates")
-    pendingChanges: Optional[PendingChanges]
+    connect: Optional[Connect] = Field(description=(
+        "how to reach what runs (the deployed settings; the stack's when never deployed); null when "
+        "those settings no longer validate"))
+    pendingChanges: Optional[PendingChanges] = Field(description=(
+        "the older spelling of pending.changes and pending.usdPerHour: null when nothing was deployed "
+        "or nothing is pending"))
     lastOperation: Optional[str]
     lastResult: Optional[str]
     lastOperationAt: Optional[str]

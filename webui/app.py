@@ -10,6 +10,8 @@ from flask import Flask, Response, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
+from components import catalogue
+from components.checks import report_verdict
 from webui import api, pages
 from webui.benchmarking import BenchmarkService
 from webui.engines.base import OFFLINE_NOTICE
@@ -21,7 +23,7 @@ from webui.security import api_error, init_security
 from webui.service import DeploymentService, status_tone
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
-from webui.store import Store
+from webui.store import STORE_ERRORS, Store, error_text
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,10 @@ def create_app(
     if interrupted:
         logger.warning("%d job(s) were interrupted by the last shutdown", len(interrupted))
     service = DeploymentService(store, runner, engines)
+    try:
+        service.complete_deployed_records()
+    except STORE_ERRORS as exc:  # the app still works; the next start tries again
+        logger.warning("could not complete the deployed-settings records: %s", error_text(exc))
     state = Raypd(
         settings=settings, store=store, runner=runner, engines=engines,
         service=service, benchmarks=BenchmarkService(service),
@@ -77,7 +83,10 @@ def create_app(
     app.jinja_env.filters["when"] = _when
     app.jinja_env.filters["usd"] = _usd
     app.jinja_env.filters["tone"] = status_tone
+    app.jinja_env.filters["verdict"] = report_verdict  # a report's badge: ok | failed | not checked
     app.jinja_env.globals["OFFLINE_NOTICE"] = OFFLINE_NOTICE
+    app.jinja_env.globals["price_basis"] = catalogue.price_basis  # said next to every cost shown
+    app.jinja_env.globals["PRICE_REGION"] = catalogue.PRICE_REGION
     app.jinja_env.globals["engine_banner"] = engines.banner
     app.jinja_env.globals["default_engine"] = engines.default.name
 

@@ -253,7 +253,9 @@ class BenchmarkService:
         why_not = self.available(record)
         if why_not is not None:
             raise Conflict(why_not, field="deployment")
-        spec, _problem = self.deployments.spec_of(record)
+        # A benchmark measures what runs: its mode and cost are the deployed settings', not the
+        # pending ones a change saved since.
+        spec = self.deployments.deployed_spec(name)
 
         def work(ctx: JobContext) -> OperationResult:
             outputs = engine.live_outputs(name)

@@ -19,6 +19,7 @@ from typing import Any, Union
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Float,
     Index,
@@ -29,6 +30,7 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    false,
     text,
 )
 from sqlalchemy.engine import URL, Connection, Engine, make_url
@@ -219,11 +221,17 @@ checks = Table(
     Column("report", Text, nullable=False),
 )
 
+# What the last successful up deployed (offline: planned), kept apart from the stack's current,
+# maybe pending, config in `deployments` (issue 14; the columns after `time` are version 4).
 deployed_configs = Table(
     "deployed_configs", metadata,
     Column("deployment", Text, primary_key=True),
     Column("config", Text, nullable=False),
     Column("time", Float, nullable=False),
+    Column("summary", Text),  # webui/summary.py of that config, for the list
+    Column("plan", Text),  # offline engine: the plan that up made (Contract 2 JSON)
+    Column("job", Text),  # the up job
+    Column("token_replaced", Boolean, nullable=False, server_default=false()),  # a new HF token since
 )
 
 sessions = Table(

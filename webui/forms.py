@@ -52,7 +52,8 @@ def _gpu_choices() -> tuple[tuple[str, str], ...]:
     choices = []
     for item in catalogue.gpu_instance_types():
         efa = f", {item.max_efa_interfaces} EFA" if item.efa_supported else ", no EFA"
-        price = f", ${item.usd_per_hour:.2f}/h" if item.usd_per_hour is not None else ""
+        price = (f", ${item.usd_per_hour:.2f}/h in {catalogue.PRICE_REGION}" if item.usd_per_hour is not None
+                 else "")
         choices.append((item.name, f"{item.name} ({item.gpus}× {item.gpu_model}{efa}{price})"))
     return tuple(choices)
 
@@ -95,6 +96,10 @@ PRESENTATION: dict[str, dict[str, Any]] = {
     "raypd:model.enforceEager": dict(label="Enforce eager (no CUDA graphs)", section="model"),
     **{f"raypd:{phase}.{key}": dict(words, section=phase)
        for phase in ("prefill", "decode", "colocated") for key, words in _PHASE_WORDS.items()},
+    "raypd:upgradeStrategy": dict(label="Rollout of disruptive changes", section="serving", wide=True,
+                                  choices=lambda: (
+        ("inPlace", "in place: about one model load of downtime, no extra nodes"),
+        ("newCluster", "zero downtime: a second Ray cluster on extra GPU nodes during the switch"))),
     "raypd:kvTransfer.connector": dict(label="KV connector", section="kv"),
     "raypd:kvTransfer.backend": dict(label="KV transfer backend", section="kv", choices=lambda: (
         ("LIBFABRIC", "LIBFABRIC (EFA)"), ("UCX", "UCX (TCP speed on EFA)"))),
@@ -108,7 +113,8 @@ PRESENTATION: dict[str, dict[str, Any]] = {
                           help="for gated models; stored only as an encrypted Pulumi secret, never shown again"),
     "raypd:adminRoleArns": dict(label="Admin IAM roles", section="cluster", wide=True,
                                 help="comma-separated IAM role ARNs that get cluster-admin (EKS access "
-                                     "entries): the web app's role, CI"),
+                                     "entries): CI's, teammates'; not the role that deploys (it is admin "
+                                     "already, and listing it fails the first Deploy)"),
 }
 # Sections that belong to one mode (the page hides the other mode's sections).
 _MODE_OF_SECTION = {"prefill": "disaggregated", "decode": "disaggregated", "kv": "disaggregated",

@@ -142,6 +142,27 @@ def _paths() -> dict[str, Any]:
             },
             "delete": _operation("destroyDeployment", "Destroy every resource, then remove the stack"),
         },
+        "/deployments/{name}/pending-config": {
+            "delete": {
+                "operationId": "discardPendingChanges",
+                "summary": "Discard the pending changes: put the stack's settings back to the deployed "
+                           "(offline: planned) ones; no cloud action. An HF token replaced or removed "
+                           "since the deploy cannot be brought back and stays pending",
+                "parameters": [_NAME],
+                "requestBody": _body(m.NoOptions, False),
+                "responses": {
+                    "200": _json(m.DeploymentView, "the deployment, its settings the deployed ones again"),
+                    "400": _BAD_BODY,
+                    "404": _errors("no such deployment"),
+                    "409": _json(m.BusyErrors, "a job runs (its id), nothing is pending, or nothing was "
+                                               "deployed to go back to; nothing changes"),
+                    "413": _errors("body too large"),
+                    "500": _errors("the engine could not write the stack's config; it keeps the config it had"),
+                    "503": _errors("the deployment's engine is not available here"),
+                    **_COMMON,
+                },
+            },
+        },
         "/deployments/{name}/preview": {"post": _operation(
             "previewDeployment", "Preview the changes an update would make (runs the preflight first)")},
         "/deployments/{name}/up": {"post": _operation(

@@ -22,6 +22,7 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from markupsafe import Markup
 
+from components.defaults import UPGRADE_STRATEGIES
 from components.errors import FieldError, SpecError
 from components.topology import plan_deployment
 from webui import forms
@@ -183,6 +184,7 @@ def deployment(name: str) -> Any:
     try:
         detail, spec = app.service.get_with_spec(name, jobs=20)  # spec None: see detail["warnings"]
         plan = plan_deployment(spec) if spec else None
+        checks = app.service.checks(name)  # here too: a tear-down may remove the record meanwhile
     except NotFound:
         gone = app.store.get_job(request.args.get("job", ""))
         if gone and gone["deployment"] == name and gone["operation"] == "destroy" and gone["status"] in (
@@ -200,14 +202,17 @@ def deployment(name: str) -> Any:
     if job is None and detail["jobs"]:
         job = app.store.get_job(detail["jobs"][0]["id"])
     events = app.store.events_after(job["id"], 0, limit=2000) if job else []
-    checks = app.service.checks(name)
     job_summary = (job.get("summary") or {}) if job else {}
+    # A preview says what an update would do while settings are pending; once they are deployed
+    # or discarded an update would do none of it.
+    preview = job_summary if job and job["operation"] == "preview" and detail["pending"] else None
     return render_template(
         "deployment.html", d=detail, job=job, events=events, checks=checks,
         job_reports=job_summary.get("reports") or {},
         pending=job_summary.get("pendingOperations") or [],
-        job_steps=job_summary.get("steps") if job and job["operation"] == "preview" else None,
+        job_steps=preview.get("steps") if preview is not None else None,
         job_consequences=job_summary.get("consequences") or [],
+        job_assessment=preview.get("assessment") if preview is not None else None,
         job_eta=next((e["etaSeconds"] for e in reversed(events)
                       if isinstance(e.get("etaSeconds"), (int, float))), None),
         active=job is not None and job["status"] in ACTIVE_STATUSES,
@@ -264,7 +269,7 @@ def _render_benchmark(name: str, values: Optional[dict[str, str]], errors: list[
     return render_template(
         "benchmark.html", d=detail, tab="benchmark", job=job, events=events,
         active=job is not None and job["status"] in ACTIVE_STATUSES, labels=OPERATION_LABELS,
-        job_reports={}, job_steps=None, job_consequences=[], job_eta=None, bench_live=bench_live,
+        job_reports={}, job_steps=None, job_consequences=[], job_assessment=None, job_eta=None, bench_live=bench_live,
         unavailable=app.benchmarks.available(record), fields=FORM_FIELDS, values=values,
         field_errors=by_field, general_errors=general, shown=shown,
         shown_ids=[run["id"] for run in shown["runs"]] if shown else [],
@@ -382,6 +387,49 @@ def deployment_change_post(name: str) -> Any:
     except EngineError as exc:
         return _render_change(name, values, [FieldError("engine", exc.message)], status=exc.http_status)
     flash("Settings saved. Nothing changes in the cloud until Deploy; the preview below shows what it "
+          "would do.", "info")
+    return _start(name, "preview")
+
+
+@bp.post("/deployments/<name>/discard")
+def deployment_discard(name: str) -> ResponseReturnValue:
+    """Discard the pending changes: the deployed (offline: planned) settings back on the stack."""
+    try:
+        detail = raypd().service.discard(name, g.actor)
+    except NotFound:
+        return render_error(404, f"There is no deployment named “{name}”.")
+    except Conflict as exc:
+        flash(exc.message, "error")
+        return redirect(url_for("pages.deployment", name=name, job=exc.job))
+    except EngineError as exc:
+        flash(f"Nothing was discarded: {exc.message}", "error")
+        return redirect(url_for("pages.deployment", name=name))
+    label = detail["deployed"]["label"] if detail.get("deployed") else "deployed"
+    kept = [c["note"] for c in (detail.get("pending") or {}).get("changes", []) if c.get("note")]
+    flash(f"Pending changes discarded: the stack has the {label} settings again (nothing ran in the cloud)."
+          + (" Still pending: " + "; ".join(kept) + "." if kept else ""), "info")
+    return redirect(url_for("pages.deployment", name=name))
+
+
+@bp.post("/deployments/<name>/strategy")
+def deployment_strategy(name: str) -> Any:
+    """The preview's "roll it out this way" buttons: set raypd:upgradeStrategy (a pending setting
+    like any other) and preview again, so the new preview shows what that strategy will do."""
+    app = raypd()
+    wanted = request.form.get("strategy", "")
+    if wanted not in UPGRADE_STRATEGIES:
+        return render_error(400, "Pick one of the strategies the preview offers.")
+    try:
+        app.service.change(name, {"raypd:upgradeStrategy": wanted}, g.actor)
+    except NotFound:
+        return render_error(404, f"There is no deployment named “{name}”.")
+    except Conflict as exc:
+        flash(exc.message, "error")
+        return redirect(url_for("pages.deployment", name=name, job=exc.job))
+    except (SpecError, EngineError) as exc:
+        flash(str(getattr(exc, "message", exc)), "error")
+        return redirect(url_for("pages.deployment", name=name))
+    flash("Strategy saved. Nothing changes in the cloud until Deploy; the preview below shows what it "
           "would do.", "info")
     return _start(name, "preview")
 

@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable, List, Mapping, Optional
 
 from components import defaults
+from components.changes import assess
 from components.checks import Check, Report
 from components.errors import FieldError, SpecError
 from components.outputs import render_stack_outputs
@@ -26,18 +27,20 @@ from components.spec import (
     DeploymentSpec,
     validate_stack_name,
 )
-from components.topology import estimate_cost
+from components.topology import plan_deployment
 from webui.api_models import (
     ChecksView,
+    DeployedSettings,
     DeploymentRow,
     DeploymentView,
     JobView,
     LastReport,
     LiveStatus,
+    PendingSettings,
     PendingView,
     dump,
 )
-from webui.change import config_diff, cost_change
+from webui.change import config_diff, consequences, cost_change
 from webui.checking import Checker
 from webui.engines.base import (
     OFFLINE_NOTICE,
@@ -52,9 +55,18 @@ from webui.engines.base import (
 from webui.engines.select import EngineSet
 from webui.jobs import Busy, JobRunner
 from webui.jobstate import CHECK_OPERATIONS, OBSERVING_OPERATIONS
+from webui.pending_changes import (
+    DEPLOYED_LABEL,
+    deployed_kind,
+    discard_target,
+    left_after_discard,
+    pending_changes,
+    settings_kind,
+    token_replaced,
+)
 from webui.progress import ProgressPlan, durations_for, planned_total
 from webui.redact import remember_secret
-from webui.store import ACTIVE_STATUSES, NameTaken, Store
+from webui.store import ACTIVE_STATUSES, STORE_ERRORS, NameTaken, Store
 from webui.summary import summarize
 
 logger = logging.getLogger(__name__)
@@ -69,6 +81,8 @@ LIST_TTL_SECONDS = 1.0
 READ_ONLY_OPERATIONS = ("preview", "refresh", "clear-pending")
 # Statuses that say what exists; a preview or refresh leaves them as they were.
 STANDING = ("planned (offline)", "deployed")
+# What may refuse Discard's writes: the engine (the stack's config) or the store.
+WRITE_BACK_ERRORS: tuple[type[BaseException], ...] = (EngineError, *STORE_ERRORS)
 
 
 def status_tone(status: Optional[str]) -> str:
@@ -222,11 +236,17 @@ class DeploymentService:
     def _list_rows(self) -> List[dict[str, Any]]:  # `list` here would name the method above
         rows = []
         for row in self.store.list_deployments():
-            summary = row["summary"]
+            deployed = row["deployed"]
+            # What runs (or was planned) is what the list shows, the store's `summary` says; the
+            # stack's own settings only when nothing was ever deployed (`settings`: "pending").
+            summary = row["summary"] or {}
             rows.append(dump(DeploymentRow(
                 name=row["name"],
                 **self._engine_fields(row["engine"]),
                 status=row["status"],
+                settings=settings_kind(row["engine"], deployed is not None),
+                hasPendingChanges=deployed is not None and (deployed["configDiffers"] or deployed["tokenReplaced"]),
+                deployedAt=iso_time(deployed["time"]) if deployed is not None else None,
                 modelId=summary.get("modelId"),
                 mode=summary.get("mode"),
                 topology=summary.get("topology"),
@@ -242,6 +262,10 @@ class DeploymentService:
         return rows
 
     def record(self, name: str) -> dict[str, Any]:
+        try:
+            validate_stack_name(name)
+        except SpecError:  # every deployment was created with a valid name: junk never reaches the store
+            raise NotFound(f"no deployment named {name!r}") from None
         record = self.store.get_deployment(name)
         if record is None:
             raise NotFound(f"no deployment named {name}")
@@ -263,7 +287,8 @@ class DeploymentService:
         return self.get_with_spec(name, jobs)[0]
 
     def get_with_spec(self, name: str, jobs: int = 10) -> tuple[dict[str, Any], Optional[DeploymentSpec]]:
-        """`get`, plus the spec it validated (None when it no longer does), for the page's picture.
+        """`get`, plus the spec of what the page draws (None when it no longer validates): the
+        deployed one when something is deployed (or planned), else the stack's own.
 
         One read and one validation per page: the page must not look the record up again.
         """
@@ -272,6 +297,16 @@ class DeploymentService:
         warnings = list(record["summary"].get("warnings", []))
         if problem:
             warnings.append(problem)
+        deployed = self.store.deployed(name)
+        deployed_spec: Optional[DeploymentSpec] = None
+        deployed_view = None
+        if deployed is not None:
+            deployed_spec, deployed_problem = self._validated(deployed["config"], name)
+            if deployed_problem:
+                warnings.append(f"the deployed settings no longer validate: {deployed_problem}")
+            deployed_view = self._deployed_view(record["engine"], deployed, deployed_spec)
+        pending = self._pending_view(record, deployed, deployed_view)
+        shown = deployed_spec if deployed is not None else spec
         detail = dump(DeploymentView(
             name=record["name"],
             **self._engine_fields(record["engine"]),
@@ -280,17 +315,60 @@ class DeploymentService:
             summary=record["summary"],
             warnings=warnings,
             estimatedUsdPerHour=record["summary"].get("usdPerHour"),
+            deployed=deployed_view,
+            pending=pending,
             outputs=record["outputs"],
             resources=record["resources"],
-            connect=connect_info(spec, record["outputs"]) if spec else None,
-            pendingChanges=self.pending_changes(name, record["config"], spec),
+            connect=connect_info(shown, record["outputs"]) if shown else None,
+            pendingChanges=(
+                {"config": pending.changes, "usdPerHour": pending.usdPerHour}
+                if pending is not None and deployed is not None else None),
             lastOperation=record["lastOperation"],
             lastResult=record["lastResult"],
             lastOperationAt=iso_time(record["lastOperationAt"]),
             createdAt=iso_time(record["createdAt"]),
             jobs=[job_view(self._as_known(job)) for job in self.store.jobs_for(name, limit=jobs)],
         ))
-        return detail, spec
+        return detail, shown
+
+    @staticmethod
+    def _validated(config: Mapping[str, Any], name: str) -> tuple[Optional[DeploymentSpec], Optional[str]]:
+        try:
+            return DeploymentSpec.from_config(config, name), None
+        except SpecError as exc:
+            return None, str(exc)
+
+    @staticmethod
+    def _deployed_view(engine: str, deployed: Mapping[str, Any],
+                       spec: Optional[DeploymentSpec]) -> DeployedSettings:
+        summary = deployed["summary"] or (summarize(spec) if spec is not None else {})
+        kind = deployed_kind(engine)
+        return DeployedSettings(
+            kind=kind, label=DEPLOYED_LABEL[kind], at=iso_time(deployed["time"]), job=deployed["job"],
+            spec=deployed["config"], summary=summary, estimatedUsdPerHour=summary.get("usdPerHour"),
+        )
+
+    @staticmethod
+    def _pending_view(record: Mapping[str, Any], deployed: Optional[Mapping[str, Any]],
+                      deployed_view: Optional[DeployedSettings]) -> Optional[PendingSettings]:
+        """The stack's settings that no up has deployed: all of them when none ran, else the ones
+        that differ (None when nothing does). Costs from the stored summaries, as the list shows them."""
+        current, summary = record["config"], record["summary"]
+        if deployed is None or deployed_view is None:
+            changes: list[dict[str, Any]] = []
+            before = None
+            replaced = False
+        else:
+            changes = pending_changes(deployed["config"], current, deployed["tokenReplaced"])
+            if not changes:
+                return None
+            before = deployed_view.estimatedUsdPerHour
+            replaced = token_replaced(deployed["config"], current, deployed["tokenReplaced"])
+        return PendingSettings.model_validate({
+            "spec": current, "summary": summary, "estimatedUsdPerHour": summary.get("usdPerHour"),
+            "changes": changes, "usdPerHour": cost_change(before, summary.get("usdPerHour")),
+            "hfTokenReplaced": replaced,
+        })
 
     def job(self, job_id: str) -> dict[str, Any]:
         job = self.store.get_job(job_id)
@@ -376,7 +454,9 @@ class DeploymentService:
         try:
             with self.runner.idle(name):
                 engine.configure(spec, new_token, removed)
-                self.store.update_deployment(name, config=public, summary=summarize(spec))
+                # A new token is one the deployed stack did not run with, whatever the configs say.
+                self.store.set_config(name, public, summarize(spec),
+                                      token_replaced=True if new_token is not None else None)
                 self._stale_listing()
         except Busy as busy:
             raise Conflict(
@@ -386,20 +466,111 @@ class DeploymentService:
         self.audit(actor, "change", name, "succeeded", ", ".join(changed) or "no change")
         return self.get(name)
 
-    def pending_changes(self, name: str, config: Mapping[str, Any],
-                        spec: Optional[DeploymentSpec]) -> Optional[dict[str, Any]]:
-        """Settings changed since the last successful Deploy, and the cost before and after."""
-        deployed = self.store.deployed_config(name)
-        if deployed is None or spec is None:
-            return None
-        keys = config_diff(deployed, config)
-        if not keys:
-            return None
+    def discard(self, name: str, actor: str) -> dict[str, Any]:
+        """Put the stack's config back to the deployed settings (offline: the planned ones): the
+        engine first, then the store, refused while a job runs; no cloud action. Nothing is half
+        done: if the engine or the store refuses, the stack gets the config it had.
+
+        The HF token is the exception Discard cannot undo: raypd never keeps a token, so one
+        replaced or removed since the deploy stays as it is now, and stays listed as pending."""
+        record = self.record(name)
+        engine = self.engine_of(name, record)
         try:
-            before = estimate_cost(DeploymentSpec.from_config(deployed, name)).usd_per_hour
-        except SpecError:
-            before = None
-        return {"config": keys, "usdPerHour": cost_change(before, estimate_cost(spec).usd_per_hour)}
+            with self.runner.idle(name):
+                record = self.record(name)  # as it is now that nothing can change it
+                deployed = self.store.deployed(name)
+                if deployed is None:
+                    raise Conflict(
+                        f"{name} was never deployed: there are no deployed settings to go back to "
+                        "(change its settings, or tear it down)", field="deployed")
+                target = discard_target(deployed["config"], record["config"])
+                kept = left_after_discard(deployed["config"], record["config"], deployed["tokenReplaced"])
+                if not config_diff(target, record["config"]):
+                    raise Conflict(f"nothing to discard: {kept}" if kept else (
+                        f"nothing to discard: {name}'s settings are the deployed ones"), field="pending")
+                spec, problem = self._validated(target, name)
+                if spec is None:
+                    raise Conflict(f"the deployed settings of {name} no longer validate ({problem}); "
+                                   "change the settings instead", field="deployed")
+                self._write_back(engine, record, spec, actor)
+                self._stale_listing()
+        except Busy as busy:
+            raise Conflict(
+                f"{name} is busy: job {busy.job_id} is still running; discard when it has ended",
+                job=busy.job_id, field="job",
+            ) from None
+        put_back = ", ".join(item["key"] for item in config_diff(record["config"], spec.public_config()))
+        self.audit(actor, "discard", name, "succeeded",
+                   f"back to the {DEPLOYED_LABEL[deployed_kind(record['engine'])]} settings: {put_back}"
+                   + (f"; {kept}" if kept else ""))
+        return self.get(name)
+
+    def _write_back(self, engine: Any, record: Mapping[str, Any], spec: DeploymentSpec, actor: str) -> None:
+        """Discard's writes: the stack's config through its engine (the token left as the stack has
+        it, keys the deployed config lacks removed), then the store. Either failing puts the stack
+        back to the config the store still holds."""
+        name = record["name"]
+        public = spec.public_config()
+        removed = sorted(set(record["config"]) - set(public))
+        try:
+            engine.configure(spec, None, removed)
+            self.store.set_config(name, public, summarize(spec),
+                                  token_replaced=False if HF_TOKEN_KEY not in public else None)
+        except WRITE_BACK_ERRORS as exc:
+            self._restore_stack(engine, record, public)
+            if isinstance(exc, EngineError):  # (a store that refuses writes cannot take an audit row either)
+                self.audit(actor, "discard", name, "failed", exc.message)
+            raise
+
+    def _restore_stack(self, engine: Any, record: Mapping[str, Any], written: Mapping[str, Any]) -> None:
+        """Best effort: the stack's config as the store holds it (a token Discard removed cannot
+        come back: the store never had it, and the log says so)."""
+        name = record["name"]
+        current, problem = self.spec_of(record)
+        if current is None:
+            logger.error("discard of %s failed and the stack's config could not be put back: %s", name, problem)
+            return
+        try:
+            engine.configure(current, None, sorted(set(written) - set(record["config"])))
+        except EngineError as exc:
+            logger.error("discard of %s failed, and so did putting the stack's config back (%s): "
+                         "save the settings again with Change settings", name, exc.message)
+            return
+        if HF_TOKEN_KEY in record["config"] and HF_TOKEN_KEY not in written:
+            logger.error("discard of %s failed after the HF token was removed from the stack: "
+                         "set it again with Change settings", name)
+
+    def complete_deployed_records(self) -> int:
+        """Fill in what an older raypd did not record about deployed settings (at start, once
+        per record): a record for deployments it deployed before it kept them (their config
+        could not change then, so it is what was deployed), the summaries the list shows, and
+        an offline plan it kept in a file under one server's RAYPD_HOME. Returns how many."""
+        offline = self.engines.get("offline")
+        completed = 0
+        for row in self.store.incomplete_deployed():
+            deployed = row["deployed"]
+            if deployed is None and row["status"] not in STANDING:
+                continue  # never deployed: nothing to record
+            config = row["config"] if deployed is None else deployed["config"]
+            summary = None
+            if deployed is None or not deployed["summary"]:
+                spec, _problem = self._validated(config, row["name"])
+                summary = summarize(spec) if spec is not None else None
+            plan = None
+            if row["engine"] == "offline" and offline is not None and (deployed is None or not deployed["plan"]):
+                plan = offline.legacy_plan(row["name"])
+            if deployed is not None and summary is None and plan is None:
+                continue
+            self.store.fill_in_deployed(row["name"], config=config if deployed is None else None,
+                                        summary=summary, plan=plan, at=row["lastOperationAt"])
+            if plan is not None and offline is not None:
+                offline.forget_legacy_plan(row["name"])
+            completed += 1
+        if completed:
+            self._stale_listing()
+            logger.info("completed the deployed-settings records of %d deployment(s) an older raypd wrote",
+                        completed)
+        return completed
 
     def start(self, name: str, operation: str, actor: str, force: bool = False,
               confirm: Optional[str] = None) -> str:
@@ -418,10 +589,14 @@ class DeploymentService:
                     f"type the deployment name ({name}) to confirm that you checked the pending "
                     "resources in the AWS console: clearing drops them from the state"))
         known = record["resources"]
-        config_at_start = record["config"]
+        # What an up that succeeds will have deployed: the config it started from.
+        deploys = (record["config"], record["summary"]) if operation == "up" else None
         spec, problem = self.spec_of(record)
-        # Until a deployment's config can change, a deployed stack's update replaces its own nodes.
-        deployed = spec if record["status"] == "deployed" else None
+        # What runs now (the settings of the last successful up), for the preflight's quota counts
+        # and its update-headroom peak; None for a stack that was never deployed.
+        deployed = self.deployed_spec(name) if record["status"] == "deployed" else None
+        last = self.store.deployed(name) if operation == "preview" and not engine.real else None
+        deployed_plan = last["plan"] if last is not None else None
 
         def work(ctx: JobContext) -> OperationResult:
             if operation == "preflight":
@@ -442,31 +617,28 @@ class DeploymentService:
             if operation == "up" and engine.real and spec is not None and not ctx.cancelled:
                 self._plan_progress(ctx, name, spec)
             try:
-                result = engine.run(name, operation, ctx, known_resources=known)
+                result = engine.run(name, operation, ctx, known_resources=known, deployed_plan=deployed_plan)
             except PendingOperations as pending:
                 ctx.findings["pendingOperations"] = pending.operations  # the page offers to clear them
                 raise
+            if operation == "preview":
+                self._describe_change(name, result, spec, record["outputs"])
             if operation == "up" and engine.real and not ctx.cancelled:
                 self._verify(ctx, name, engine, counted=False)
             return result
 
-        def after(status: str) -> None:
-            if operation == "up" and status == "succeeded":
-                self.store.set_deployed_config(name, config_at_start)
-
-        return self.submit(name, operation, engine, actor, work, after,
-                           " (force)" if force and operation == "up" else "")
+        return self.submit(name, operation, engine, actor, work,
+                           " (force)" if force and operation == "up" else "", deploys=deploys)
 
     def submit(self, name: str, operation: str, engine: Any, actor: str,
-               work: Callable[[JobContext], OperationResult],
-               after: Optional[Callable[[str], None]] = None, note: str = "") -> str:
+               work: Callable[[JobContext], OperationResult], note: str = "",
+               deploys: Optional[tuple[dict[str, Any], dict[str, Any]]] = None) -> str:
         """Queue `work` as the deployment's one job: the deployment's status follows it, the list
-        is refreshed, the audit log says who asked. `after(final status)` runs once it ended."""
+        is refreshed, the audit log says who asked. `deploys`: an up's (config, summary) at its
+        start, recorded as deployed if it succeeds."""
 
         def finish(job_id: str, status: str, result: Optional[OperationResult]) -> None:
-            self._finish(job_id, name, operation, engine, status, result)
-            if after is not None:
-                after(status)
+            self._finish(job_id, name, operation, engine, status, result, deploys)
 
         try:
             job_id = self.runner.submit(
@@ -490,6 +662,39 @@ class DeploymentService:
                 "here (is the Pulumi CLI installed?)"
             )
         return engine
+
+    def _describe_change(self, name: str, result: OperationResult, spec: Optional[DeploymentSpec],
+                         outputs: Optional[Mapping[str, Any]]) -> None:
+        """Add to a preview what its steps mean and, for a deployed stack, what the change does to
+        serving and which strategies there are (components.changes): the same for both engines."""
+        assessment = self.assessment(name, spec, outputs)
+        if assessment is not None:
+            result.summary["assessment"] = assessment
+        steps = result.summary.get("steps")
+        if steps is not None:
+            result.summary["consequences"] = consequences(steps, assessment)
+
+    def deployed_spec(self, name: str) -> Optional[DeploymentSpec]:
+        """The settings of the last successful up, validated (None: never deployed, or they no
+        longer validate)."""
+        deployed = self.store.deployed_config(name)
+        if deployed is None:
+            return None
+        try:
+            return DeploymentSpec.from_config(deployed, name)
+        except SpecError:
+            return None
+
+    def assessment(self, name: str, spec: Optional[DeploymentSpec],
+                   outputs: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
+        """Deployed settings -> these settings, judged by components.changes (None: nothing is
+        deployed, or the deployed settings no longer validate)."""
+        deployed = self.deployed_spec(name)
+        if deployed is None or spec is None:
+            return None
+        zone = (outputs or {}).get("availabilityZone")
+        return assess(plan_deployment(deployed), plan_deployment(spec),
+                      zone if isinstance(zone, str) else None).as_dict()
 
     def _plan_progress(self, ctx: JobContext, name: str, spec: DeploymentSpec) -> None:
         """Give a real update its total and ETA before the first resource (webui/progress.py)."""
@@ -574,6 +779,7 @@ class DeploymentService:
     def _finish(
         self, job_id: str, name: str, operation: str, engine: Any, status: str,
         result: Optional[OperationResult],
+        deploys: Optional[tuple[dict[str, Any], dict[str, Any]]] = None,
     ) -> None:
         """Move the deployment to where the operation left it (called on the job's thread)."""
         job = self.store.get_job(job_id) or {}
@@ -602,13 +808,24 @@ class DeploymentService:
             fields["status"] = previous if previous in STANDING else "previewed"
         else:  # refresh: what exists has not changed, only what is recorded about it
             fields["status"] = previous
-        # A real preview changes nothing, so what it reports is not what exists.
-        if not engine.real or operation != "preview":
+        if self._records_what_exists(name, operation, engine):
             if result.outputs is not None:
                 fields["outputs"] = result.outputs
             if result.resources is not None:
                 fields["resources"] = result.resources
-        self.store.update_deployment(name, **fields)
+        if operation == "up" and deploys is not None:
+            config, summary = deploys
+            self.store.record_deployed(name, fields, config, summary, plan=result.plan, job=job_id)
+        else:
+            self.store.update_deployment(name, **fields)
+
+    def _records_what_exists(self, name: str, operation: str, engine: Any) -> bool:
+        """Whether an operation's outputs and resources describe what exists. An up's and a real
+        refresh's do. A real preview changes nothing; an offline preview or refresh plans the stack's
+        current settings, pending changes included, so they stand in only while nothing was planned."""
+        if operation == "up" or (operation != "preview" and engine.real):
+            return True
+        return not engine.real and self.store.deployed(name) is None
 
     def cancel(self, job_id: str, actor: str) -> dict[str, Any]:
         job = self.job(job_id)

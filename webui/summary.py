@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
+from components import catalogue
 from components.outputs import kv_transfer_output
 from components.rayservice import render_rayservice
 from components.serve_config import to_yaml
@@ -74,6 +75,7 @@ def summarize(plan: PlanOrSpec) -> dict[str, Any]:
         "gpus": plan.gpus,
         "gpuNodes": plan.gpu_nodes,
         "usdPerHour": cost.usd_per_hour,
+        "priceBasis": catalogue.price_basis(spec.region),
         "unpriced": list(cost.unpriced),
         "warnings": list(spec.warnings),
         "kvTransfer": kv_transfer_output(spec),

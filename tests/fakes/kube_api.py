@@ -4,10 +4,20 @@ It serves the paths `serve.verify` and the web app's live status use, with objec
 real components produce them:
 - Kubernetes core/v1 NodeList and PodList, pod logs, the service proxy and pod proxy;
 - the KubeRay 1.4 `ray.io/v1` RayService (condition `Ready`, `activeServiceStatus`);
-- Ray 2.58's dashboard on the head Service (`/api/serve/applications/` = ServeInstanceDetails,
-  `/api/v0/logs/file` = plain text behind a "1" success byte);
+- Ray's dashboard on the head Service (`/api/serve/applications/` = ServeInstanceDetails;
+  `/api/v0/actors` = the State API's list, equality filters as state_api_utils.do_filter applies
+  them; `/api/v0/logs/file?actor_id=&suffix=out|err` = plain text behind a "1" success byte), in
+  the shapes of the real Ray 2.60 answers in tests/fixtures/real/ray/;
 - the OpenAI endpoint on the Serve Service (tests.fakes.openai_server's documents);
-- vLLM 0.26 NIXL metrics as Ray exports them on each worker pod's port 8080 (Prometheus text).
+- vLLM's metrics as Ray exports them on each worker pod's port 8080 (see `metrics_text`).
+
+Where the engines' lines are, by `executor` (vllm/v1/executor; ray/llm vllm_models.py): "ray"
+(default, the GPU layout: each engine replica has TP x PP `RayWorkerWrapper` actors on its node,
+listed by the State API, and NIXL's `Backend ... was instantiated` is in their `.out`) or "mp" (the
+CPU layout of the real captures: no worker actors, NIXL's line in the replica's own `.out`).
+`metric_prefix` "ray_vllm_" (default), "ray_vllm:" (older Ray) or "vllm:" (plain vLLM: no
+ReplicaId, zeros exported, and the `KV Transfer metrics:` log line that Ray's logger never prints);
+`state_api=False` answers 404 for `/api/v0/actors`.
 
     with FakeKubeApi("healthy") as kube:
         report = run_verify(kube.outputs())
@@ -54,6 +64,11 @@ matter, so a test may change them between calls):
 - `refuse_jobs` (default None), 403 or 422: `POST .../jobs` answers that Status (Forbidden by
   RBAC, or Invalid) and stores nothing; `refuse_config_maps` (default None), e.g. 403: the same for
   `POST .../configmaps`, to test that a Job created first is cleaned up.
+- `dashboard_upstream` and `metrics_upstream` (attributes, default None): a real Ray dashboard's
+  URL (http://127.0.0.1:8265) and a real Ray metrics export URL: the head Service's proxy on 8265
+  and every worker pod's proxy on 8080 then pass requests to them (query string as sent, repeated
+  keys kept), as the API server proxies to the pods. With `worker_pod_ip="127.0.0.1"` the worker
+  pods carry the real Ray node's IP, so replicas map onto them.
 - `serve_upstream` (attribute, default None): an OpenAI server's URL; the Serve Service's proxy
   (`.../services/<serve>:8000/proxy/...`) then passes requests to it and streams the answer back.
 Looking in: `objects()` -> {"configmaps": [names], "jobs": [names], "pods": [Job pod names]} of
@@ -81,13 +96,14 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
-from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit
 
 import yaml
 
 from components.outputs import render_stack_outputs
 from components.spec import DeploymentSpec
 from components.topology import plan_deployment
+from serve.kube import ALLOW_HTTP_CREDENTIALS_EXTENSION
 from tests.fakes import LoopbackServer
 from tests.fakes.openai_server import (
     chat_completion_document,
@@ -102,12 +118,16 @@ SCENARIOS = (
     "efa-not-advertised",    # no vpc.amazonaws.com/efa in the GPU nodes' allocatable
     "two-zones",             # the second GPU node sits in another availability zone
     "rayservice-not-ready",  # Ready=False (Initializing), app DEPLOYING, Serve Service no endpoints
-    "no-kv-transfer",        # chat answers 200 but no transfer is recorded anywhere
-    "failed-transfers",      # every chat adds a failed NIXL transfer (decode recomputes)
+    "no-kv-transfer",        # chat answers 200 but decode recomputed the prompt (local_compute rises)
+    "failed-transfers",      # every chat's KV load fails: 2 failed NIXL transfers, HTTP 500 (policy fail)
+    "metrics-stale",         # chat answers 200 but no counter moves (an exporter that stopped)
     "colocated",             # colocated mode: one engine deployment, no KV transfer
     "missing-node",          # one planned GPU node never joined
     "shared-node",           # prefill and decode replicas both on the first GPU node
 )
+EXECUTORS = ("ray", "mp")  # vLLM's Ray executor (GPU: RayWorkerWrapper actors) or multiprocessing (CPU)
+METRIC_PREFIXES = ("ray_vllm_", "ray_vllm:", "vllm:")
+WORKER_ACTOR_CLASS = "RayWorkerWrapper"
 DEFAULT_TOKEN = "fake-bearer-token-7f3c9a1e5b"
 ZONE = "us-east-2a"
 OTHER_ZONE = "us-east-2b"
@@ -171,7 +191,9 @@ class FakeKubeApi(LoopbackServer):
     def __init__(self, scenario: str = "healthy", *, config: Optional[dict[str, Any]] = None,
                  stack: str = "dev", token: str = DEFAULT_TOKEN,
                  accept_token: Optional[Callable[[str], bool]] = None,
-                 metrics: bool = True, ray_logs: bool = True,
+                 metrics: bool = True, ray_logs: bool = True, executor: str = "ray",
+                 metric_prefix: str = "ray_vllm_", state_api: bool = True,
+                 worker_pod_ip: Optional[str] = None,
                  job_pending_s: float = 0.0, job_waiting_reason: Optional[str] = None,
                  refuse_jobs: Optional[int] = None, refuse_config_maps: Optional[int] = None):
         if scenario not in SCENARIOS:
@@ -179,8 +201,14 @@ class FakeKubeApi(LoopbackServer):
         self.scenario = scenario
         self.token = token
         self.accept_token = accept_token or (lambda candidate: candidate == token)
+        if executor not in EXECUTORS or metric_prefix not in METRIC_PREFIXES:
+            raise ValueError(f"executor is one of {EXECUTORS}, metric_prefix one of {METRIC_PREFIXES}")
+        self.worker_pod_ip = worker_pod_ip
         self.metrics_enabled = metrics
         self.ray_logs_enabled = ray_logs
+        self.state_api_enabled = state_api
+        self.executor = executor
+        self.metric_prefix = metric_prefix
         self.requests: list[dict[str, Any]] = []
         self.chats = 0
         if config is None:
@@ -197,6 +225,8 @@ class FakeKubeApi(LoopbackServer):
         # An OpenAI server (http://127.0.0.1:port) the Serve Service's proxy passes requests to,
         # streaming its answer through as the API server does; None: the canned documents below.
         self.serve_upstream: Optional[str] = None
+        self.dashboard_upstream: Optional[str] = None
+        self.metrics_upstream: Optional[str] = None
         self.runs: list[JobRun] = []
         self._jobs_lock = threading.RLock()
         self._config_maps: dict[tuple[str, str], dict[str, Any]] = {}
@@ -215,14 +245,19 @@ class FakeKubeApi(LoopbackServer):
         return f"http://{host}:{port}"
 
     def kubeconfig(self, *, fmt: str = "yaml", exec_command: Optional[str] = None,
-                   token: Optional[str] = None) -> str:
+                   token: Optional[str] = None, user: Optional[dict[str, Any]] = None,
+                   allow_http: bool = True) -> str:
         """Kubeconfig text pointing here: a bearer token, or an `aws eks get-token` exec user.
 
         `exec_command` is the path of the program the exec entry names (verify must never run it:
-        tests point it at a script that leaves a mark).
+        tests point it at a script that leaves a mark); `user` replaces the user entry (e.g.
+        `{"tokenFile": path}`); `allow_http=False` leaves out the extension that allows
+        credentials over this plain-HTTP server.
         """
         name = self.cluster_name
-        if exec_command is not None:
+        if user is not None:
+            pass
+        elif exec_command is not None:
             user: dict[str, Any] = {"exec": {
                 "apiVersion": "client.authentication.k8s.io/v1beta1",
                 "command": exec_command,
@@ -235,7 +270,10 @@ class FakeKubeApi(LoopbackServer):
             user = {"token": token if token is not None else self.token}
         document = {
             "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": name, "cluster": {"server": self.url}}],
+            # The stand-in serves plain HTTP on loopback: its kubeconfig says so explicitly, as a
+            # user would have to (serve.kube sends no credentials to http:// otherwise).
+            "clusters": [{"name": name, "cluster": {"server": self.url, **({"extensions": [
+                {"name": ALLOW_HTTP_CREDENTIALS_EXTENSION, "extension": True}]} if allow_http else {})}}],
             "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
             "current-context": name,
             "preferences": {},
@@ -270,29 +308,51 @@ class FakeKubeApi(LoopbackServer):
         for run in runs:
             run.join()
 
-    def record_chat(self, request: Optional[dict[str, Any]] = None) -> None:
-        """What one chat completion does to the engines' counters and logs in this scenario."""
+    def record_chat(self, request: Optional[dict[str, Any]] = None) -> int:
+        """What one chat completion does to the engines' counters and logs in this scenario; the
+        HTTP status the request gets (500 for a KV load failure under kv_load_failure_policy: fail)."""
         with self._lock:
             self.chats += 1
-            if not self.disaggregated or self.scenario == "no-kv-transfer":
-                return
-            for pod in self._decode_pods:
-                counters = self._counters[pod]
-                if self.scenario == "failed-transfers":
-                    counters["failed"] += 1
-                    line = ("Num successful transfers=0, Avg xfer time (ms)=0, P90 xfer time (ms)=0, "
-                            "Avg post time (ms)=0, P90 post time (ms)=0, Avg MB per transfer=0, "
-                            "Throughput (MB/s)=0, Avg number of descriptors=0")
-                else:
-                    counters["count"] += 1
-                    counters["sum"] += 0.00248
-                    line = ("Num successful transfers=1, Avg xfer time (ms)=2.481, P90 xfer time "
-                            "(ms)=2.481, Avg post time (ms)=0.311, P90 post time (ms)=0.311, Avg MB "
-                            "per transfer=12.5, Throughput (MB/s)=5038.291, Avg number of "
-                            "descriptors=448")
-                self._out_logs[pod].append(
-                    f"(EngineCore pid=2187) INFO 12-01 12:4{self.chats % 10}:07 [metrics.py:108] "
-                    f"KV Transfer metrics: {line}")
+            prompt = 17  # tokens of the short test prompt after the chat template
+            if not all(self.replicas.values()):
+                return 200  # an engine is missing; the scenario is about something else
+            if not self.disaggregated:
+                engine = self._engines[self.replicas["colocated"][0]["replica_id"]]
+                engine["local"] += prompt
+                engine["generated"] += 8
+                return 200
+            prefill = self._engines[self.replicas["prefill"][0]["replica_id"]]
+            decode_replicas = self.replicas["decode"]
+            decode_replica = decode_replicas[(self.chats - 1) % len(decode_replicas)]
+            decode = self._engines[decode_replica["replica_id"]]
+            stamp = f"12-01 12:4{self.chats % 10}:07"
+            if self.scenario == "metrics-stale":
+                return 200
+            prefill["local"] += prompt  # prefill computes the prompt in every scenario
+            prefill["generated"] += 1
+            if self.scenario == "failed-transfers":
+                decode["failed"] += 2  # the handshake is retried once: two failures for one request
+                self._actor_logs[decode_replica["actor_id"]]["err"].append(
+                    f"(EngineCore pid=2187) ERROR {stamp} [scheduler.py:1412] Failing 1 request(s) due "
+                    "to KV load failure (failure_policy=fail, 1 tokens affected)")
+                return 500
+            if self.scenario == "no-kv-transfer":
+                decode["local"] += prompt
+                decode["generated"] += 8
+                return 200
+            decode["transfers"] += 1
+            decode["xfer_seconds"] += 0.00248
+            decode["bytes"] += 12.5 * 1024 * 1024
+            decode["external"] += prompt
+            decode["generated"] += 8
+            if self.metric_prefix == "vllm:":  # plain vLLM prints its own line; Ray's logger does not
+                self._actor_logs[decode_replica["actor_id"]]["out"].append(
+                    f"(APIServer pid=2101) INFO {stamp} [metrics.py:108] KV Transfer metrics: Num "
+                    "successful transfers=1, Avg xfer time (ms)=2.481, P90 xfer time (ms)=2.481, Avg "
+                    "post time (ms)=0.311, P90 post time (ms)=0.311, Avg MB per transfer=12.5, "
+                    "Throughput (MB/s)=5038.291, Avg number of descriptors=448, Num failed "
+                    "transfers=0, Num failed notifications=0, Num KV expired reqs=0")
+            return 200
 
     # ---- the cluster's objects ----
 
@@ -335,14 +395,14 @@ class FakeKubeApi(LoopbackServer):
                                   f"{group.name}-nodes-group-{_hex(group.name, 8)}", extended)
                 self.nodes.append(node)
                 pod = self._pod(f"{self.ray_cluster}-{group.name}-worker-{_hex(node['metadata']['name'], 5)}",
-                                group.name, "worker", node, f"10.0.{g_index + 2}.{100 + n}")
+                                group.name, "worker", node,
+                                self.worker_pod_ip or f"10.0.{g_index + 2}.{100 + n}")
                 self.pods.append(pod)
                 pool[group.name].append((node, pod))
 
         # Engines: each phase takes its nodes from its group's pool, replicas round-robin.
         self.replicas: dict[str, list[dict[str, Any]]] = {}
         taken: dict[str, int] = {}
-        self._decode_pods: list[str] = []
         for phase_name, phase in spec.phases.items():
             group = next(g for g in groups if phase_name in g.phases)
             start = taken.get(group.name, 0)
@@ -356,31 +416,50 @@ class FakeKubeApi(LoopbackServer):
                     break
                 node, pod = members[r % len(members)]
                 replicas.append(self._replica(phase_name, r, node, pod))
-                if phase_name == "decode" or (phase_name == "colocated"):
-                    self._decode_pods.append(pod["metadata"]["name"])
             self.replicas[phase_name] = replicas
-        self._decode_pods = list(dict.fromkeys(self._decode_pods))
 
-        worker_names = [p["metadata"]["name"] for p in self.pods if p["metadata"]["labels"]
-                        ["ray.io/node-type"] == "worker"]
-        self._counters = {name: {"count": 0, "sum": 0.0, "failed": 0} for name in worker_names}
+        self._worker_pods = {p["metadata"]["name"] for p in self.pods
+                             if p["metadata"]["labels"]["ray.io/node-type"] == "worker"}
         backend = "UCX" if self.scenario == "ucx-fallback" else spec.kv_transfer.backend
-        self._err_logs: dict[str, list[str]] = {}
-        self._out_logs: dict[str, list[str]] = {}
-        for name in worker_names:
-            err = [f"[2026-12-01 12:01:{i:02d},000 I 512 512] worker startup line {i}" for i in range(3)]
-            if self.disaggregated:
-                err.append(f"2026-12-01 12:03:11 NIXL INFO    _api.py:390 Backend {backend} was "
-                           "instantiated")
-                err.append("2026-12-01 12:03:11 NIXL INFO    _api.py:280 Initialized NIXL agent: "
-                           f"{_hex(name, 8)}")
-            self._err_logs[name] = err
-            self._out_logs[name] = [
-                "(EngineCore pid=2187) INFO 12-01 12:02:40 [core.py:95] Initializing a V1 LLM engine "
-                f"(v0.26.0) with config: model='{spec.model.source}'",
-                "(EngineCore pid=2187) INFO 12-01 12:04:02 [gpu_model_runner.py:2320] Model loading "
-                "took 17.66 GiB memory and 141.2 seconds",
-            ]
+        # Each engine replica's counters, keyed by its Serve replica id (Ray's ReplicaId tag).
+        self._engines: dict[str, dict[str, float]] = {}
+        self._actor_logs: dict[str, dict[str, list[str]]] = {}
+        self.worker_actors: list[dict[str, Any]] = []
+        for phase_name, replicas in self.replicas.items():
+            phase = spec.phases[phase_name]
+            for replica in replicas:
+                self._engines[replica["replica_id"]] = dict.fromkeys(
+                    ("transfers", "xfer_seconds", "bytes", "failed", "external", "local", "generated"), 0.0)
+                nixl = [f"2026-12-01 12:03:11 NIXL INFO    _api.py:405 Backend {backend} was instantiated",
+                        "2026-12-01 12:03:11 NIXL INFO    _api.py:281 Initialized NIXL agent: "
+                        f"{_uuid(replica['actor_id'])}"] if self.disaggregated else []
+                replica_out = [
+                    "(APIServer pid=2101) INFO 12-01 12:02:40 [core.py:95] Initializing a V1 LLM engine "
+                    f"(v0.26.0) with config: model='{spec.model.source}'",
+                    "(EngineCore pid=2187) INFO 12-01 12:04:02 [gpu_model_runner.py:2320] Model loading "
+                    "took 17.66 GiB memory and 141.2 seconds"]
+                replica_err = [f"[2026-12-01 12:01:0{i},000 I 2101 2101] core_worker.cc:{300 + i}: "
+                               "worker startup" for i in range(3)]
+                if self.executor == "mp":  # CPU: the vLLM worker is a subprocess of the replica
+                    replica_out += nixl
+                self._actor_logs[replica["actor_id"]] = {"out": replica_out, "err": replica_err}
+                if self.executor != "ray":
+                    continue
+                # GPU: Ray Serve LLM runs vLLM's Ray executor; one RayWorkerWrapper per GPU of the
+                # engine (TP x PP), on the replica's node; NIXL's stdout goes to the actor's .out file.
+                for rank in range(max(1, phase.tensor_parallel_size * phase.pipeline_parallel_size)):
+                    actor_id = _hex(f"worker-actor{replica['actor_id']}{rank}", 32)
+                    self.worker_actors.append({
+                        "actor_id": actor_id, "class_name": WORKER_ACTOR_CLASS, "state": "ALIVE",
+                        "job_id": "02000000", "name": "", "node_id": replica["node_id"],
+                        "pid": 2300 + rank, "ray_namespace": _uuid("serve-namespace"),
+                        "_replica": replica["replica_id"]})
+                    self._actor_logs[actor_id] = {
+                        "out": [f"INFO 12-01 12:02:5{rank % 10} [parallel_state.py:1208] rank {rank} in "
+                                f"world size {phase.tensor_parallel_size} is assigned as DP rank 0, "
+                                f"PP rank 0, TP rank {rank}", *nixl],
+                        "err": [f"[2026-12-01 12:02:50,000 I {2300 + rank} {2300 + rank}] "
+                                "core_worker.cc:512: Actor created"]}
 
         ready = self.scenario != "rayservice-not-ready"
         statuses = {name: {"status": "HEALTHY" if ready else "UPDATING", "message": ""}
@@ -401,9 +480,9 @@ class FakeKubeApi(LoopbackServer):
                         "serveDeploymentStatuses": statuses,
                     }},
                     "rayClusterName": self.ray_cluster,
-                    "rayClusterStatus": {"state": "ready", "readyWorkerReplicas": len(worker_names),
-                                         "availableWorkerReplicas": len(worker_names),
-                                         "desiredWorkerReplicas": len(worker_names)},
+                    "rayClusterStatus": {"state": "ready", "readyWorkerReplicas": len(self._worker_pods),
+                                         "availableWorkerReplicas": len(self._worker_pods),
+                                         "desiredWorkerReplicas": len(self._worker_pods)},
                 },
                 "conditions": [
                     {"type": "Ready", "status": "True" if ready else "False",
@@ -716,55 +795,98 @@ class FakeKubeApi(LoopbackServer):
         }
 
     def metrics_text(self, pod: str) -> str:
-        counters = self._counters[pod]
-        labels = (f'Component="core_worker",NodeAddress="10.0.2.100",SessionName="{SESSION}",'
-                  f'Version="{RAY_VERSION}",WorkerId="{_hex(pod, 56)}",engine="0",'
-                  f'model_name="{self.spec.model.id}",ReplicaId="{_hex(pod, 8)}"')
+        """Ray's metrics export page of one worker pod (Prometheus text), as Ray 2.58-2.60 write it
+        for vLLM's RayPrometheusStatLogger (vllm/v1/metrics/ray_wrappers.py): names sanitized and
+        prefixed `ray_`, every series tagged ReplicaId, and no series for a counter or histogram
+        that was never incremented (RayCounterWrapper.inc skips 0; Ray exports recorded tag sets
+        only), so an engine that served nothing yet has no series at all, as
+        tests/fixtures/real/ray/metrics-export-idle.txt shows. `metric_prefix="vllm:"` gives plain
+        vLLM's own page (prometheus_client keeps zeros: tests/fixtures/real/pair/)."""
+        prefix = self.metric_prefix
+        plain = prefix == "vllm:"
         lines = [
             "# HELP ray_node_cpu_utilization Total CPU usage on a ray node",
             "# TYPE ray_node_cpu_utilization gauge",
             f'ray_node_cpu_utilization{{InstanceId="",SessionName="{SESSION}",ip="10.0.2.100"}} 3.1',
         ]
-        if self.disaggregated:
-            count, total, failed = counters["count"], counters["sum"], counters["failed"]
-            lines += [
-                "# HELP ray_vllm_nixl_xfer_time_seconds Histogram of transfer duration for NIXL KV "
-                "Cache transfers.",
-                "# TYPE ray_vllm_nixl_xfer_time_seconds histogram",
-            ]
-            for bound in ("0.001", "0.005", "0.01", "0.05", "0.1", "+Inf"):
-                bucket = count if bound != "0.001" else 0
-                lines.append(f'ray_vllm_nixl_xfer_time_seconds_bucket{{{labels},le="{bound}"}} {bucket}.0')
-            lines += [
-                f"ray_vllm_nixl_xfer_time_seconds_count{{{labels}}} {count}.0",
-                f"ray_vllm_nixl_xfer_time_seconds_sum{{{labels}}} {total}",
-                "# HELP ray_vllm_nixl_num_failed_transfers_total Number of failed NIXL KV Cache "
-                "transfers.",
-                "# TYPE ray_vllm_nixl_num_failed_transfers_total counter",
-                f"ray_vllm_nixl_num_failed_transfers_total{{{labels}}} {failed}.0",
-            ]
+        pod_ip = next(p["status"]["podIP"] for p in self.pods if p["metadata"]["name"] == pod)
+        for replicas in self.replicas.values():
+            for replica in replicas:
+                if replica["node_ip"] != pod_ip:
+                    continue
+                engine = self._engines[replica["replica_id"]]
+                if not plain and not any(engine.values()):
+                    continue  # Ray exports an engine's series on first use (tests/fixtures/real/ray)
+                labels = f'engine="0",model_name="{self.spec.model.id}"'
+                if not plain:
+                    labels = (f'Component="core_worker",NodeAddress="{pod_ip}",SessionName="{SESSION}",'
+                              f'Version="{RAY_VERSION}",WorkerId="{_hex(replica["actor_id"], 56)}",'
+                              f'{labels},ReplicaId="{replica["replica_id"]}"')
+
+                def series(name: str, value: float, kind: str, extra: str = "", labels: str = labels) -> None:
+                    if value == 0 and not plain and kind != "gauge":
+                        return
+                    label_text = labels + (f",{extra}" if extra else "")
+                    lines.append(f"{prefix}{name}{{{label_text}}} {float(value)}")
+
+                series("num_requests_running", 0, "gauge")
+                series("generation_tokens_total", engine["generated"], "counter")
+                for source, key in (("local_compute", "local"), ("external_kv_transfer", "external")):
+                    series("prompt_tokens_by_source_total", engine[key], "counter", f'source="{source}"')
+                if self.disaggregated:
+                    series("nixl_xfer_time_seconds_count", engine["transfers"], "histogram")
+                    series("nixl_xfer_time_seconds_sum", engine["xfer_seconds"], "histogram")
+                    series("nixl_bytes_transferred_sum", engine["bytes"], "histogram")
+                    series("nixl_bytes_transferred_count", engine["transfers"], "histogram")
+                    series("nixl_num_failed_transfers_total", engine["failed"], "counter")
         return "\n".join(lines) + "\n"
 
     def ray_log(self, query: dict[str, str]) -> Optional[str]:
-        actor = query.get("actor_id")
+        """`/api/v0/logs/file?actor_id=...&suffix=out|err&lines=N` (state_head.get_logs: suffix
+        defaults to out); None when the actor is unknown."""
+        logs = self._actor_logs.get(query.get("actor_id", ""))
+        if logs is None:
+            return None
+        lines = int(query.get("lines", "1000"))
+        return "\n".join(logs["err" if query.get("suffix", "out") == "err" else "out"][-lines:]) + "\n"
+
+    def list_actors(self, filters: list[tuple[str, str, str]]) -> dict[str, Any]:
+        """`/api/v0/actors` as state_head.list_actors answers (rest_response of a ListApiResponse):
+        equality filters, case-insensitive for strings (state_api_utils.do_filter)."""
+        rows = [{k: v for k, v in a.items() if not k.startswith("_")} for a in self.worker_actors]
         for replicas in self.replicas.values():
             for replica in replicas:
-                if replica["actor_id"] == actor:
-                    pod = replica["_pod"]
-                    logs = self._err_logs if query.get("suffix", "out") == "err" else self._out_logs
-                    lines = int(query.get("lines", "1000"))
-                    return "\n".join(logs[pod][-lines:]) + "\n"
-        return None
+                rows.append({"actor_id": replica["actor_id"], "class_name": "ServeReplica:llm:"
+                             + replica["actor_name"].split("#")[1], "state": "ALIVE", "job_id": "02000000",
+                             "name": replica["actor_name"], "node_id": replica["node_id"],
+                             "pid": replica["pid"], "ray_namespace": "serve"})
+        for key, predicate, value in filters:
+            if predicate == "=":
+                rows = [r for r in rows if str(r.get(key, "")).lower() == value.lower()]
+            elif predicate == "!=":
+                rows = [r for r in rows if str(r.get(key, "")).lower() != value.lower()]
+        return {"result": True, "msg": "", "data": {"result": {
+            "total": len(rows), "num_after_truncation": len(rows), "num_filtered": len(rows),
+            "result": rows, "partial_failure_warning": "", "warnings": None}}}
 
     def container_log(self, pod: str, tail: Optional[int]) -> Optional[str]:
-        if pod not in self._counters:
+        """A Ray worker pod's container log: `ray start` and the raylet's lines. The engines' own
+        lines are in Ray's log files, not here, except what a worker prints to the pod's stdout
+        while it starts (kept here for the fallback reader, as `RAY_LOG_TO_STDERR`-style images do)."""
+        if pod not in self._worker_pods:
             return None
+        pod_ip = next(p["status"]["podIP"] for p in self.pods if p["metadata"]["name"] == pod)
         lines = [
             "[2026-12-01 12:00:58,102 I 1 1] ray start --address=ray-llm-head-svc:6379 --block",
-            "Local node IP: 10.0.2.100",
+            f"Local node IP: {pod_ip}",
             "Ray runtime started.",
-            *self._err_logs[pod], *self._out_logs[pod],
         ]
+        node_ids = {r["node_id"] for replicas in self.replicas.values() for r in replicas
+                    if r["node_ip"] == pod_ip}
+        for actor in [*self.worker_actors, *(r for rs in self.replicas.values() for r in rs)]:
+            if actor["node_id"] in node_ids:
+                logs = self._actor_logs[actor["actor_id"]]
+                lines += [*logs["err"], *logs["out"]]
         return "\n".join(lines[-tail:] if tail else lines) + "\n"
 
 
@@ -1185,9 +1307,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _service_proxy(self, fake: FakeKubeApi, method: str, service: str, port: str, rest: str,
                        query: dict[str, str], body: bytes) -> None:
         outputs = fake._base_outputs
+        if service == outputs["dashboardService"] and port in ("8265", "dashboard") and fake.dashboard_upstream:
+            self._pass_through(fake.dashboard_upstream, method, rest, query, body)
+            return
         if service == outputs["dashboardService"] and port in ("8265", "dashboard"):
             if rest == "api/serve/applications/":
                 self._json(200, fake.serve_details())
+            elif rest == "api/v0/actors" and fake.state_api_enabled:
+                pairs = parse_qsl(urlsplit(self.path).query)
+                keys = [v for k, v in pairs if k == "filter_keys"]
+                predicates = [v for k, v in pairs if k == "filter_predicates"]
+                values = [v for k, v in pairs if k == "filter_values"]
+                self._json(200, fake.list_actors(list(zip(keys, predicates, values, strict=False))))
             elif rest == "api/v0/logs/file" and fake.ray_logs_enabled:
                 text = fake.ray_log(query)
                 if text is None:
@@ -1218,7 +1349,11 @@ class _Handler(BaseHTTPRequestHandler):
                 if error is not None:
                     self._json(*error)
                     return
-                fake.record_chat(request)
+                if fake.record_chat(request) == 500:
+                    self._json(500, error_document("Request failed: KV cache load failed for request "
+                                                   "chatcmpl-fake (kv_load_failure_policy=fail)",
+                                                   "InternalServerError", 500))
+                    return
                 self._json(200, chat_completion_document(model, request))
                 return
             self._json(404, error_document(f"no route /{rest}", "NotFoundError", 404))
@@ -1229,8 +1364,9 @@ class _Handler(BaseHTTPRequestHandler):
         """The API server's proxy: the request to the upstream, its answer streamed back chunk by chunk."""
         target = urlsplit(upstream)
         connection = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=60)
+        raw_query = urlsplit(self.path).query  # as sent: repeated keys (State API filters) kept
         try:
-            path = "/" + rest + ("?" + urlencode(query) if query else "")
+            path = "/" + rest + ("?" + (raw_query or urlencode(query)) if query or raw_query else "")
             connection.request(method, path, body=body or None,
                                headers={"Content-Type": self.headers.get("Content-Type", "application/json")})
             answer = connection.getresponse()
@@ -1252,12 +1388,15 @@ class _Handler(BaseHTTPRequestHandler):
             connection.close()
 
     def _pod_proxy(self, fake: FakeKubeApi, pod: str, port: str, rest: str) -> None:
-        if pod in fake._counters and port in ("8080", "metrics") and rest == "metrics" \
+        if pod in fake._worker_pods and port in ("8080", "metrics") and fake.metrics_upstream:
+            self._pass_through(fake.metrics_upstream, "GET", rest, {}, b"")
+            return
+        if pod in fake._worker_pods and port in ("8080", "metrics") and rest == "metrics" \
                 and fake.metrics_enabled:
             self._send(200, fake.metrics_text(pod).encode("utf-8"),
                        "text/plain; version=0.0.4; charset=utf-8")
             return
-        if pod in fake._counters:
+        if pod in fake._worker_pods:
             self._json(503, _status(503, "ServiceUnavailable",
                                     "error trying to reach service: dial tcp: connection refused"))
             return

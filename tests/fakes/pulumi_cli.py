@@ -18,6 +18,17 @@ depends on it; it creates nothing anywhere:
   resOutputsEvent, diagnosticEvent (colour markup included), summaryEvent and the cancelEvent every
   operation ends with. Each step is recorded as a pending operation in the state before it starts
   and cleared when it ends, so a SIGKILL mid-step leaves one behind, like the real CLI.
+* A changed stack: `up` and `preview` after a successful `up` whose config has changed since emit
+  the steps a real update of raypd's program emits for that change (`CHANGES`, a script of this
+  stand-in: WHICH resources a change touches is the program's business and is written down here,
+  not computed). HOW they are reported follows the Pulumi engine: a pulumi-eks component that
+  changes is an `update` while its replaced child (`aws:eks/nodeGroup:NodeGroup`, whose URN carries
+  the parent types joined by `$`) gets `create-replacement` + `replace` at once and its
+  `delete-replaced` after every create and update has finished; a deleteBeforeReplace resource gets
+  `delete-replaced`, `replace`, `create-replacement` (pkg/resource/deploy/step_generator.go,
+  "note that the delete step is generated 'later' on"); each step's metadata carries `keys`
+  (replace keys), `diffs` and `detailedDiff` (sdk/go/common/apitype/events.go StepEventMetadata);
+  the summary counts a replacement once.
 * SIGINT during an operation: the CLI's cancel message (pkg/backend/cancellation_scope.go) as a
   stdoutEvent, the step in flight finishes, no new one starts, then "update canceled" (the engine's
   own diagnostic), summary, cancelEvent, exit 1. A second SIGINT: "^C received; terminating", the
@@ -47,13 +58,42 @@ CANCEL_MESSAGE = ("^C received; cancelling. If you would like to terminate immed
                   "<{%fg 9%}>Note that terminating immediately may lead to orphaned resources "
                   "and other inconsistencies.\n<{%reset%}>")
 TERMINATE_MESSAGE = "<{%fg 9%}>^C received; terminating<{%reset%}>"
-# (type, logical name) in creation order; the stack resource comes first.
+# (type, logical name, parent types) in creation order; the stack resource comes first.
+GPU_GROUP = "raypd:cluster:GpuNodeGroup"
+MNG = "eks:index:ManagedNodeGroup"
 RESOURCES = (
-    ("aws:ec2/vpc:Vpc", "network-vpc"),
-    ("aws:iam/role:Role", "cluster-role"),
-    ("eks:index:Cluster", "cluster-eks"),
-    ("eks:index:ManagedNodeGroup", "decode-nodes"),
+    ("aws:ec2/vpc:Vpc", "network-vpc", ""),
+    ("aws:iam/role:Role", "cluster-role", ""),
+    ("eks:index:Cluster", "cluster-eks", ""),
+    (MNG, "decode-nodes", GPU_GROUP),
+    ("aws:eks/nodeGroup:NodeGroup", "decode-nodes", f"{GPU_GROUP}${MNG}"),
+    ("kubernetes:ray.io/v1:RayService", "pd-service-rayservice", "raypd:serving:PdService"),
+    ("kubernetes:batch/v1:Job", "pd-service-rollout-check", "raypd:serving:PdService"),
 )
+DIGEST = 'metadata.annotations["raypd.io/ray-cluster-digest"]'
+# What raypd's program does on `up` when a setting changes (see the module docstring): the config
+# key prefix -> (resource name, type, op, changed paths). op: update | replace (new one first) |
+# replace-dbr (deleteBeforeReplace: the old one first).
+CHANGES: dict[str, list[tuple[str, str, str, list[str]]]] = {
+    "raypd:decode.instanceType": [
+        ("decode-nodes", MNG, "update", ["instanceTypes"]),
+        ("decode-nodes", "aws:eks/nodeGroup:NodeGroup", "replace", ["instanceTypes"]),
+        ("pd-service-rayservice", "kubernetes:ray.io/v1:RayService", "replace-dbr",
+         [DIGEST, "spec.rayClusterConfig.workerGroupSpecs[0].template"]),
+        ("pd-service-rollout-check", "kubernetes:batch/v1:Job", "replace", ["metadata.name"]),
+    ],
+    "raypd:decode.replicas": [
+        ("decode-nodes", MNG, "update", ["scalingConfig.desiredSize"]),
+        ("decode-nodes", "aws:eks/nodeGroup:NodeGroup", "update", ["scalingConfig.desiredSize"]),
+        ("pd-service-rayservice", "kubernetes:ray.io/v1:RayService", "update",
+         ["spec.rayClusterConfig.workerGroupSpecs[0].replicas", "spec.serveConfigV2"]),
+        ("pd-service-rollout-check", "kubernetes:batch/v1:Job", "replace", ["metadata.name"]),
+    ],
+    "raypd:model.": [
+        ("pd-service-rayservice", "kubernetes:ray.io/v1:RayService", "update", ["spec.serveConfigV2"]),
+        ("pd-service-rollout-check", "kubernetes:batch/v1:Job", "replace", ["metadata.name"]),
+    ],
+}
 
 
 class Fail(Exception):
@@ -123,8 +163,44 @@ def save(stack: str, state: dict[str, Any]) -> None:
     tmp.replace(path)  # a SIGKILL never leaves half a file
 
 
-def urn(stack: str, type_: str, name: str) -> str:
-    return f"urn:pulumi:{stack}::{PROJECT}::{type_}::{name}"
+def urn(stack: str, type_: str, name: str, parents: str = "") -> str:
+    chain = f"{parents}${type_}" if parents else type_
+    return f"urn:pulumi:{stack}::{PROJECT}::{chain}::{name}"
+
+
+def parents_of(type_: str, name: str) -> str:
+    return next((p for t, n, p in RESOURCES if (t, n) == (type_, name)), "")
+
+
+def flat_config(config: dict[str, Any]) -> dict[str, Any]:
+    """`raypd:decode` = '{"replicas": 2}' (config set-all's JSON text) -> `raypd:decode.replicas`."""
+    flat: dict[str, Any] = {}
+    for key, entry in config.items():
+        value = entry.get("value") if isinstance(entry, dict) else entry
+        try:
+            parsed = json.loads(value) if isinstance(value, str) and value.startswith("{") else value
+        except ValueError:
+            parsed = value
+        if isinstance(parsed, dict):
+            for inner, item in parsed.items():
+                flat[f"{key}.{inner}"] = item
+        else:
+            flat[key] = parsed
+    return flat
+
+
+def change_steps(deployed: dict[str, Any], config: dict[str, Any]) -> dict[tuple[str, str], tuple[str, list[str]]]:
+    """(name, type) -> (op, changed paths) for the settings that differ (CHANGES)."""
+    before, after = flat_config(deployed), flat_config(config)
+    changed = [k for k in set(before) | set(after) if before.get(k) != after.get(k)]
+    steps: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    for prefix, touched in CHANGES.items():
+        if any(key.startswith(prefix) for key in changed):
+            for name, type_, op, paths in touched:
+                old_op, old_paths = steps.get((name, type_), ("update", []))
+                strongest = op if op.startswith("replace") or old_op == "update" else old_op
+                steps[(name, type_)] = (strongest, sorted(set(old_paths) | set(paths)))
+    return steps
 
 
 def now_text() -> str:
@@ -183,8 +259,17 @@ class EventSink:
             self._thread.join(10)
 
 
-def step_meta(op: str, stack: str, type_: str, name: str) -> dict[str, Any]:
-    return {"metadata": {"op": op, "urn": urn(stack, type_, name), "type": type_, "provider": ""}}
+def step_meta(op: str, stack: str, type_: str, name: str, paths: Optional[list[str]] = None,
+              replace: bool = False) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"op": op, "urn": urn(stack, type_, name, parents_of(type_, name)),
+                                "type": type_, "provider": ""}
+    if paths:
+        kind = "update-replace" if replace else "update"
+        metadata["detailedDiff"] = {path: {"diffKind": kind, "inputDiff": True} for path in paths}
+        metadata["diffs"] = sorted({path.split(".")[0].split("[")[0] for path in paths})
+        if replace:
+            metadata["keys"] = metadata["diffs"]
+    return {"metadata": metadata}
 
 
 # ---- operations ----
@@ -225,7 +310,7 @@ def run_step(stack: str, state: dict[str, Any], kind: str, type_: str, name: str
     """One resource step, recorded as pending while it runs (what a SIGKILL leaves behind)."""
     # Inputs in plaintext, the HF token among them (as an export --show-secrets has them).
     token = state["config"].get("raypd:hfToken", {}).get("value", "")
-    resource = {"urn": urn(stack, type_, name), "type": type_, "custom": True,
+    resource = {"urn": urn(stack, type_, name, parents_of(type_, name)), "type": type_, "custom": True,
                 "inputs": {"name": name, "hfToken": token}}
     state["pending_operations"].append({"resource": resource, "type": kind})
     save(stack, state)
@@ -257,8 +342,11 @@ def operation(kind: str, stack: str, flags: dict[str, Any]) -> int:
     existing = {r["urn"]: r for r in state["resources"]}
     stack_urn = urn(stack, "pulumi:pulumi:Stack", f"{PROJECT}-{stack}")
     plan: list[tuple[str, str, str]] = []  # (op, type, name)
+    planned_changes = (change_steps(state.get("deployed_config") or {}, state["config"])
+                       if kind in ("up", "preview") and state.get("deployed_config") is not None else {})
+    deferred: list[tuple[str, str, list[str]]] = []  # replaced resources deleted after all else
     if kind in ("up", "preview"):
-        plan = [("same" if urn(stack, t, n) in existing else "create", t, n) for t, n in RESOURCES]
+        plan = [("same" if urn(stack, t, n, p) in existing else "create", t, n) for t, n, p in RESOURCES]
     elif kind == "refresh":
         if flags.get("--clear-pending-creates"):
             state["pending_operations"] = [op for op in state["pending_operations"] if op["type"] != "creating"]
@@ -276,9 +364,33 @@ def operation(kind: str, stack: str, flags: dict[str, Any]) -> int:
             "prefill 1 x g6.8xlarge, decode 1 x g6.8xlarge in us-east-2a\n", "color": "raw",
             "severity": "info",
         })
+    def change_step(op: str, type_: str, name: str, paths: list[str], replace: bool) -> None:
+        events.emit(resourcePreEvent=step_meta(op, stack, type_, name, paths, replace))
+        if kind == "up":
+            pending = {"update": "updating", "create-replacement": "creating",
+                       "delete-replaced": "deleting"}.get(op)
+            if pending:
+                run_step(stack, state, pending, type_, name, interrupts, lambda: None)
+        events.emit(resOutputsEvent=step_meta(op, stack, type_, name, paths, replace))
+
     for op, type_, name in plan:
         if interrupts.cancelled:
             break
+        if op == "same" and (name, type_) in planned_changes:
+            change, paths = planned_changes[(name, type_)]
+            if change == "update":
+                change_step("update", type_, name, paths, False)
+            elif change == "replace":
+                change_step("create-replacement", type_, name, paths, True)
+                change_step("replace", type_, name, paths, True)
+                deferred.append((type_, name, paths))
+            else:  # replace-dbr
+                change_step("delete-replaced", type_, name, paths, True)
+                change_step("replace", type_, name, paths, True)
+                change_step("create-replacement", type_, name, paths, True)
+            counted = "update" if change == "update" else "replace"
+            changes[counted] = changes.get(counted, 0) + 1
+            continue
         events.emit(resourcePreEvent=step_meta(op, stack, type_, name))
         if kind == "preview" or op == "same":
             events.emit(resOutputsEvent=step_meta(op, stack, type_, name))
@@ -287,7 +399,7 @@ def operation(kind: str, stack: str, flags: dict[str, Any]) -> int:
         pending_kind = {"create": "creating", "delete": "deleting", "refresh": "reading"}[op]
 
         def apply(op: str = op, type_: str = type_, name: str = name) -> None:
-            resource_urn = urn(stack, type_, name)
+            resource_urn = urn(stack, type_, name, parents_of(type_, name))
             if op == "create":
                 outputs: dict[str, Any] = {"id": f"{name}-0a1b2c"}
                 if type_ == "eks:index:Cluster":
@@ -301,9 +413,14 @@ def operation(kind: str, stack: str, flags: dict[str, Any]) -> int:
         run_step(stack, state, pending_kind, type_, name, interrupts, apply)
         events.emit(resOutputsEvent=step_meta(op, stack, type_, name))
         changes[op] = changes.get(op, 0) + 1
+    for type_, name, paths in deferred:  # "generated later on, after all creates/updates finish"
+        if interrupts.cancelled:
+            break
+        change_step("delete-replaced", type_, name, paths, True)
     interrupts.poll()
     cancelled = interrupts.cancelled
     if kind == "up" and not cancelled:
+        state["deployed_config"] = json.loads(json.dumps(state["config"]))
         state["outputs"] = {"modelId": "qwen3.5-9b", "region": state["config"].get("aws:region", {}).get("value"),
                             "kubeconfig": "apiVersion: v1\nkind: Config"}
         state["secret_outputs"] = ["kubeconfig"]

@@ -95,8 +95,10 @@ def test_system_nodes_run_the_configured_type_with_the_system_label(reference_pl
 def test_system_nodes_have_disk_room_for_the_image_the_ray_head_runs(reference_plan):
     (service,) = reference_plan.of_type(RAYSERVICE)
     head = service["inputs"]["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
-    # The head (the multi-GB serving image) is pinned to the system nodes...
-    assert head["nodeSelector"] == defaults.SYSTEM_LABELS
+    # The head (the multi-GB serving image) is pinned to the system nodes (of the system type, so it
+    # never starts on a replaced group's old node)...
+    assert head["nodeSelector"] == {**defaults.SYSTEM_LABELS,
+                                    "node.kubernetes.io/instance-type": defaults.SYSTEM_INSTANCE_TYPE}
     (system,) = [r for r in reference_plan.of_type(MNG) if r["inputs"]["amiType"] != GPU_AMI]
     # ...so their root volume must be well above EKS's 20 GiB default, at least the 80 GiB the
     # reference's eksctl node group had, or the head pod never pulls its image.
@@ -168,7 +170,9 @@ def test_rayservice_is_the_rendered_manifest_and_waits_for_operator_plugins_and_
     reference_plan, reference_config
 ):
     (service,) = reference_plan.of_type(RAYSERVICE)
-    expected = render_rayservice(plan_deployment(DeploymentSpec.from_config(reference_config, "dev")))
+    spec = DeploymentSpec.from_config(reference_config, "dev")
+    # The zone the program resolved (offline: the first zone of the region offers everything).
+    expected = render_rayservice(plan_deployment(spec), f"{spec.region}a")
     assert service["inputs"]["metadata"] == expected["metadata"]
     assert service["inputs"]["spec"] == expected["spec"]
     assert "condition=Ready" in service["inputs"]["metadata"]["annotations"]["pulumi.com/waitFor"]
@@ -260,7 +264,7 @@ def test_region_reaches_availability_zones_image_and_outputs(make_plan):
     plan = make_plan({"aws:region": "us-west-2"})
     assert plan.outputs["region"] == "us-west-2"
     assert plan.outputs["availabilityZone"] == "us-west-2a"
-    assert plan.outputs["image"].startswith(f"{defaults.DLC_ACCOUNT}.dkr.ecr.us-west-2.")
+    assert plan.outputs["image"].startswith(f"{defaults.DLC_ACCOUNTS['us-west-2']}.dkr.ecr.us-west-2.")
 
 
 def test_hf_token_becomes_a_secret_whose_value_never_appears(make_plan):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -37,3 +37,15 @@ def heterogeneous_spec() -> DeploymentSpec:
 @pytest.fixture
 def colocated_spec() -> DeploymentSpec:
     return DeploymentSpec.from_config(COLOCATED, "dev")
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """moto's server on 127.0.0.1 (one per session): STS, EC2, EKS and S3 from AWS's recorded data."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()

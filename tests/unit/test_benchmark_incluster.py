@@ -552,7 +552,8 @@ class _Flaky(KubeClient):
 
 def _flaky(outputs: dict[str, Any]) -> _Flaky:
     real = client_from_kubeconfig(outputs["kubeconfig"])
-    flaky = _Flaky(server=real.server, ssl_context=real.ssl_context, timeout=real.timeout)
+    flaky = _Flaky(server=real.server, ssl_context=real.ssl_context, timeout=real.timeout,
+                   allow_http_credentials=real.allow_http_credentials)
     flaky.token = real.token
     return flaky
 

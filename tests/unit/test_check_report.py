@@ -12,12 +12,13 @@ from components.checks import (
     Report,
     exit_code,
     format_report,
+    report_verdict,
 )
 
 
 def test_ids_are_the_ones_contract_5_lists() -> None:
     assert PREFLIGHT_IDS == ("aws-credentials", "instance-types", "efa-support", "zone-offering",
-                             "eks-zone", "vcpu-quota", "gpu-memory-fit", "update-headroom")
+                             "eks-zone", "vcpu-quota", "gpu-memory-fit", "update-headroom", "model-source")
     assert VERIFY_IDS == ("gpu-nodes", "efa-devices", "one-zone", "rayservice-ready",
                           "serve-app-running", "replica-placement", "nixl-backend",
                           "endpoint-models", "endpoint-chat", "kv-transfer")
@@ -73,3 +74,27 @@ def test_readable_form_shows_status_detail_and_fix_of_failures_only() -> None:
     assert text.splitlines()[0] == "preflight: FAILED"
     assert "[FAIL] vcpu-quota" in text and "fix: request 64 vCPUs" in text
     assert text.count("fix:") == 1
+
+
+def _verify_report(statuses: list[str]) -> Report:
+    makers = {"pass": lambda i: Check.passed(i, "t", "seen"), "warn": lambda i: Check.warned(i, "t", "w"),
+              "skip": lambda i: Check.skipped(i, "t", "why"), "fail": lambda i: Check.failed(i, "t", "d", "r")}
+    return Report.of("verify", [makers[s](i) for s, i in zip(statuses, VERIFY_IDS, strict=True)])
+
+
+def test_mostly_skipped_reads_not_checked_never_ok() -> None:
+    assert _verify_report(["skip"] * 10).verdict == "not checked"
+    assert _verify_report(["pass"] * 4 + ["skip"] * 6).verdict == "not checked"
+    assert _verify_report(["pass"] * 5 + ["skip"] * 5).verdict == "ok"  # half is not most
+    assert _verify_report(["pass", "warn"] + ["skip"] * 8).ok is True  # ok stays Contract 5's
+    assert _verify_report(["fail"] + ["skip"] * 9).verdict == "failed"
+    assert Report.of("verify", []).verdict == "not checked"
+
+
+def test_the_cli_summary_line_and_a_stored_document_agree_on_the_verdict() -> None:
+    report = _verify_report(["pass"] * 3 + ["skip"] * 7)
+    assert format_report(report).splitlines()[0] == "verify: not checked (7 of 10 checks skipped)"
+    assert format_report(_verify_report(["pass"] * 10)).splitlines()[0] == "verify: ok"
+    stored = {**report.as_dict(), "job": "j-1", "at": "2026-12-01T12:00:00Z"}  # as the web app keeps it
+    assert report_verdict(stored) == "not checked"
+    assert report_verdict({"kind": "verify", "checks": "garbage"}) == "not checked"

@@ -17,6 +17,7 @@ import botocore.session
 import pytest
 
 from serve.kube import (
+    ALLOW_HTTP_CREDENTIALS_EXTENSION,
     EKS_TOKEN_PREFIX,
     KubeConfigError,
     KubeError,
@@ -185,11 +186,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def kubeconfig_for(server: str, user: dict[str, object], *, allow_http: bool = True) -> str:
+    cluster: dict[str, object] = {"server": server}
+    if allow_http:
+        cluster["extensions"] = [{"name": ALLOW_HTTP_CREDENTIALS_EXTENSION, "extension": True}]
+    return json.dumps({"current-context": "c",
+                       "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                       "clusters": [{"name": "k", "cluster": cluster}],
+                       "users": [{"name": "u", "user": user}]})
+
+
 def test_connection_refused_names_the_api_address() -> None:
     port = free_port()
-    text = json.dumps({"current-context": "c", "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-                       "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                       "users": [{"name": "u", "user": {"token": "tok-should-not-show"}}]})
+    text = kubeconfig_for(f"http://127.0.0.1:{port}", {"token": "tok-should-not-show"})
     with pytest.raises(KubeError) as caught:
         client_from_kubeconfig(text).list_nodes()
     assert f"cannot reach the Kubernetes API at http://127.0.0.1:{port}" in str(caught.value)
@@ -201,10 +210,7 @@ def test_a_silent_server_times_out_with_a_readable_error() -> None:
         listener.bind(("127.0.0.1", 0))
         listener.listen(4)
         port = listener.getsockname()[1]
-        text = json.dumps({"current-context": "c",
-                           "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-                           "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                           "users": [{"name": "u", "user": {"token": "t"}}]})
+        text = kubeconfig_for(f"http://127.0.0.1:{port}", {"token": "t"})
         client = client_from_kubeconfig(text, timeout=0.5)
         with pytest.raises(KubeError, match="did not answer within 0.5 s"):
             client.list_nodes()
@@ -221,7 +227,8 @@ def test_objects_logs_and_proxies(kube: FakeKubeApi) -> None:
     log = client.pod_log("inference", pods[0]["metadata"]["name"], container="ray-worker", tail_lines=50)
     assert "Backend LIBFABRIC was instantiated" in log
     metrics = client.pod_proxy("inference", pods[0]["metadata"]["name"], 8080, "metrics")
-    assert metrics.status == 200 and "ray_vllm_nixl_xfer_time_seconds_count" in metrics.text()
+    assert metrics.status == 200 and "ray_node_cpu_utilization" in metrics.text()
+    assert "ray_vllm_" not in metrics.text()  # Ray exports vLLM's series only once they were used
     models = client.service_proxy("inference", "ray-llm-serve-svc", 8000, "/v1/models")
     assert models.json()["data"][0]["id"] == "qwen3.5-9b"
     chat = client.service_proxy(
@@ -229,6 +236,13 @@ def test_objects_logs_and_proxies(kube: FakeKubeApi) -> None:
         body=json.dumps({"model": "qwen3.5-9b", "messages": [{"role": "user", "content": "hi"}],
                          "max_tokens": 4}).encode())
     assert chat.status == 200 and chat.json()["choices"][0]["finish_reason"] == "length"
+    after = "".join(client.pod_proxy("inference", p["metadata"]["name"], 8080, "metrics").text() for p in pods)
+    assert "ray_vllm_nixl_xfer_time_seconds_count" in after and "ReplicaId=" in after
+    assert "ray_vllm_nixl_num_failed_transfers" not in after  # not exported while 0
+    actors = client.service_proxy("inference", "ray-llm-head-svc", 8265, "api/v0/actors", query=[
+        ("filter_keys", "class_name"), ("filter_predicates", "="), ("filter_values", "RayWorkerWrapper")])
+    rows = actors.json()["data"]["result"]["result"]
+    assert rows and {row["class_name"] for row in rows} == {"RayWorkerWrapper"}
     paths = [r["path"] for r in kube.requests]
     assert "/api/v1/namespaces/inference/services/ray-llm-serve-svc:8000/proxy/v1/chat/completions" in paths
     assert not any("/exec" in p or "/portforward" in p for p in paths)
@@ -242,3 +256,91 @@ def test_forbidden_says_what_was_not_allowed_not_that_the_credentials_are_wrong(
     assert caught.value.status == 403
     assert "may not POST /apis/batch/v1/namespaces/inference/jobs" in str(caught.value)
     assert "credentials" not in str(caught.value) and DEFAULT_TOKEN not in str(caught.value)
+
+
+# ---- credentials are secrets from the moment they are read ----
+
+ODD_TOKENS = ["planted-tok-1234\n", "  planted-tok-1234\r\n", "planted\x00tok-1234", "planted-tök-1234",
+              "planted tok 1234", "planted-tok-1234\u2028x", "planted-\ud800-tok-1234"]
+
+
+@pytest.mark.parametrize("token", ODD_TOKENS, ids=["newline", "crlf", "nul", "umlaut", "spaces",
+                                                   "line-separator", "surrogate"])
+def test_odd_tokens_are_trimmed_or_refused_never_quoted(kube: FakeKubeApi, token: str) -> None:
+    accepted: list[str] = []
+    kube.accept_token = lambda candidate: accepted.append(candidate) or candidate == "planted-tok-1234"
+    try:
+        client = client_from_kubeconfig(kube.kubeconfig(fmt="json", token=token))
+    except KubeConfigError as exc:
+        assert "holds characters a bearer token cannot have" in str(exc)
+        assert "planted" not in str(exc) and "1234" not in str(exc)
+        assert not accepted
+        return
+    assert token.strip() == "planted-tok-1234"  # only surrounding whitespace is forgiven
+    assert len(client.list_nodes("role=gpu-worker")) == 2
+    assert accepted == ["planted-tok-1234"]
+
+
+def test_token_file_is_read_trimmed(tmp_path: Path, kube: FakeKubeApi) -> None:
+    path = tmp_path / "token"
+    path.write_text(DEFAULT_TOKEN + "\n", encoding="utf-8")
+    client = client_from_kubeconfig(kube.kubeconfig(user={"tokenFile": str(path)}))
+    assert len(client.list_nodes("role=gpu-worker")) == 2
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "directory", "huge", "binary", "missing"])
+def test_token_file_must_be_a_small_regular_text_file(tmp_path: Path, kube: FakeKubeApi,
+                                                      kind: str) -> None:
+    import os
+
+    path = tmp_path / "token"
+    secret = "tokenfile-secret-98765"
+    if kind == "dev-zero":
+        path = Path("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)  # opening it for reading blocks for ever unless done non-blocking
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "huge":
+        path.write_text(secret * 10_000, encoding="utf-8")
+    elif kind == "binary":
+        path.write_bytes(b"\xff\xfe" + secret.encode())
+    with pytest.raises(KubeConfigError) as caught:
+        client_from_kubeconfig(kube.kubeconfig(user={"tokenFile": str(path)}))
+    why = {"dev-zero": "is not a regular file", "fifo": "is not a regular file",
+           "directory": "is not a regular file", "huge": "is larger than 64 KiB",
+           "binary": "is not UTF-8 text", "missing": "cannot read the kubeconfig's tokenFile"}[kind]
+    assert why in str(caught.value) and secret not in str(caught.value)
+
+
+def test_no_credentials_go_to_plain_http_unless_the_kubeconfig_says_so(kube: FakeKubeApi,
+                                                                        tmp_path: Path) -> None:
+    seen: list[str] = []
+    kube.accept_token = lambda candidate: seen.append(candidate) or True
+    for user in ({"token": DEFAULT_TOKEN}, {"username": "admin", "password": "hunter2-pass"},
+                 {"tokenFile": str(tmp_path / "t")}):
+        (tmp_path / "t").write_text(DEFAULT_TOKEN, encoding="utf-8")
+        with pytest.raises(KubeConfigError, match="plain http://: raypd will not send") as caught:
+            client_from_kubeconfig(kube.kubeconfig(user=user, allow_http=False))
+        assert ALLOW_HTTP_CREDENTIALS_EXTENSION in str(caught.value)
+        assert DEFAULT_TOKEN not in str(caught.value) and "hunter2" not in str(caught.value)
+    script, _ = exec_marker_script(tmp_path)
+    with pytest.raises(KubeConfigError, match="plain http://"):
+        client_from_kubeconfig(kube.kubeconfig(exec_command=str(script), allow_http=False))
+    assert seen == [] and kube.requests == []
+    anonymous = client_from_kubeconfig(kube.kubeconfig(user={}, allow_http=False))  # kubectl proxy style
+    assert anonymous.auth_headers() == {}
+    allowed = client_from_kubeconfig(kube.kubeconfig(allow_http=True))
+    assert allowed.auth_headers() == {"Authorization": f"Bearer {DEFAULT_TOKEN}"}
+
+
+def test_a_directly_built_client_keeps_its_token_off_plain_http(kube: FakeKubeApi) -> None:
+    from serve.kube import KubeClient
+
+    seen: list[str] = []
+    kube.accept_token = lambda candidate: seen.append(candidate) or True
+    client = KubeClient(server=kube.url, ssl_context=None, token=DEFAULT_TOKEN)
+    assert client.auth_headers() == {}
+    with pytest.raises(KubeError, match="HTTP 401"):
+        client.list_nodes()  # sent without credentials: the server refuses
+    assert seen == []

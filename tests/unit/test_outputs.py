@@ -131,3 +131,14 @@ def test_cost_estimate_is_left_out_when_a_price_is_unknown(make_spec, reference_
     unpriced = make_spec({"raypd:mode": "colocated",
                           "raypd:colocated": {"instanceType": "p5e.48xlarge", "tensorParallelSize": 8}})
     assert "estimatedUsdPerHour" not in full_document(unpriced)
+
+
+def test_the_cost_estimate_says_where_its_price_comes_from(make_spec, reference_spec):
+    # The reference runs in us-east-2, but the catalogue's prices are us-east-1's list prices.
+    basis = full_document(reference_spec)["estimatedCostBasis"]
+    assert basis.startswith("us-east-1 on-demand list price") and "this is not us-east-2's" in basis
+    east = full_document(make_spec({"aws:region": "us-east-1"}))["estimatedCostBasis"]
+    assert east.startswith("us-east-1 on-demand list price") and "not" not in east
+    unpriced = make_spec({"raypd:mode": "colocated",
+                          "raypd:colocated": {"instanceType": "p5e.48xlarge", "tensorParallelSize": 8}})
+    assert "estimatedCostBasis" not in full_document(unpriced)  # no figure, nothing to explain

@@ -18,13 +18,14 @@ import socket
 import threading
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 
 from components import catalogue
+from components.admin_access import caller_in_admins, matching_entry
 from components.checks import PREFLIGHT_IDS, Report, exit_code
 from components.preflight import (
     EKS_UNSUPPORTED_ZONE_IDS,
@@ -45,22 +46,11 @@ from components.zones import eks_usable as eks_usable_zones
 from tests.unit.cli_support import run_module, write_stack
 
 G, P, STD = catalogue.QUOTA_G_AND_VT, catalogue.QUOTA_P, catalogue.QUOTA_STANDARD
-AWS_CHECKS = [i for i in PREFLIGHT_IDS if i not in ("aws-credentials", "gpu-memory-fit")]
+AWS_CHECKS = [i for i in PREFLIGHT_IDS if i not in ("aws-credentials", "gpu-memory-fit", "model-source")]
 MakeSpec = Callable[..., DeploymentSpec]
 
 
-# ---- fixtures: the emulator and a clean AWS environment ----
-
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
+# ---- fixtures: a clean AWS environment on the emulator (moto_endpoint: tests/unit/conftest.py) ----
 
 def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No developer config, profile or instance role can leak into a test."""
@@ -252,11 +242,12 @@ def test_service_quotas_denied_warns_with_the_need(aws: str, reference_spec: Dep
 
 
 def test_update_headroom_warns_when_the_surge_does_not_fit(aws: str, reference_spec: DeploymentSpec) -> None:
+    # No change pending: what a later rolling update (AMI, Kubernetes version) would need.
     tight = by_id(run(reference_spec, {G: 96, STD: 32}, deployed=reference_spec))
     assert tight["vcpu-quota"].status == "pass"
     assert tight["update-headroom"].status == "warn"
     assert "would stall" in tight["update-headroom"].detail
-    assert "64 + 64 surge = 128 vCPUs" in tight["update-headroom"].detail
+    assert "64 + 64 = 128 vCPUs" in tight["update-headroom"].detail
     assert "--desired-value 128" in tight["update-headroom"].remedy
     roomy = by_id(run(reference_spec, {G: 128, STD: 32}, deployed=reference_spec))
     assert roomy["update-headroom"].status == "pass"
@@ -272,7 +263,7 @@ def test_type_offered_only_in_some_zones(aws: str, make_spec: MakeSpec) -> None:
     assert zone.status == "fail"
     assert "us-east-1b (raypd:availabilityZone) does not offer p5en.48xlarge" in zone.detail
     assert "us-east-1a, us-east-1c" in zone.detail and "us-east-1a, us-east-1c" in zone.remedy
-    assert by_id(report)["eks-zone"].status == "skip"
+    assert by_id(report)["eks-zone"].status == "pass"  # EKS can use us-east-1b; the offering is the problem
     unpinned = by_id(run(make_spec({"aws:region": "us-east-1", "raypd:prefill": p5en, "raypd:decode": p5en})))
     assert unpinned["zone-offering"].status == "pass"
     assert unpinned["zone-offering"].detail.startswith("us-east-1a (the first zone offering p5en.48xlarge")
@@ -308,6 +299,33 @@ def test_zone_eks_does_not_support(aws: str, make_spec: MakeSpec) -> None:
     assert checks["eks-zone"].status == "fail"
     assert "us-east-1e is use1-az3" in checks["eks-zone"].detail
     assert "us-east-1e" not in checks["eks-zone"].remedy.split("here:")[1]
+
+
+def test_zone_eks_does_not_support_fails_even_when_the_zone_also_lacks_the_type(aws: str, make_spec: MakeSpec) -> None:
+    # moto's account: us-east-1e is use1-az3 (EKS refuses it), and p5en.48xlarge is not offered there.
+    p5en = {"instanceType": "p5en.48xlarge", "tensorParallelSize": 8}
+    spec = make_spec({"aws:region": "us-east-1", "raypd:availabilityZone": "us-east-1e",
+                      "raypd:prefill": p5en, "raypd:decode": p5en})
+    checks = by_id(run(spec))
+    assert checks["zone-offering"].status == "fail"
+    eks = checks["eks-zone"]
+    assert eks.status == "fail", eks.detail
+    assert "GPU zone us-east-1e is use1-az3, where EKS cannot place cluster subnets" in eks.detail
+    assert eks.remedy.startswith("set raypd:availabilityZone to a zone that offers the GPU types and that EKS supports")
+    assert "us-east-1e" not in eks.remedy.split("here:")[1]
+
+
+def test_eks_zone_skips_only_when_there_is_no_zone_to_judge(aws: str, make_spec: MakeSpec) -> None:
+    # Unpinned, and no zone offers both types (moto's data: p5e.48xlarge is not in us-east-1).
+    spec = make_spec({"aws:region": "us-east-1",
+                      "raypd:prefill": {"instanceType": "p5en.48xlarge", "tensorParallelSize": 8},
+                      "raypd:decode": {"instanceType": "p5e.48xlarge", "tensorParallelSize": 8}})
+    checks = by_id(run(spec))
+    assert checks["zone-offering"].status == "fail"
+    eks = checks["eks-zone"]
+    assert eks.status == "skip"
+    assert "EKS does not support us-east-1e" not in eks.detail  # no contradiction in a skip
+    assert "zones EKS does not support here: us-east-1e (use1-az3)" in eks.detail
 
 
 def test_type_not_in_the_region_and_type_unknown_to_ec2(aws: str, make_spec: MakeSpec) -> None:
@@ -366,13 +384,12 @@ def test_rejected_credentials_fail_and_stop_the_aws_checks(aws: str, reference_s
     assert checks["gpu-memory-fit"].status == "pass"
 
 
-def test_region_ec2_does_not_know_fails_the_credentials_check(aws: str, make_spec: MakeSpec) -> None:
-    report = run_preflight(make_spec({"aws:region": "ap-nowhere-9"}))
-    checks = by_id(report)
-    assert checks["aws-credentials"].status == "fail"
-    assert "ap-nowhere-9 is not an AWS region" in checks["aws-credentials"].detail
-    assert "aws:region" in checks["aws-credentials"].remedy
-    assert all(checks[i].status == "skip" for i in AWS_CHECKS)
+def test_cli_exit_2_names_a_region_typo_without_credentials_or_network(tmp_path: Path) -> None:
+    # botocore's partition data decides, offline: no AWS call, no traceback.
+    result = run_module("components.preflight", "--config", str(_stack(tmp_path, {"aws:region": "us-east-3"})))
+    assert result.returncode == 2 and result.stdout == ""
+    assert "aws:region: 'us-east-3' is not an AWS region" in result.stderr
+    assert "us-east-2" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_no_credentials_skips_aws_but_still_checks_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -393,18 +410,20 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_dead_endpoint_ends_with_warn_and_skip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                               reference_spec: DeploymentSpec) -> None:
+def test_dead_endpoint_fails_the_credentials_check_naming_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                             reference_spec: DeploymentSpec) -> None:
     _isolate(monkeypatch, tmp_path)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_closed_port()}")
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", dead)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     report = run_preflight(reference_spec)
     checks = by_id(report)
-    assert checks["aws-credentials"].status == "warn"
-    assert "did not answer" in checks["aws-credentials"].detail
+    assert checks["aws-credentials"].status == "fail" and not report.ok and exit_code(report) == 1
+    assert f"AWS STS at {dead} did not answer" in checks["aws-credentials"].detail
+    assert "AWS_ENDPOINT_URL" in checks["aws-credentials"].remedy
     assert all(checks[i].status == "skip" for i in AWS_CHECKS)
-    assert report.ok
+    assert all("see aws-credentials" in checks[i].detail for i in AWS_CHECKS)
 
 
 class _NotAws(http.server.BaseHTTPRequestHandler):
@@ -420,7 +439,7 @@ class _NotAws(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.mark.parametrize(("status", "said"), [(200, "not an AWS response"), (502, "HTTP 502")])
-def test_endpoint_that_is_not_aws_ends_with_warn_and_skip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+def test_endpoint_that_is_not_aws_fails_the_credentials_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                           reference_spec: DeploymentSpec,
                                                           status: int, said: str) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotAws)
@@ -436,8 +455,8 @@ def test_endpoint_that_is_not_aws_ends_with_warn_and_skip(monkeypatch: pytest.Mo
     finally:
         server.shutdown()
         thread.join()
-    assert checks["aws-credentials"].status == "warn"
-    assert said in checks["aws-credentials"].detail
+    assert checks["aws-credentials"].status == "fail"
+    assert said in checks["aws-credentials"].detail and "127.0.0.1" in checks["aws-credentials"].detail
     assert all(checks[i].status == "skip" for i in AWS_CHECKS)
 
 
@@ -481,3 +500,129 @@ def test_cli_exit_2_on_invalid_config(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "raypd:prefill.tensorParallelSize" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+# ---- issue 14: the deploying identity listed in raypd:adminRoleArns ----
+
+WEB_ROLE = "arn:aws:iam::123456789012:role/ops/raypd-web"  # a role with a path
+OTHER_ROLE = "arn:aws:iam::123456789012:role/ci"
+
+
+def _assume(monkeypatch: pytest.MonkeyPatch, role_name: str) -> str:
+    """Become `role_name` (moto's STS: its assumed-role credentials answer GetCallerIdentity)."""
+    sts = boto3.client("sts", region_name="us-east-2")
+    answer = sts.assume_role(RoleArn=f"arn:aws:iam::123456789012:role/ops/{role_name}", RoleSessionName="preflight")
+    creds = answer["Credentials"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", creds["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["SecretAccessKey"])
+    monkeypatch.setenv("AWS_SESSION_TOKEN", creds["SessionToken"])
+    arn = boto3.Session().client("sts", region_name="us-east-2").get_caller_identity()["Arn"]
+    assert arn == f"arn:aws:sts::123456789012:assumed-role/{role_name}/preflight"  # no path in it
+    return arn
+
+
+def test_caller_matches_admin_roles_by_account_and_role_name() -> None:
+    caller = "arn:aws:sts::123456789012:assumed-role/raypd-web/i-0abc"
+    assert caller_in_admins(caller, [OTHER_ROLE, WEB_ROLE]) == [(1, WEB_ROLE)]
+    assert caller_in_admins(caller, ["arn:aws:iam::210987654321:role/raypd-web"]) == []  # another account
+    assert caller_in_admins(caller, ["arn:aws:iam::123456789012:role/raypd-web-2"]) == []
+    user = "arn:aws:iam::123456789012:user/alice"
+    assert caller_in_admins(user, ["arn:aws:iam::123456789012:role/alice"]) == []  # a user is no role
+    assert matching_entry(user, [OTHER_ROLE, user]) == user
+    assert matching_entry(caller, ["arn:aws:iam::123456789012:role/ops/raypd-web"]) == WEB_ROLE
+
+
+def test_listing_the_deploying_role_fails_before_the_first_up(aws: str, make_spec: MakeSpec,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    _assume(monkeypatch, "raypd-web")
+    spec = make_spec({"raypd:adminRoleArns": [OTHER_ROLE, WEB_ROLE]})
+    report = run(spec, {G: 128, STD: 32})
+    checks = by_id(report)
+    creds = checks["aws-credentials"]
+    assert creds.status == "fail" and not report.ok
+    assert f"raypd:adminRoleArns[1] ({WEB_ROLE}) is the identity running preflight" in creds.detail
+    assert "bootstrap cluster admin" in creds.detail and "ResourceInUseException" in creds.detail
+    assert creds.remedy.startswith("remove it from raypd:adminRoleArns")
+    # The credentials work: every other AWS check still ran.
+    assert checks["instance-types"].status == "pass" and checks["vcpu-quota"].status == "pass"
+    fine = by_id(run(make_spec({"raypd:adminRoleArns": [OTHER_ROLE]}), {G: 128, STD: 32}))
+    assert fine["aws-credentials"].status == "pass"
+
+
+def _eks_with_entries(cluster: str, entries: Any) -> Any:
+    """EKS for an existing cluster (moto does not implement access entries: a Stubber answers)."""
+    client = boto3.client("eks", region_name="us-east-2", endpoint_url="http://127.0.0.1:9",
+                          aws_access_key_id="stub", aws_secret_access_key="stub")
+    stubber = Stubber(client)
+    stubber.add_response("describe_cluster", {"cluster": {"name": cluster, "status": "ACTIVE"}}, {"name": cluster})
+    if isinstance(entries, str):
+        stubber.add_client_error("list_access_entries", service_error_code=entries, http_status_code=403)
+    else:
+        stubber.add_response("list_access_entries", {"accessEntries": entries}, {"clusterName": cluster})
+    stubber.activate()
+    return client
+
+
+@pytest.mark.parametrize(("entries", "deployed_lists_it", "status", "said"), [
+    ([OTHER_ROLE, WEB_ROLE], False, "warn", "already has an access entry for it"),  # CLI: cannot tell who owns it
+    ([OTHER_ROLE, WEB_ROLE], True, "pass", ""),  # the deployed stack created that entry
+    ([OTHER_ROLE], False, "pass", ""),  # no entry yet: the program's create will succeed
+    ("AccessDeniedException", False, "warn", "could not be listed"),
+])
+def test_existing_cluster_asks_eks_for_the_callers_access_entry(
+    aws: str, make_spec: MakeSpec, monkeypatch: pytest.MonkeyPatch,
+    entries: Any, deployed_lists_it: bool, status: str, said: str,
+) -> None:
+    _assume(monkeypatch, "raypd-web")
+    spec = make_spec({"raypd:adminRoleArns": [WEB_ROLE]})
+    deployed = spec if deployed_lists_it else None
+    client, stubber = quotas("us-east-2", {G: 128, STD: 32})
+    eks = _eks_with_entries(spec.effective_cluster_name, entries)
+    report = run_preflight(spec, deployed=deployed, clients={"service-quotas": client, "eks": eks})
+    creds = by_id(report)["aws-credentials"]
+    assert creds.status == status, creds.detail
+    assert said in creds.detail
+    if status == "pass":
+        assert "is the identity running preflight" not in creds.detail
+
+
+def test_update_that_newly_lists_the_caller_with_an_existing_entry_fails(
+    aws: str, make_spec: MakeSpec, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _assume(monkeypatch, "raypd-web")
+    spec = make_spec({"raypd:adminRoleArns": [WEB_ROLE]})
+    deployed = make_spec({})  # deployed without it: the caller's entry is the bootstrap one
+    client, _ = quotas("us-east-2", {G: 128, STD: 32})
+    eks = _eks_with_entries(spec.effective_cluster_name, [WEB_ROLE])
+    report = run_preflight(spec, deployed=deployed, clients={"service-quotas": client, "eks": eks})
+    creds = by_id(report)["aws-credentials"]
+    assert creds.status == "fail"
+    assert "that this stack did not create" in creds.detail and "ResourceInUseException" in creds.detail
+
+
+def test_update_headroom_checks_this_updates_real_peak_old_and_new_groups_together(
+        aws: str, reference_spec: DeploymentSpec, make_spec: MakeSpec) -> None:
+    # g6.8xlarge -> g6e.8xlarge: the new prefill/decode groups are created before the old shared
+    # group (2 x g6.8xlarge) is deleted, so both count against the G quota at the peak.
+    changed = make_spec({"raypd:decode": {"instanceType": "g6e.8xlarge"}})
+    tight = by_id(run(changed, {G: 100, STD: 32}, deployed=reference_spec))
+    assert tight["vcpu-quota"].status == "pass"  # the new settings alone fit (64 vCPUs)
+    headroom = tight["update-headroom"]
+    assert headroom.status == "fail", headroom
+    assert "2 x g6.8xlarge (the old node group" in headroom.detail
+    assert "64 + 64 = 128 vCPUs at peak" in headroom.detail
+    assert "--desired-value 128" in headroom.remedy
+    assert by_id(run(changed, {G: 128, STD: 32}, deployed=reference_spec))["update-headroom"].status == "pass"
+
+
+def test_update_headroom_counts_a_second_cluster_for_zero_downtime(
+        aws: str, make_spec: MakeSpec) -> None:
+    deployed = make_spec({"raypd:upgradeStrategy": "newCluster"})
+    changed = make_spec({"raypd:upgradeStrategy": "newCluster", "raypd:model": {"maxModelLen": 8192}})
+    headroom = by_id(run(changed, {G: 100, STD: 32}, deployed=deployed))["update-headroom"]
+    assert headroom.status == "fail" and "zero downtime" in headroom.detail
+    assert "roll out in place" in headroom.remedy
+    # The same change in place needs no extra node: only a later rolling update is judged.
+    in_place = by_id(run(make_spec({"raypd:model": {"maxModelLen": 8192}}), {G: 100, STD: 32},
+                         deployed=make_spec({})))["update-headroom"]
+    assert in_place.status == "warn" and "adds no nodes" in in_place.detail

@@ -67,7 +67,8 @@ def test_reference_metadata_and_readiness(reference_spec):
 def test_reference_head_is_cpu_only_on_system_nodes(reference_spec):
     group = head(render_rayservice(plan_deployment(reference_spec)))
     assert group["rayStartParams"] == {"dashboard-host": "0.0.0.0", "num-gpus": "0"}
-    assert group["template"]["spec"]["nodeSelector"] == {"role": "system"}
+    assert group["template"]["spec"]["nodeSelector"] == {
+        "role": "system", "node.kubernetes.io/instance-type": "m7i.xlarge"}
     ports = {p["name"]: p["containerPort"] for p in container(group)["ports"]}
     assert ports == {"gcs": 6379, "dashboard": 8265, "serve": 8000}
     assert "ray stop" in " ".join(container(group)["lifecycle"]["preStop"]["exec"]["command"])
@@ -77,9 +78,12 @@ def test_reference_head_is_cpu_only_on_system_nodes(reference_spec):
 
 def test_reference_workers_match_the_aws_deployment(reference_spec):
     (group,) = workers(render_rayservice(plan_deployment(reference_spec))).values()
-    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 2, 2)
+    # Two nodes to start with; from then on the Ray autoscaler owns the count (KubeRay never
+    # carries a RayService's replicas to its RayCluster).
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 0, 128)
     assert group["rayStartParams"] == {"num-gpus": "1"}
-    assert group["template"]["spec"]["nodeSelector"] == {"role": "gpu-worker"}
+    assert group["template"]["spec"]["nodeSelector"] == {
+        "role": "gpu-worker", "node.kubernetes.io/instance-type": "g6.8xlarge"}
     box = container(group)
     for side in ("requests", "limits"):
         assert box["resources"][side]["nvidia.com/gpu"] == "1"
@@ -135,13 +139,14 @@ def test_heterogeneous_phases_get_their_own_worker_groups(heterogeneous_spec):
     expected = {"prefill": (1, "8", "32"), "decode": (2, "8", "4")}
     for name, (nodes, gpus, efa) in expected.items():
         group = groups[name]
-        assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (nodes, nodes, nodes)
+        assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (nodes, 0, 128)
         assert group["rayStartParams"]["num-gpus"] == gpus
         for side in ("requests", "limits"):
             resources = container(group)["resources"][side]
             assert (resources["nvidia.com/gpu"], resources["vpc.amazonaws.com/efa"]) == (gpus, efa)
         assert group["template"]["spec"]["nodeSelector"] == {
-            "role": "gpu-worker", "raypd.io/phase": name
+            "role": "gpu-worker", "raypd.io/phase": name,
+            "node.kubernetes.io/instance-type": heterogeneous_spec.phases[name].instance_type,
         }
 
 
@@ -237,6 +242,46 @@ def test_manifest_has_every_field_kuberay_requires(spec_fixture, request):
         assert {"groupName", "minReplicas", "maxReplicas", "template"} <= set(group)
         assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"]
     assert isinstance(manifest["spec"]["serveConfigV2"], str)
+    # The CRD's enums (1.4.0: autoscalerOptions.upscalingMode; upgradeStrategy.type is a string
+    # KubeRay compares with NewCluster / None).
+    assert cluster["enableInTreeAutoscaling"] is True
+    assert cluster["autoscalerOptions"]["upscalingMode"] in ("Default", "Aggressive", "Conservative")
+    assert isinstance(cluster["autoscalerOptions"]["idleTimeoutSeconds"], int)
+    assert manifest["spec"]["upgradeStrategy"]["type"] in ("NewCluster", "None")
+
+
+def test_the_cluster_digest_ignores_exactly_what_kuberay_ignores(make_spec):
+    from components.rayservice import RAY_CLUSTER_DIGEST_ANNOTATION
+
+    def digest(config):
+        return render_rayservice(plan_deployment(make_spec(config)), "us-east-2a")[
+            "metadata"]["annotations"][RAY_CLUSTER_DIGEST_ANNOTATION]
+
+    base = digest({})
+    assert digest({"raypd:decode": {"replicas": 3}}) == base  # replica counts: KubeRay keeps the cluster
+    assert digest({"raypd:model": {"maxModelLen": 8192}}) == base  # the Serve config is not in it
+    assert digest({"raypd:image": "example.com/ray-llm:2"}) != base
+    assert digest({"raypd:kvTransfer": {"backend": "UCX"}}) != base  # FI_PROVIDER leaves the env
+
+
+def test_zero_downtime_stacks_get_a_node_set_that_follows_rebuilds_not_replica_counts(make_spec):
+    from components.rayservice import node_set
+
+    def of(config):
+        return node_set(plan_deployment(make_spec({"raypd:upgradeStrategy": "newCluster", **config})),
+                        "us-east-2a")
+
+    base = of({})
+    assert base and of({"raypd:decode": {"replicas": 2}}) == base
+    assert of({"raypd:model": {"maxModelLen": 8192}}) != base  # engines would restart: new cluster
+    assert node_set(plan_deployment(make_spec({})), "us-east-2a") is None  # in-place stacks: none
+    manifest = render_rayservice(plan_deployment(make_spec({"raypd:upgradeStrategy": "newCluster"})),
+                                 "us-east-2a")
+    (group,) = workers(manifest).values()
+    assert group["template"]["spec"]["nodeSelector"]["raypd.io/node-set"] == base
+    assert manifest["spec"]["upgradeStrategy"] == {"type": "NewCluster"}
+    # Two heads share the system node during the switch: each takes a quarter of it.
+    assert container(head(manifest))["resources"]["requests"]["cpu"] == "1"
 
 
 def _allocatable_gib(memory_gib: float) -> float:

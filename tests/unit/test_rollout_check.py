@@ -49,14 +49,23 @@ class ServeApi:
         self.server.server_close()
 
 
-def app(status: str, args: dict, message: str = "") -> dict:
+DEPLOYMENT = "Decode:qwen3_5-9b"
+
+
+def app(status: str, args: dict, message: str = "", replicas: int = 1) -> dict:
+    """The Serve REST API's answer (`ServeInstanceDetails`): `deployed_app_config` is the
+    application config as submitted, its `deployments` overrides included."""
+    config = {"name": "llm", "args": args,
+              "deployments": [{"name": DEPLOYMENT, "num_replicas": replicas}]}
     return {"applications": {"llm": {"status": status, "message": message,
-                                      "deployed_app_config": {"name": "llm", "args": args}}}}
+                                      "deployed_app_config": config}}}
 
 
-def run_check(api: ServeApi, tmp_path: Path, deadline: float = 20) -> tuple[int, str, str]:
+def run_check(api: ServeApi, tmp_path: Path, deadline: float = 20,
+              replicas: int = 1) -> tuple[int, str, str]:
     log = tmp_path / "termination-log"
-    env = {**os.environ, "SERVE_API": api.url, "EXPECTED_ARGS": json.dumps({"llm": NEW_ARGS}),
+    expected = {"llm": {"args": NEW_ARGS, "replicas": {DEPLOYMENT: replicas}}}
+    env = {**os.environ, "SERVE_API": api.url, "EXPECTED_ARGS": json.dumps(expected),
            "DEADLINE_SECONDS": str(deadline), "POLL_SECONDS": "0.05", "TERMINATION_LOG": str(log)}
     done = subprocess.run([sys.executable, "-c", check_script()], env=env, capture_output=True,
                           text=True, timeout=60)
@@ -95,3 +104,14 @@ def test_it_gives_up_at_its_deadline_saying_what_it_waited_for(serve, tmp_path):
     code, _, log = run_check(api, tmp_path, deadline=0.5)
     assert code == 1
     assert log.startswith("timed out") and "not deployed yet" in log
+
+
+def test_a_scale_waits_for_the_new_replica_count_even_with_the_args_unchanged(serve, tmp_path):
+    # Scaling changes only the `deployments` override: the old config's RUNNING, with the same
+    # args, must not count until Serve has the new count and is RUNNING with it.
+    api = serve([app("RUNNING", NEW_ARGS, replicas=1), app("DEPLOYING", NEW_ARGS, replicas=2),
+                 app("RUNNING", NEW_ARGS, replicas=2)])
+    code, out, log = run_check(api, tmp_path, replicas=2)
+    assert code == 0, out
+    assert out.count("not deployed yet") == 1 and "DEPLOYING" in out
+    assert "RUNNING" in log

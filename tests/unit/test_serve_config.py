@@ -143,8 +143,23 @@ def test_heterogeneous_phases_are_pinned_to_their_own_workers(heterogeneous_spec
         assert placement["strategy"] == "STRICT_PACK"
         assert placement["bundles"] == [{"GPU": 1, resource: 1}] * 8
         assert config["engine_kwargs"]["tensor_parallel_size"] == 8
-    assert prefill["deployment_config"] == {"num_replicas": 1}
-    assert decode["deployment_config"] == {"num_replicas": 2}
+    # The replica counts are Serve's per-deployment overrides, not the args (a change of args
+    # would rebuild the application and restart every engine).
+    assert prefill["deployment_config"] == decode["deployment_config"] == {"num_replicas": 1}
+    (app,) = render_serve_config(plan_deployment(heterogeneous_spec))["applications"]
+    assert app["deployments"] == [{"name": "Prefill:qwen3_5-9b", "num_replicas": 1},
+                                  {"name": "Decode:qwen3_5-9b", "num_replicas": 2}]
+
+
+def test_replica_counts_change_only_the_deployment_overrides_never_the_args(make_spec):
+    # Ray Serve's code version hashes import_path, runtime_env and args (deploy_utils.
+    # get_app_code_version): equal args and a new override is a lightweight update, no restart.
+    one = render_serve_config(plan_deployment(make_spec({})))["applications"][0]
+    two = render_serve_config(plan_deployment(make_spec({"raypd:decode": {"replicas": 2}})))["applications"][0]
+    assert one["args"] == two["args"]
+    assert one["import_path"] == two["import_path"]
+    assert [d["num_replicas"] for d in one["deployments"]] == [1, 1]
+    assert [d["num_replicas"] for d in two["deployments"]] == [1, 2]
 
 
 def test_whole_node_engines_stay_on_one_node_without_pinning(make_spec):
@@ -182,7 +197,9 @@ def test_colocated_mode_serves_one_openai_app_without_kv_transfer(colocated_spec
     assert app["import_path"] == "ray.serve.llm:build_openai_app"
     (config,) = app["args"]["llm_configs"]
     assert "kv_transfer_config" not in config["engine_kwargs"]
-    assert config["deployment_config"] == {"num_replicas": colocated_spec.colocated.replicas}
+    assert config["deployment_config"] == {"num_replicas": 1}
+    assert app["deployments"] == [{"name": "LLMServer:qwen3_5-9b",
+                                   "num_replicas": colocated_spec.colocated.replicas}]
     assert config["model_loading_config"]["model_id"] == "qwen3.5-9b"
 
 

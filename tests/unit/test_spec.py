@@ -186,6 +186,45 @@ def test_region_must_look_like_a_region():
     assert "aws:region" in errors_of({"aws:region": "ohio"})
 
 
+@pytest.mark.parametrize(("typo", "suggested"), [
+    ("us-east-3", "us-east-2"), ("eu-west", "eu-west-1"), ("ap-southeast-9", "ap-southeast-7"),
+])
+def test_region_must_be_one_botocore_knows_and_typos_get_the_close_names(typo: str, suggested: str):
+    # Shaped like a region, but no partition has it: refused offline, before any AWS call.
+    message = errors_of({"aws:region": typo})["aws:region"]
+    assert f"'{typo}' is not an AWS region" in message
+    assert "did you mean" in message and suggested in message
+
+
+def test_regions_of_every_partition_are_accepted():
+    for region in ("us-east-1", "eu-central-2", "cn-northwest-1", "us-gov-west-1", "me-central-1"):
+        image = "example.com/ray:1" if region.startswith("us-gov-") else ""
+        assert accepts({"aws:region": region, "raypd:image": image}).region == region
+
+
+def test_a_huge_region_is_refused_without_being_echoed():
+    message = errors_of({"aws:region": "us-east-" + "1" * 100_000})["aws:region"]
+    assert len(message) < 200 and "not an AWS region" in message
+
+
+def test_default_image_comes_from_the_regions_own_dlc_registry():
+    # aws/deep-learning-containers docs/reference/region_availability.md: account per region.
+    assert accepts({"aws:region": "af-south-1"}).image_uri == (
+        "626614931356.dkr.ecr.af-south-1.amazonaws.com/ray:serve-llm-cuda-v1.0")
+    assert accepts({"aws:region": "cn-north-1"}).image_uri.startswith(
+        "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/")
+
+
+def test_a_region_without_a_dlc_registry_needs_raypd_image():
+    errors = errors_of({"aws:region": "us-gov-west-1"})
+    assert list(errors) == ["raypd:image"]
+    assert "us-gov-west-1 has no AWS Deep Learning Containers registry" in errors["raypd:image"]
+    assert "set raypd:image" in errors["raypd:image"]
+    own_image = "123456789012.dkr.ecr.us-gov-west-1.amazonaws.com/ray:1"
+    own = accepts({"aws:region": "us-gov-west-1", "raypd:image": own_image})
+    assert own.image_uri.startswith("123456789012.dkr.ecr.us-gov-west-1.")
+
+
 def test_kubernetes_version_must_be_a_supported_minor():
     assert "raypd:kubernetesVersion" in errors_of({"raypd:kubernetesVersion": "v1.35"})
     assert "raypd:kubernetesVersion" in errors_of({"raypd:kubernetesVersion": "1.20"})

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from components.checks import VERIFY_IDS, Report
-from serve.verify import cluster_status, parse_prometheus, run_verify
+from serve.verify import cluster_status, run_verify
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer
 from tests.unit.cli_support import ROOT, run_module
@@ -45,12 +45,13 @@ EXPECTED: dict[str, dict[str, str]] = {
     "rayservice-not-ready": {"rayservice-ready": "fail", "serve-app-running": "fail",
                              "replica-placement": "fail", "endpoint-models": "fail",
                              "endpoint-chat": "fail", "kv-transfer": "skip"},
-    "no-kv-transfer": {"endpoint-chat": "pass", "kv-transfer": "warn"},
-    "failed-transfers": {"endpoint-chat": "pass", "kv-transfer": "fail"},
+    "no-kv-transfer": {"endpoint-chat": "pass", "kv-transfer": "fail"},
+    "failed-transfers": {"endpoint-chat": "fail", "kv-transfer": "fail"},
+    "metrics-stale": {"endpoint-chat": "pass", "kv-transfer": "warn"},
     "colocated": {"efa-devices": "skip", "nixl-backend": "skip", "kv-transfer": "skip",
                   "serve-app-running": "pass", "replica-placement": "pass", "endpoint-chat": "pass"},
     "missing-node": {"gpu-nodes": "fail"},
-    "shared-node": {"replica-placement": "warn"},
+    "shared-node": {"replica-placement": "fail", "kv-transfer": "pass"},
 }
 
 
@@ -69,7 +70,8 @@ def test_healthy_report_says_where_the_evidence_came_from() -> None:
     with FakeKubeApi("healthy") as kube:
         report = run_verify(kube.outputs(), **FAST)
         paths = [r["path"] for r in kube.requests]
-    assert "Ray metrics on the worker pods' port 8080" in detail(report, "kv-transfer")
+    assert "decode's vLLM metrics on" in detail(report, "kv-transfer")
+    assert "port 8080" in detail(report, "kv-transfer")
     assert "Ray log API" in detail(report, "nixl-backend")
     assert "Prefill:qwen3_5-9b" in detail(report, "replica-placement")
     assert "/api/v1/namespaces/inference/services/ray-llm-head-svc:8265/proxy/api/serve/applications/" in paths
@@ -92,15 +94,122 @@ def test_without_ray_log_api_the_pod_logs_are_read() -> None:
     assert "worker pods' container logs" in detail(report, "nixl-backend")
 
 
-def test_without_metrics_the_kv_log_lines_are_the_evidence() -> None:
-    with FakeKubeApi("healthy", metrics=False) as kube:
+def test_without_metrics_plain_vllm_kv_log_lines_are_the_evidence() -> None:
+    with FakeKubeApi("healthy", metrics=False, metric_prefix="vllm:") as kube:
         report = run_verify(kube.outputs(), **FAST)
     assert statuses(report)["kv-transfer"] == "pass"
     assert "KV Transfer metrics" in detail(report, "kv-transfer")
+
+
+def test_without_metrics_under_ray_there_is_no_kv_log_line_and_no_pass() -> None:
+    with FakeKubeApi("healthy", metrics=False) as kube:  # Ray's stat logger prints no KV line
+        report = run_verify(kube.outputs(), **FAST)
+    assert statuses(report)["kv-transfer"] == "warn"
+    assert "never under Ray Serve LLM" in detail(report, "kv-transfer")
     with FakeKubeApi("no-kv-transfer", metrics=False, ray_logs=False) as kube:
         report = run_verify(kube.outputs(), **FAST)
     assert statuses(report)["kv-transfer"] == "warn"
     assert "a 200 alone is not proof" in detail(report, "kv-transfer")
+
+
+@pytest.mark.parametrize("executor", ["ray", "mp"])
+def test_nixl_line_is_found_where_each_executor_writes_it(executor: str) -> None:
+    """GPU: the NIXL agent lives in a RayWorkerWrapper actor (its own .out file); CPU: in a
+    subprocess of the replica (the replica's files). The UCX fallback must be caught in both."""
+    with FakeKubeApi("ucx-fallback", executor=executor) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+        actor_queries = [r["query"] for r in kube.requests if r["path"].endswith("/proxy/api/v0/actors")]
+        log_queries = [r["query"] for r in kube.requests if r["path"].endswith("/proxy/api/v0/logs/file")]
+        worker_ids = {a["actor_id"] for a in kube.worker_actors}
+    assert statuses(report)["nixl-backend"] == "fail", detail(report, "nixl-backend")
+    assert "Backend UCX was instantiated" in detail(report, "nixl-backend")
+    assert actor_queries, "the State API was not asked for the engines' worker actors"
+    if executor == "ray":
+        assert "RayWorkerWrapper actor(s) on its node" in detail(report, "nixl-backend")
+        assert worker_ids and worker_ids <= {q.get("actor_id") for q in log_queries}
+        assert {q.get("suffix") for q in log_queries} == {"out", "err"}
+
+
+def test_without_the_state_api_a_gpu_engine_is_no_pass_and_says_why() -> None:
+    with FakeKubeApi("healthy", executor="ray", state_api=False) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    assert statuses(report)["nixl-backend"] == "warn"
+    assert "RayWorkerWrapper actors not listed" in detail(report, "nixl-backend")
+
+
+@pytest.mark.parametrize("prefix", ["ray_vllm_", "ray_vllm:", "vllm:"])
+def test_kv_counters_are_read_under_every_metric_spelling(prefix: str) -> None:
+    with FakeKubeApi("healthy", metric_prefix=prefix) as kube:
+        healthy = run_verify(kube.outputs(), **FAST)
+    with FakeKubeApi("failed-transfers", metric_prefix=prefix) as kube:
+        failed = run_verify(kube.outputs(), **FAST)
+    assert statuses(healthy)["kv-transfer"] == "pass", detail(healthy, "kv-transfer")
+    assert "1 NIXL transfer(s), 17 prompt token(s) from external_kv_transfer, local_compute +0" \
+        in detail(healthy, "kv-transfer")
+    assert statuses(failed)["kv-transfer"] == "fail"
+    assert "2 NIXL transfer(s) failed" in detail(failed, "kv-transfer")
+
+
+def test_recompute_is_a_failure_not_a_warning() -> None:
+    with FakeKubeApi("no-kv-transfer") as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    text = detail(report, "kv-transfer")
+    assert statuses(report)["kv-transfer"] == "fail"
+    assert "decode computed 17 prompt token(s) itself" in text and "0 NIXL transfer(s)" in text
+
+
+def test_a_failed_kv_load_answers_500_and_says_so_in_endpoint_chat() -> None:
+    with FakeKubeApi("failed-transfers") as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    chat, kv = detail(report, "endpoint-chat"), detail(report, "kv-transfer")
+    assert "HTTP 500" in chat and "kv_load_failure_policy: fail" in chat
+    assert "the decode recomputed the prompt" not in chat + kv
+    assert "answered HTTP 500, as kv_load_failure_policy: fail makes it" in kv
+    assert "decode failed 1 request(s) for a KV load failure" in kv
+
+
+def test_counters_that_do_not_move_are_no_evidence_either_way() -> None:
+    with FakeKubeApi("metrics-stale") as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    assert statuses(report)["kv-transfer"] == "warn"
+    assert "did not move within" in detail(report, "kv-transfer")
+
+
+def test_engines_sharing_a_node_fail_placement_and_kv_reads_only_the_decode_series() -> None:
+    with FakeKubeApi("shared-node") as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    assert "the plan gives each its own node" in detail(report, "replica-placement")
+    # prefill's local_compute rose on the same metrics page; decode's series (its ReplicaId) did not
+    assert "local_compute +0" in detail(report, "kv-transfer")
+
+
+def test_every_chat_prompt_is_new_so_no_prefix_cache_can_answer_it() -> None:
+    with FakeKubeApi("healthy") as kube, \
+            OpenAIServer("qwen3.5-9b", on_chat=kube.record_chat) as openai:
+        run_verify(kube.outputs(), endpoint=openai.base_url, **FAST)
+        run_verify(kube.outputs(), endpoint=openai.base_url, **FAST)
+        prompts = [b["messages"][0]["content"] for m, p, b in openai.requests if m == "POST"]
+    assert len(prompts) == 2 and prompts[0] != prompts[1]
+
+
+def test_nothing_answered_is_a_failure_never_ok(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from serve.kube import KubeClient
+
+    class Broken(KubeClient):
+        def request(self, method: str, path: str, **kwargs: Any) -> Any:
+            raise RuntimeError(f"exploded near {self.token}")
+
+    with FakeKubeApi("healthy") as kube:
+        client = Broken(server=kube.url, ssl_context=None, token="planted-secret-777")
+        with caplog.at_level(logging.DEBUG):
+            report = run_verify(kube.outputs(), client=client, **FAST)
+    got = statuses(report)
+    assert "pass" not in got.values() and not report.ok
+    assert got["gpu-nodes"] == "fail" and "nothing was checked" in detail(report, "gpu-nodes")
+    everything = json.dumps(report.as_dict()) + caplog.text
+    assert "planted-secret-777" not in everything and "[token]" in everything
 
 
 def test_pinned_node_groups_map_by_phase_label() -> None:
@@ -268,13 +377,6 @@ def test_cluster_status_reports_errors_inside_never_raises() -> None:
     assert DEFAULT_TOKEN not in json.dumps(cluster_status(outputs))
 
 
-def test_prometheus_parser_sums_labelled_samples_and_ignores_others() -> None:
-    text = ('# TYPE x counter\nx_total{a="1"} 2.0\nx_total{a="}"} 3 1764590000000\n'
-            'x_total_other 9\nbroken{ nonsense\n')
-    assert parse_prometheus(text, ["x_total"]) == 5.0
-    assert parse_prometheus(text, ["absent"]) is None
-
-
 # ---- the CLI ----
 
 def write_outputs(directory: Path, document: Any) -> Path:
@@ -397,3 +499,16 @@ def test_cli_mints_the_eks_token_and_never_runs_the_exec(tmp_path: Path) -> None
     assert seen and all(token.startswith("k8s-aws-v1.") for token in seen)
     assert not any(token in result.stdout + result.stderr for token in seen)
     assert "wJalrXUtnFEMI" not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("token, code", [(f"{DEFAULT_TOKEN}\n", 0), ("leaky-\x01-token-0042", 2),
+                                         ("leaky-tök-token-0042", 2)], ids=["newline", "control", "umlaut"])
+def test_cli_odd_token_bytes_never_reach_the_report(healthy: FakeKubeApi, token: str, code: int) -> None:
+    outputs = {**healthy.outputs(), "kubeconfig": healthy.kubeconfig(fmt="json", token=token)}
+    result = run_stdin("--outputs", "-", "--json", stdin=json.dumps(outputs))
+    assert result.returncode == code, result.stdout + result.stderr
+    for fragment in (token, token.strip(), "leaky", "0042"):
+        assert fragment not in result.stdout + result.stderr
+    if code == 2:
+        assert "holds characters a bearer token cannot have" in result.stderr

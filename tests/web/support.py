@@ -53,15 +53,23 @@ class FakeEngine:
         self.removed: list[str] = []
         self.live: Optional[dict[str, Any]] = None  # what live_outputs answers (secrets in clear)
         self.pending: list[dict[str, Any]] = []  # pending operations "in the state"
+        self.configured: list[tuple[Any, Optional[str], list[str]]] = []  # (spec, token, removed) per configure
+        self.refuse_configure: Optional[str] = None  # configure raises OperationFailed with this
+        self.plans_seen: list[Optional[dict[str, Any]]] = []  # deployed_plan per run
 
     def create(self, spec: Any, hf_token: Optional[str]) -> None:
         self.created.append((spec.stack, hf_token is not None))
 
     def configure(self, spec: Any, hf_token: Optional[str], removed: list[str]) -> None:
+        self.configured.append((spec, hf_token, list(removed)))
+        if self.refuse_configure:
+            raise OperationFailed(self.refuse_configure)
         self.created.append((spec.stack, hf_token is not None))
 
     def run(self, stack: str, operation: str, ctx: JobContext,
-            known_resources: Optional[list[dict[str, Any]]] = None) -> OperationResult:
+            known_resources: Optional[list[dict[str, Any]]] = None,
+            deployed_plan: Optional[dict[str, Any]] = None) -> OperationResult:
+        self.plans_seen.append(deployed_plan)
         ctx.on_cancel(self.gate.set)
         if operation in ("up", "destroy") and self.pending:
             raise PendingOperations(self.pending)  # as the real engine does before it starts
@@ -69,7 +77,7 @@ class FakeEngine:
             self.pending = []
         ctx.emit(resource_record("started", "create", "aws:ec2/vpc:Vpc", "vpc", 0, 2, "create vpc"))
         self.started.set()
-        if not self.gate.wait(PATIENCE_S):
+        if not self.gate.wait(2 * PATIENCE_S):
             raise OperationFailed("fake engine was never released")
         if ctx.cancelled:
             raise OperationCancelled()

@@ -128,7 +128,9 @@ def test_request_bodies_refuse_unknown_keys_in_the_document_too(document):
 def test_the_answers_name_the_keys_the_api_returns(document):
     """Keys the hand-written document used to leave out."""
     schemas = document["components"]["schemas"]
-    assert {"summary", "warnings", "connect", "createdAt", "lastResult"} <= set(schemas["DeploymentView"]["properties"])
+    assert {"summary", "warnings", "connect", "createdAt", "lastResult", "deployed", "pending"} <= set(
+        schemas["DeploymentView"]["properties"])
+    assert {"settings", "hasPendingChanges", "deployedAt"} <= set(schemas["DeploymentRow"]["properties"])
     assert {"actor", "createdAt", "startedAt", "finishedAt", "summary"} <= set(schemas["JobView"]["properties"])
     assert {"rayPods", "serveApplication", "namespace"} <= set(schemas["LiveStatus"]["properties"])
     assert {"raypd:decode", "aws:region", "raypd:hfToken"} <= set(schemas["DeploymentConfig"]["properties"])
@@ -178,6 +180,12 @@ def _offline_flow(api: Contract, app: Flask) -> None:
     assert detail["connect"] and detail["outputs"] and detail["resources"]
     api.call("patch", "/deployments/{name}", 200, name="demo", json={"config": {"raypd:decode": {"replicas": 1}}})
     assert api.call("get", "/deployments/{name}", 200, name="demo").get_json()["pendingChanges"]
+    api.call("delete", "/deployments/{name}/pending-config", 400, name="demo", json={"bogus": 1})
+    api.call("delete", "/deployments/{name}/pending-config", 413, name="demo", **huge)
+    api.call("delete", "/deployments/{name}/pending-config", 404, name="nope")
+    back = api.call("delete", "/deployments/{name}/pending-config", 200, name="demo").get_json()
+    assert back["pending"] is None and back["spec"] == back["deployed"]["spec"]
+    api.call("delete", "/deployments/{name}/pending-config", 409, name="demo")  # nothing pending now
     checks = api.call("get", "/deployments/{name}/checks", 200, name="demo").get_json()
     assert checks["preflight"] and checks["verify"]
     api.call("get", "/deployments/{name}/status", 200, name="demo")
@@ -255,6 +263,14 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
     api.call("get", "/deployments/{name}/status", 200, client=client, name="live")
     assert api.call("get", "/deployments/{name}/checks", 200, client=client, name="live").get_json()["verify"]
     api.call("get", "/deployments/{name}", 200, client=client, name="live")
+    api.call("patch", "/deployments/{name}", 200, client=client, name="live",
+             json={"config": {"raypd:decode": {"replicas": 2}}})
+    fake_engine.refuse_configure = "error: the backend is unreachable"
+    api.call("delete", "/deployments/{name}/pending-config", 500, client=client, name="live")
+    fake_engine.refuse_configure = None
+    api.call("delete", "/deployments/{name}/pending-config", 200, client=client, name="live")
+    api.call("patch", "/deployments/{name}", 200, client=client, name="live",
+             json={"config": {"raypd:decode": {"replicas": 2}}})
 
     records = [{"index": i, "scheduled_s": i * 0.5, "sent_s": i * 0.5, "end_s": i * 0.5 + 0.3, "ttft_ms": 40.0 + i,
                 "itl_ms": [10.0, 11.0], "e2e_ms": 300.0, "prompt_tokens": 20, "completion_tokens": 3,
@@ -289,6 +305,8 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
                         json={"confirm": "live"} if operation == "clear-pending" else None)
         assert busy.get_json()["job"] == running
     api.call("delete", "/deployments/{name}", 409, client=client, name="live")
+    assert api.call("delete", "/deployments/{name}/pending-config", 409, client=client,
+                    name="live").get_json()["job"] == running
     api.call("patch", "/deployments/{name}", 409, client=client, name="live",
              json={"config": {"raypd:decode": {"replicas": 2}}})
     api.call("get", "/jobs/{id}", 200, client=client, id=running)
@@ -303,6 +321,7 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
     api.call("delete", "/deployments/{name}", 503, client=offline_only, name="live")
     api.call("post", "/deployments/{name}/benchmarks", 503, client=offline_only, name="live", json={"rates": [1]})
     api.call("patch", "/deployments/{name}", 503, client=offline_only, name="live", json={"config": {}})
+    api.call("delete", "/deployments/{name}/pending-config", 503, client=offline_only, name="live")
     api.call("get", "/deployments/{name}/status", 200, client=offline_only, name="live")
     api.call("get", "/deployments/{name}/pending", 200, client=offline_only, name="live")
     api.call("get", "/deployments", 200, client=offline_only)

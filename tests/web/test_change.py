@@ -10,65 +10,123 @@ import pytest
 
 from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, HF_TOKEN, create, extract_csrf, login, text_of, wait_for_job
-from webui.change import config_diff, consequences, plan_diff
+from webui.change import change_counts, config_diff, consequences, plan_diff
 
 # ---- pure: what a change means ----
 
+DIGEST = 'metadata.annotations["raypd.io/ray-cluster-digest"]'
 OLD_PLAN = {"resources": [
     {"type": "aws:ec2/subnet:Subnet", "name": "subnet-a", "inputs": {"cidrBlock": "10.0.0.0/19"}},
-    {"type": "eks:index:ManagedNodeGroup", "name": "gpu", "inputs": {"instanceTypes": ["g6.8xlarge"],
-                                                                      "scalingConfig": {"desiredSize": 2}}},
-    {"type": "kubernetes:ray.io/v1:RayService", "name": "rs", "replaceOnChanges": ["spec.rayClusterConfig"],
-     "inputs": {"spec": {"serveConfigV2": "model: a", "rayClusterConfig": {"workers": 2}}}},
+    {"type": "raypd:cluster:GpuNodeGroup", "name": "gpu-nodes", "inputs": {}},
+    {"type": "eks:index:ManagedNodeGroup", "name": "gpu-nodes-group", "parent": "gpu-nodes",
+     "inputs": {"instanceTypes": ["g6.8xlarge"], "scalingConfig": {"desiredSize": 2}, "diskSize": 200}},
+    {"type": "raypd:cluster:Cluster", "name": "cluster", "inputs": {}},
+    {"type": "eks:index:Cluster", "name": "cluster-eks", "parent": "cluster",
+     "inputs": {"name": "raypd-demo", "version": "1.35", "privateSubnetIds": ["subnet-a"]}},
+    {"type": "eks:index:ManagedNodeGroup", "name": "cluster-system", "parent": "cluster",
+     "inputs": {"instanceTypes": ["m7i.xlarge"], "scalingConfig": {"desiredSize": 1}}},
+    {"type": "kubernetes:ray.io/v1:RayService", "name": "rs", "replaceOnChanges": [DIGEST],
+     "inputs": {"metadata": {"annotations": {"raypd.io/ray-cluster-digest": "aaaa"}},
+                "spec": {"serveConfigV2": "model: a", "rayClusterConfig": {"workerGroupSpecs": [
+                    {"groupName": "gpu", "replicas": 2}]}}}},
     {"type": "kubernetes:core/v1:Secret", "name": "hf", "inputs": {}},
 ]}
 
 
-def _with(plan: dict[str, Any], name: str, **inputs: Any) -> dict[str, Any]:
+def _with(plan: dict[str, Any], resource_name: str, **inputs: Any) -> dict[str, Any]:
     resources = []
     for resource in plan["resources"]:
-        if resource["name"] == name:
+        if resource["name"] == resource_name:
             resource = {**resource, "inputs": {**resource["inputs"], **inputs}}
         resources.append(resource)
     return {"resources": resources}
 
 
+def _rayservice(digest: str, serve: str, replicas: int) -> dict[str, Any]:
+    return {"metadata": {"annotations": {"raypd.io/ray-cluster-digest": digest}},
+            "spec": {"serveConfigV2": serve, "rayClusterConfig": {"workerGroupSpecs": [
+                {"groupName": "gpu", "replicas": replicas}]}}}
+
+
 def _ops(steps: list[dict[str, Any]]) -> dict[str, str]:
-    return {step["name"]: step["op"] for step in steps}
+    return {f"{step['type']} {step['name']}": step["op"] for step in steps}
 
 
-def test_a_model_change_is_an_in_place_serve_update():
-    new = _with(OLD_PLAN, "rs", spec={"serveConfigV2": "model: b", "rayClusterConfig": {"workers": 2}})
+def test_a_serve_change_updates_the_rayservice_and_says_the_engines_restart():
+    # Not "no downtime": new Serve args are each engine's init args, and Ray Serve stops an outdated
+    # replica before its successor starts; with no spare GPU every engine reloads the model.
+    new = _with(OLD_PLAN, "rs", **_rayservice("aaaa", "model: b", 2))
     steps = plan_diff(OLD_PLAN, new)
-    assert _ops(steps) == {"subnet-a": "same", "gpu": "same", "rs": "update", "hf": "same"}
-    assert steps[2]["keys"] == ["spec.serveConfigV2"]
-    assert "an in-place Serve update" in " ".join(consequences(steps))
-    assert "endpoint is down" not in " ".join(consequences(steps))
+    assert _ops(steps)["kubernetes:ray.io/v1:RayService rs"] == "update"
+    assert next(s for s in steps if s["name"] == "rs")["keys"] == ["spec.serveConfigV2"]
+    notes = " ".join(consequences(steps))
+    assert "restarts each engine" in notes and "min of downtime" in notes
+    assert "no downtime" not in notes
 
 
-def test_a_ray_cluster_change_replaces_the_rayservice_and_says_the_endpoint_goes_down():
-    new = _with(OLD_PLAN, "rs", spec={"serveConfigV2": "model: a", "rayClusterConfig": {"workers": 3}})
+def test_a_cluster_digest_change_replaces_the_rayservice_and_says_the_endpoint_goes_down():
+    new = _with(OLD_PLAN, "rs", **_rayservice("bbbb", "model: a", 2))
     steps = plan_diff(OLD_PLAN, new)
-    assert _ops(steps)["rs"] == "replace"
+    assert _ops(steps)["kubernetes:ray.io/v1:RayService rs"] == "replace"
+    assert any("RayService is replaced" in n and "endpoint is down" in n for n in consequences(steps))
+
+
+def test_a_replica_count_change_alone_is_an_update_not_a_replacement():
+    # KubeRay leaves replicas out of its cluster hash: the digest (and so replaceOnChanges) holds.
+    new = _with(OLD_PLAN, "rs", **_rayservice("aaaa", "model: a", 3))
+    assert _ops(plan_diff(OLD_PLAN, new))["kubernetes:ray.io/v1:RayService rs"] == "update"
+
+
+def test_a_gpu_instance_type_change_is_a_child_node_group_replacement_under_a_component_update():
+    # What a real preview reports: the pulumi-eks component updates, its aws:eks NodeGroup child
+    # is replaced; offline the component's changed inputs are expanded into that child step.
+    steps = plan_diff(OLD_PLAN, _with(OLD_PLAN, "gpu-nodes-group", instanceTypes=["p5.48xlarge"]))
+    ops = _ops(steps)
+    assert ops["eks:index:ManagedNodeGroup gpu-nodes-group"] == "update"
+    assert ops["aws:eks/nodeGroup:NodeGroup gpu-nodes-group"] == "replace"
     notes = consequences(steps)
-    assert any("RayService is replaced" in n and "endpoint is down" in n for n in notes)
+    assert any(n.startswith("GPU node groups are replaced (gpu-nodes)") and "both run" in n
+               and "min" in n for n in notes), notes
+    assert not any("resize in place" in n for n in notes)
+    # Counted like Pulumi's summary: the child is not a second resource of the program.
+    assert change_counts(steps).get("update") == 1 and "replace" not in change_counts(steps)
 
 
-def test_provider_create_only_inputs_replace_and_other_inputs_update():
-    bigger = _with(OLD_PLAN, "gpu", instanceTypes=["p5.48xlarge"])
-    more = _with(OLD_PLAN, "gpu", scalingConfig={"desiredSize": 3})
+def test_a_scale_is_an_in_place_resize_and_a_disk_change_rolls_the_nodes():
+    more = consequences(plan_diff(OLD_PLAN, _with(OLD_PLAN, "gpu-nodes-group", scalingConfig={"desiredSize": 3})))
+    assert any("GPU node groups resize in place (gpu-nodes)" in n for n in more)
+    disk = plan_diff(OLD_PLAN, _with(OLD_PLAN, "gpu-nodes-group", diskSize=400))
+    assert _ops(disk)["aws:ec2/launchTemplate:LaunchTemplate gpu-nodes-group"] == "update"
+    assert "replace" not in _ops(disk).values()  # diskSize lives in the launch template here
+    assert any("GPU node groups roll" in n for n in consequences(disk))
+
+
+def test_a_kubernetes_version_change_says_every_group_rolls_and_the_endpoint_goes_down():
+    steps = plan_diff(OLD_PLAN, _with(OLD_PLAN, "cluster-eks", version="1.36"))
+    assert _ops(steps)["aws:eks/cluster:Cluster cluster-eks"] == "update"
+    (note,) = [n for n in consequences(steps) if n.startswith("Kubernetes upgrade")]
+    assert "system node" in note and "full outage" in note and "quota" in note
+
+
+def test_moving_the_cluster_subnets_updates_the_cluster_in_place():
+    steps = plan_diff(OLD_PLAN, _with(OLD_PLAN, "cluster-eks", privateSubnetIds=["subnet-b"]))
+    assert _ops(steps)["aws:eks/cluster:Cluster cluster-eks"] == "update"
+    assert not any("EKS cluster is replaced" in n for n in consequences(steps))
+    renamed = plan_diff(OLD_PLAN, _with(OLD_PLAN, "cluster-eks", name="other"))
+    assert any("EKS cluster is replaced" in n for n in consequences(renamed))
+
+
+def test_provider_create_only_inputs_replace():
     moved = _with(OLD_PLAN, "subnet-a", cidrBlock="10.0.32.0/19")
-    assert _ops(plan_diff(OLD_PLAN, bigger))["gpu"] == "replace"
-    assert _ops(plan_diff(OLD_PLAN, more))["gpu"] == "update"
-    assert _ops(plan_diff(OLD_PLAN, moved))["subnet-a"] == "replace"
-    assert any("node groups are replaced (gpu)" in n for n in consequences(plan_diff(OLD_PLAN, bigger)))
+    assert _ops(plan_diff(OLD_PLAN, moved))["aws:ec2/subnet:Subnet subnet-a"] == "replace"
 
 
 def test_created_and_deleted_resources_are_counted():
     new = {"resources": [r for r in OLD_PLAN["resources"] if r["name"] != "hf"]
            + [{"type": "aws:iam/role:Role", "name": "s3-reader", "inputs": {}}]}
     steps = plan_diff(OLD_PLAN, new)
-    assert _ops(steps)["s3-reader"] == "create" and _ops(steps)["hf"] == "delete"
+    assert _ops(steps)["aws:iam/role:Role s3-reader"] == "create"
+    assert _ops(steps)["kubernetes:core/v1:Secret hf"] == "delete"
     assert {"1 resource(s) created", "1 resource(s) deleted"} <= set(consequences(steps))
     assert consequences(plan_diff(OLD_PLAN, OLD_PLAN)) == ["no resource changes"]
 
@@ -171,14 +229,38 @@ def test_pending_changes_show_old_and_new_settings_and_cost_until_deployed(clien
     assert client.get("/api/v1/deployments/grow", headers=AUTH).get_json()["pendingChanges"] is None
 
 
-def test_a_model_only_change_previews_as_an_in_place_serve_update(client):
+def test_a_model_change_previews_as_an_engine_restart_and_offers_zero_downtime(client):
     create(client, "model")
     wait_for_job(client, client.post("/api/v1/deployments/model/up", headers=AUTH).get_json()["job"])
     _patch(client, "model", {"raypd:model": {"maxModelLen": 8192}})
     preview = wait_for_job(client, client.post("/api/v1/deployments/model/preview", headers=AUTH).get_json()["job"])
     steps = {step["name"]: step["op"] for step in preview["summary"]["steps"]}
+    assert steps.pop("pd-service-rollout-check") == "replace"  # a new check for the new config
     assert set(steps.values()) == {"update"}, steps
-    assert any("in-place Serve update" in note for note in preview["summary"]["consequences"])
+    notes = " ".join(preview["summary"]["consequences"])
+    assert "Ray Serve redeploys the application" in notes and "min of downtime" in notes
+    assessment = preview["summary"]["assessment"]
+    assert assessment["kind"] == "engines restart"
+    in_place, zero = assessment["choices"]
+    assert in_place["name"] == "inPlace" and in_place["downtimeSeconds"] > 0 and not in_place["extraNodes"]
+    assert zero["name"] == "newCluster" and zero["downtimeSeconds"] == 0
+    assert sum(line["nodes"] for line in zero["extraNodes"]) == 2 and zero["extraUsd"] > 0
+
+
+def test_a_replica_change_previews_in_place_with_no_restart_and_no_strategy_to_choose(client):
+    create(client, "scale")
+    wait_for_job(client, client.post("/api/v1/deployments/scale/up", headers=AUTH).get_json()["job"])
+    _patch(client, "scale", {"raypd:decode": {"replicas": 2}})
+    preview = wait_for_job(client, client.post("/api/v1/deployments/scale/preview", headers=AUTH).get_json()["job"])
+    ops = {step["name"]: step["op"] for step in preview["summary"]["steps"]}
+    assert ops.pop("pd-service-rollout-check") == "replace"  # a new check for the new count
+    assert ops["pd-service-rayservice"] == "update", ops  # not a replacement: KubeRay keeps the cluster
+    assert "replace" not in ops.values()
+    notes = " ".join(preview["summary"]["consequences"])
+    assert "no restart of the running engines" in notes and "resize in place" in notes
+    assessment = preview["summary"]["assessment"]
+    assert assessment["kind"] == "in place" and assessment["choices"] == []
+    assert assessment["chosen"]["downtimeSeconds"] == 0
 
 
 # ---- pages ----
@@ -203,3 +285,30 @@ def test_change_form_is_filled_with_the_current_settings_then_saves_and_previews
     shown = text_of(browser.get(saved.headers["Location"]))
     assert 'id="pending-changes"' in shown and "raypd:decode.replicas" in shown
     assert 'id="job-changes"' in shown and "What this update would do" in shown
+
+
+def test_the_preview_page_offers_both_strategies_and_switching_previews_again(app):
+    browser = app.test_client()
+    login(browser)
+    create(browser, "pick")
+    wait_for_job(browser, browser.post("/api/v1/deployments/pick/up", headers=AUTH).get_json()["job"])
+    _patch(browser, "pick", {"raypd:model": {"maxModelLen": 8192}})
+    job = browser.post("/api/v1/deployments/pick/preview", headers=AUTH).get_json()["job"]
+    wait_for_job(browser, job)
+    page = text_of(browser.get(f"/deployments/pick?job={job}"))
+    assert 'id="strategy-choices"' in page and 'data-strategy="newCluster"' in page
+    assert "engines restart" in page and 'id="use-newCluster"' in page
+    switched = browser.post("/deployments/pick/strategy",
+                            data={"csrf_token": extract_csrf(page), "strategy": "newCluster"})
+    assert switched.status_code == 302
+    again = switched.headers["Location"].split("job=")[1]
+    assert wait_for_job(browser, again, headers={})["status"] == "succeeded"
+    shown = text_of(browser.get(switched.headers["Location"]))
+    assert "rolls this out <strong>zero downtime (new cluster)</strong>" in shown
+    spec = browser.get("/api/v1/deployments/pick", headers=AUTH).get_json()["spec"]
+    assert spec["raypd:upgradeStrategy"] == "newCluster"
+    # Anything else is refused with a page, not a traceback; without the CSRF token, too.
+    bad = browser.post("/deployments/pick/strategy",
+                       data={"csrf_token": extract_csrf(page), "strategy": "$(reboot)\x00"})
+    assert bad.status_code == 400
+    assert browser.post("/deployments/pick/strategy", data={"strategy": "inPlace"}).status_code in (400, 403)

@@ -31,7 +31,7 @@ from webui.settings import prepare_home
 from webui.store import Store
 
 STACK = "demo"
-ALL_RESOURCES = 4  # what the stand-in's program creates (besides the stack itself)
+ALL_RESOURCES = 7  # what the stand-in's program creates (besides the stack itself)
 
 
 @pytest.fixture

@@ -106,7 +106,8 @@ class IgnoresCancel(FakeEngine):
     """Finishes its operation whatever happens, like an update the CLI would not stop."""
 
     def run(self, stack: str, operation: str, ctx: JobContext,
-            known_resources: Optional[list[dict[str, Any]]] = None) -> OperationResult:
+            known_resources: Optional[list[dict[str, Any]]] = None,
+            deployed_plan: Optional[dict[str, Any]] = None) -> OperationResult:
         self.started.set()
         self.gate.wait(PATIENCE_S)
         return OperationResult(resources=[])

@@ -87,9 +87,9 @@ class EchoingEngine(FakeEngine):
         self.secret = secret
 
     def run(self, stack: str, operation: str, ctx: JobContext,
-            known_resources: Any = None) -> OperationResult:
+            known_resources: Any = None, deployed_plan: Any = None) -> OperationResult:
         ctx.emit({"kind": "diagnostic", "severity": "info", "message": f"using token {self.secret}"})
-        result = super().run(stack, operation, ctx, known_resources)
+        result = super().run(stack, operation, ctx, known_resources, deployed_plan)
         result.outputs = {**(result.outputs or {}), "debug": f"Bearer {self.secret}"}
         if operation == "refresh":
             from webui.engines.base import OperationFailed
@@ -150,3 +150,41 @@ def test_log_tracebacks_are_masked_too():
     text = stream.getvalue()
     assert "job crashed" in text and "Traceback" in text and "RuntimeError" in text
     assert HF_TOKEN not in text
+
+
+@pytest.mark.slow
+def test_tokens_never_leak_through_a_change_and_its_discard(app, client, caplog):
+    """A token replaced after a launch, then the change discarded: neither token anywhere, and the
+    pending panel says what Discard could not undo without showing either."""
+    caplog.set_level(logging.DEBUG)
+    second = "hf_ReplacementTokenNeverShown0123456789"
+    answers: list[str] = []
+    created = client.post("/api/v1/deployments", headers=AUTH,
+                          json={"name": "swap", "config": {"raypd:hfToken": HF_TOKEN}})
+    answers.append(created.get_data(as_text=True))
+    up = client.post("/api/v1/deployments/swap/up", headers=AUTH).get_json()["job"]
+    assert wait_for_job(client, up)["status"] == "succeeded"
+    changed = client.patch("/api/v1/deployments/swap", headers=AUTH,
+                           json={"config": {"raypd:hfToken": second, "raypd:decode": {"replicas": 2}}})
+    assert changed.status_code == 200 and changed.get_json()["pending"]["hfTokenReplaced"] is True
+    answers.append(changed.get_data(as_text=True))
+    login(client)
+    answers.append(client.get("/deployments/swap").get_data(as_text=True))
+    page = text_of(client.get("/deployments/swap/change"))
+    answers.append(page)
+    discarded = client.post("/deployments/swap/discard", data={"csrf_token": extract_csrf(page)})
+    assert discarded.status_code == 302
+    shown = client.get(discarded.headers["Location"])
+    assert "Discard keeps it" in text_of(shown)
+    answers.append(shown.get_data(as_text=True))
+    refused = client.delete("/api/v1/deployments/swap/pending-config", headers=AUTH)
+    assert refused.status_code == 409
+    for response in (refused, client.get("/api/v1/deployments/swap", headers=AUTH),
+                     client.get("/api/v1/deployments", headers=AUTH), client.get("/"),
+                     client.get("/deployments/swap/benchmark")):
+        answers.append(response.get_data(as_text=True))
+    audit = str(app.extensions["raypd"].store.audit_entries())
+    home = app.extensions["raypd"].settings.home
+    for token in (HF_TOKEN, second):
+        assert token not in audit
+        assert_nowhere(token, answers, home, caplog.text)

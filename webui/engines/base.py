@@ -87,6 +87,9 @@ class OperationResult:
     outputs: Optional[dict[str, Any]] = None  # secrets already masked
     resources: Optional[list[dict[str, Any]]] = None  # [{"type", "name", "dependsOn"?}]
     summary: dict[str, Any] = field(default_factory=dict)  # e.g. {"changes": {"create": 40}}
+    # Offline `up`: the plan it made (Contract 2, secrets masked). The service keeps it in the store
+    # with the deployed config; a later preview gets it back as `deployed_plan`.
+    plan: Optional[dict[str, Any]] = None
 
 
 class JobContext:
@@ -165,8 +168,13 @@ class Engine(Protocol):
     def run(
         self, stack: str, operation: str, ctx: JobContext,
         known_resources: Optional[list[dict[str, Any]]] = None,
+        deployed_plan: Optional[dict[str, Any]] = None,
     ) -> OperationResult:
-        """Run one operation; raise OperationFailed / OperationCancelled / EngineError."""
+        """Run one operation; raise OperationFailed / OperationCancelled / EngineError.
+
+        `deployed_plan`: the plan of the last successful up, as the store keeps it (offline engine:
+        what a preview compares the new plan with; the real engine's preview asks Pulumi instead).
+        """
 
     def configure(self, spec: DeploymentSpec, hf_token: Optional[str], removed: list[str]) -> None:
         """Write a changed config to the stack (no cloud action). `hf_token` None keeps the token

@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 
 from pulumi.automation import events as pulumi_events
 
+from webui.change import chain_of
 from webui.engines.base import resource_record
 from webui.redact import redact
 
@@ -89,12 +90,15 @@ class EventTranslator:
 
     def steps(self) -> list[dict[str, Any]]:
         """What a preview says the update would do, per resource, in the change preview's words
-        (a replacement's several Pulumi steps are one "replace"; the stack itself left out)."""
+        (a replacement's several Pulumi steps are one "replace"; the stack itself left out), with
+        the keys that changed and the resource's place in the tree (its URN's type chain: a
+        pulumi-eks component's replaced child is told apart from a system one by it)."""
         words = {"create-replacement": "replace", "delete-replaced": "replace", "replace": "replace",
                  "create": "create", "update": "update", "delete": "delete", "same": "same"}
         return [
-            {"type": item["type"], "name": item["name"], "op": words[item["op"]], "keys": []}
-            for item in self.seen.values()
+            {"type": item["type"], "name": item["name"], "op": words[item["op"]],
+             "keys": list(item.get("keys") or []), "chain": chain_of(urn)}
+            for urn, item in self.seen.items()
             if item["type"] != STACK_TYPE and item.get("op") in words
         ]
 
@@ -120,6 +124,10 @@ class EventTranslator:
         item = self.seen.setdefault(metadata.urn, {"type": metadata.type, "name": name, "state": "started"})
         if op != "delete-replaced":
             item["op"] = op
+        # The changed paths (detailedDiff when the provider gives one, else the changed keys).
+        changed = list((metadata.detailed_diff or {}).keys()) or list(metadata.diffs or [])
+        if changed:
+            item["keys"] = sorted(set(item.get("keys") or []) | set(changed))
         return [resource_record(
             "started", op, metadata.type, name, self.done, self.total, f"{op} {metadata.type} {name}",
         )]

@@ -23,7 +23,7 @@ from typing import Any, Optional
 import yaml
 
 from components.spec import HF_TOKEN_KEY, DeploymentSpec
-from webui.change import change_counts, consequences, plan_diff
+from webui.change import change_counts, plan_diff
 from webui.engines.base import (
     OFFLINE_NOTICE,
     JobContext,
@@ -38,9 +38,10 @@ from webui.settings import Settings
 logger = logging.getLogger(__name__)
 
 OFFLINE_SECRET = {"secure": "offline-placeholder"}
-# The plan of the last successful `up` (secrets already masked by the plan), kept beside the stack
-# file: a preview after a config change diffs the new plan against it.
-LAST_PLAN_FILE = "last-plan.json"
+# Where raypd before store version 4 kept the plan of the last successful `up`, beside the stack
+# file. That plan now lives in the store (a second server sharing it must see it too); a file left
+# by an older raypd is moved there once, at start (DeploymentService.complete_deployed_records).
+LEGACY_PLAN_FILE = "last-plan.json"
 # All a plan subprocess gets from this process's environment: what Python needs to start and
 # find the project. Nothing else (the access token, the Pulumi passphrase, cloud credentials,
 # HF_TOKEN) has any business there, and a list of what to withhold would miss the next one.
@@ -178,7 +179,11 @@ class OfflineEngine:
     def run(
         self, stack: str, operation: str, ctx: JobContext,
         known_resources: Optional[list[dict[str, Any]]] = None,
+        deployed_plan: Optional[dict[str, Any]] = None,
     ) -> OperationResult:
+        """Plan the stack file (not for destroy). A preview given the plan of the last successful
+        up (`deployed_plan`, from the store) says what an update would change; an up hands its plan
+        back in the result for the store to keep."""
         op, finished = _OP_WORDING[operation]
         ctx.emit({"kind": "diagnostic", "severity": "info", "message": (
             f"{OFFLINE_NOTICE}. Running the program under Pulumi's mock runtime "
@@ -201,7 +206,7 @@ class OfflineEngine:
         for warning in plan.get("warnings") or []:
             ctx.emit({"kind": "diagnostic", "severity": "warning", "message": str(warning)})
         ordered = list(reversed(resources)) if operation == "destroy" else resources
-        last = self._last_plan(stack) if operation == "preview" else None
+        last = deployed_plan if operation == "preview" and isinstance(deployed_plan, dict) else None
         steps = plan_diff(last, plan) if last is not None else None
         step_ops = {step["name"]: step["op"] for step in steps or []}
         total = len(ordered)
@@ -219,34 +224,29 @@ class OfflineEngine:
         changes = change_counts(steps) if steps is not None else {op: total}
         summary: dict[str, Any] = {"changes": changes}
         if steps is not None:
-            # A change to a planned deployment: what the update would do, and what that means.
+            # A change to a planned deployment: what the update would do (the service says what
+            # that means, from the same table as for the real engine's steps: webui.change).
             summary["steps"] = [step for step in steps if step["op"] != "same"]
-            summary["consequences"] = consequences(steps)
         parts = ", ".join(f"{count} {name}" for name, count in sorted(changes.items()))
         ctx.emit({"kind": "summary", "changes": changes, "message": f"{parts}; {OFFLINE_NOTICE}"})
         if operation == "destroy":
-            self._forget_plan(stack)
             return OperationResult(outputs=None, resources=[], summary=summary)
-        if operation == "up":
-            self._keep_plan(stack, plan)
         outputs = plan.get("outputs") if isinstance(plan.get("outputs"), dict) else {}
-        return OperationResult(outputs=outputs, resources=resources, summary=summary)
+        return OperationResult(outputs=outputs, resources=resources, summary=summary,
+                               plan=plan if operation == "up" else None)
 
-    # ---- the last deployed plan (what a change preview compares with) ----
+    # ---- a plan file an older raypd kept (now the store keeps it) ----
 
-    def _last_plan_path(self, stack: str) -> Path:
-        return self.settings.workspace_dir(stack) / LAST_PLAN_FILE
+    def _legacy_plan_path(self, stack: str) -> Path:
+        return self.settings.workspace_dir(stack) / LEGACY_PLAN_FILE
 
-    def _keep_plan(self, stack: str, plan: dict[str, Any]) -> None:
-        path = self._last_plan_path(stack)
-        path.write_text(json.dumps(plan, sort_keys=True), encoding="utf-8")
-
-    def _forget_plan(self, stack: str) -> None:
-        self._last_plan_path(stack).unlink(missing_ok=True)
-
-    def _last_plan(self, stack: str) -> Optional[dict[str, Any]]:
+    def legacy_plan(self, stack: str) -> Optional[dict[str, Any]]:
+        """The last deployed plan as raypd before store version 4 kept it, or None."""
         try:
-            plan = json.loads(self._last_plan_path(stack).read_text(encoding="utf-8"))
+            plan = json.loads(self._legacy_plan_path(stack).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         return plan if isinstance(plan, dict) else None
+
+    def forget_legacy_plan(self, stack: str) -> None:
+        self._legacy_plan_path(stack).unlink(missing_ok=True)

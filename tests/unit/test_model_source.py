@@ -1,0 +1,221 @@
+"""`model-source`: the model can be downloaded, asked before `up` (issue 15).
+
+Hugging Face answers come from huggingface_hub (the real client) talking to the Hub stand-in of
+tests/fakes/hf_hub.py over HTTP on 127.0.0.1 (HF_ENDPOINT points at it, as a mirror would); S3
+answers come from moto's server (ListObjectsV2, HeadObject), reached through AWS_ENDPOINT_URL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import boto3
+import pytest
+
+from components.checks import Check
+from components.model_source import check_hub_source
+from components.preflight import run_preflight
+from components.spec import DeploymentSpec
+from tests.fakes.hf_hub import FakeHub, HubRepo
+from tests.unit.cli_support import run_module
+from tests.unit.test_preflight import _closed_port, _isolate, _stack, by_id
+
+ALICE = "hf_AliceTokenGrantedEverything0123456789"  # may read the private and the gated repo
+BOB = "hf_BobTokenWithoutGrants0123456789abcdef"  # a valid token with no grants
+UNKNOWN = "hf_TokenTheHubNeverIssued000000000000000"
+REPOS = {
+    "Qwen/Qwen3.5-9B": HubRepo(),
+    "acme/private-model": HubRepo(private=True, readers=frozenset({ALICE})),
+    "meta-llama/Llama-3.1-8B": HubRepo(gated="manual", readers=frozenset({ALICE})),
+    "acme/gguf-only": HubRepo(files=("model-Q4_K_M.gguf", "README.md")),
+    "mistralai/native": HubRepo(files=("params.json", "consolidated.safetensors", "tekken.json")),
+}
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    with FakeHub(REPOS, tokens={ALICE, BOB}) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        yield server
+
+
+def spec_for(source: str, token: Optional[str] = None) -> DeploymentSpec:
+    config: dict[str, Any] = {"raypd:model": {"source": source}}
+    if token is not None:
+        config["raypd:hfToken"] = token
+    return DeploymentSpec.from_config(config, "dev")
+
+
+def check(source: str, token: Optional[str] = None) -> Check:
+    return check_hub_source(spec_for(source, token))
+
+
+# ---- Hugging Face ----
+
+def test_public_repo_passes_without_a_token(hub: FakeHub) -> None:
+    result = check("Qwen/Qwen3.5-9B")
+    assert result.status == "pass"
+    assert f"Qwen/Qwen3.5-9B on {hub.url}: public" in result.detail and "config.json" in result.detail
+    assert hub.requests == [("GET", "/api/models/Qwen/Qwen3.5-9B", False)]  # no token was sent
+
+
+def test_a_typo_in_the_repo_id_fails_with_and_without_a_token(hub: FakeHub) -> None:
+    anonymous = check("Qwen/Qwen3.5-9B-Instrcut")
+    assert anonymous.status == "fail"
+    assert "Qwen/Qwen3.5-9B-Instrcut" in anonymous.detail and "was not found" in anonymous.detail
+    assert "raypd:model.source" in anonymous.remedy
+    signed_in = check("Qwen/Qwen3.5-9B-Instrcut", BOB)
+    assert signed_in.status == "fail" and "this token cannot read it" in signed_in.detail
+
+
+def test_private_repo_is_named_as_possibly_private(hub: FakeHub) -> None:
+    without = check("acme/private-model")
+    assert without.status == "fail"
+    assert "private" in without.detail and "raypd:hfToken is not set" in without.detail
+    assert "raypd:hfToken" in without.remedy
+    assert check("acme/private-model", BOB).status == "fail"
+    granted = check("acme/private-model", ALICE)
+    assert granted.status == "pass" and ": private, readable with raypd:hfToken" in granted.detail
+
+
+def test_gated_repo_needs_a_token_that_was_granted_access(hub: FakeHub) -> None:
+    without = check("meta-llama/Llama-3.1-8B")
+    assert without.status == "fail"
+    assert "gated" in without.detail and "raypd:hfToken is not set" in without.detail
+    assert f"{hub.url}/meta-llama/Llama-3.1-8B" in without.remedy  # where to accept the terms
+    refused = check("meta-llama/Llama-3.1-8B", BOB)
+    assert refused.status == "fail"
+    assert "has not been granted access" in refused.detail and "not in the authorized list" in refused.detail
+    granted = check("meta-llama/Llama-3.1-8B", ALICE)
+    assert granted.status == "pass" and "granted access" in granted.detail
+    # The gate is asked where vLLM meets it: the first file it downloads.
+    assert ("HEAD", "/meta-llama/Llama-3.1-8B/resolve/main/config.json", True) in hub.requests
+
+
+def test_a_token_the_hub_does_not_know_fails(hub: FakeHub) -> None:
+    result = check("Qwen/Qwen3.5-9B", UNKNOWN)
+    assert result.status == "fail"
+    assert "the Hub rejected raypd:hfToken" in result.detail and "401" in result.detail
+    assert "settings/tokens" in result.remedy
+
+
+def test_a_repo_vllm_cannot_load_fails_and_mistral_format_passes(hub: FakeHub) -> None:
+    gguf = check("acme/gguf-only")
+    assert gguf.status == "fail" and "holds no config.json" in gguf.detail
+    mistral = check("mistralai/native")
+    assert mistral.status == "pass" and "params.json" in mistral.detail
+
+
+def test_a_token_preflight_cannot_read_is_said_and_never_a_pass_for_a_gated_repo(hub: FakeHub) -> None:
+    # The web app's stored deployments hold the placeholder, not the token.
+    gated = check("meta-llama/Llama-3.1-8B", "[secret]")
+    assert gated.status == "warn" and "preflight cannot read it" in gated.detail
+    public = check("Qwen/Qwen3.5-9B", "[secret]")
+    assert public.status == "pass"
+    assert all(with_token is False for _, _, with_token in hub.requests)  # the placeholder was never sent
+
+
+def test_a_hub_that_does_not_answer_fails_with_the_reason_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("HF_ENDPOINT", dead)
+    result = check("Qwen/Qwen3.5-9B")
+    assert result.status == "fail"
+    assert f"the Hugging Face Hub at {dead} did not answer" in result.detail
+    assert "HF_ENDPOINT" in result.remedy
+    with FakeHub(REPOS, hang=True) as silent:
+        started = time.monotonic()
+        slow = check_hub_source(spec_for("Qwen/Qwen3.5-9B"), endpoint=silent.url, timeout=0.5)
+        elapsed = time.monotonic() - started
+    assert slow.status == "fail" and "did not answer" in slow.detail and "Timeout" in slow.detail
+    assert elapsed < 10  # the short timeout, not a hang
+
+
+def test_hf_hub_offline_skips_and_says_why(monkeypatch: pytest.MonkeyPatch, hub: FakeHub) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = check("Qwen/Qwen3.5-9B")
+    assert result.status == "skip" and "HF_HUB_OFFLINE" in result.detail
+    assert hub.requests == []
+
+
+def test_the_token_appears_in_no_report_log_or_output(hub: FakeHub, monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    texts = []
+    for source in ("Qwen/Qwen3.5-9B", "acme/private-model", "meta-llama/Llama-3.1-8B", "nobody/none"):
+        for token in (ALICE, BOB, UNKNOWN):
+            texts.append(json.dumps(check(source, token).model_dump()))
+    _isolate(monkeypatch, tmp_path)  # no AWS: the CLI runs the memory fit and this check only
+    stack = _stack(tmp_path, {"raypd:model": {"source": "meta-llama/Llama-3.1-8B"}, "raypd:hfToken": BOB})
+    for args in (("--json",), ()):
+        result = run_module("components.preflight", "--config", str(stack), *args)
+        assert result.returncode == 1, result.stderr  # BOB was not granted the gated model
+        texts += [result.stdout, result.stderr]
+    texts.append(caplog.text)
+    for token in (ALICE, BOB, UNKNOWN):
+        for index, text in enumerate(texts):
+            assert token not in text, f"text #{index} holds a token"
+
+
+def test_cli_fails_a_typo_through_the_hub(hub: FakeHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _isolate(monkeypatch, tmp_path)
+    stack = _stack(tmp_path, {"raypd:model": {"source": "Qwen/Qwen3.5-9B-Instrcut"}})
+    result = run_module("components.preflight", "--config", str(stack), "--json")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    checks = {c["id"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["model-source"]["status"] == "fail"
+    assert checks["aws-credentials"]["status"] == "skip"  # no AWS needed for a Hub source
+
+
+# ---- S3 ----
+
+@pytest.fixture
+def s3_aws(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST"))
+    _isolate(monkeypatch, tmp_path)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    s3 = boto3.Session().client("s3", region_name="us-east-2")
+    s3.create_bucket(Bucket="raypd-weights", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+    for key in ("qwen3.5-9b/config.json", "qwen3.5-9b/model.safetensors", "nested/qwen/config.json"):
+        s3.put_object(Bucket="raypd-weights", Key=key, Body=b"{}")
+    return s3
+
+
+def s3_check(source: str) -> Check:
+    return by_id(run_preflight(spec_for(source)))["model-source"]
+
+
+def test_s3_prefix_with_config_json_passes(s3_aws: Any) -> None:
+    result = s3_check("s3://raypd-weights/qwen3.5-9b/")
+    assert result.status == "pass", result.detail
+    assert "s3://raypd-weights/qwen3.5-9b/ exists and holds a readable config.json" in result.detail
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("s3://raypd-weights/qwen3.5-9b-typo", "holds no objects: the prefix does not exist"),
+    ("s3://raypd-weights/nested", "holds no config.json at its top"),
+    ("s3://no-such-bucket-raypd/qwen", "bucket no-such-bucket-raypd of s3://no-such-bucket-raypd/qwen/ does not exist"),
+])
+def test_s3_source_that_cannot_be_loaded_fails(s3_aws: Any, source: str, said: str) -> None:
+    result = s3_check(source)
+    assert result.status == "fail"
+    assert said in result.detail
+    assert "raypd:model.source" in result.remedy or "upload" in result.remedy
+
+
+def test_s3_nested_folder_is_named(s3_aws: Any) -> None:
+    assert "sub-folders: qwen/" in s3_check("s3://raypd-weights/nested").detail
+
+
+def test_s3_source_without_aws_credentials_skips_with_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _isolate(monkeypatch, tmp_path)
+    result = s3_check("s3://raypd-weights/qwen3.5-9b/")
+    assert result.status == "skip"
+    assert "read with AWS credentials" in result.detail and "no AWS credentials" in result.detail
