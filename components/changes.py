@@ -50,6 +50,7 @@ class Kind(IntEnum):
     NEW_RAY_CLUSTER = 5
     NEW_ENDPOINT = 6
     REPLACE_CLUSTER = 7
+    REFUSED = 8
 
     @property
     def words(self) -> str:
@@ -65,6 +66,7 @@ _KIND_WORDS = {
     Kind.NEW_RAY_CLUSTER: "new Ray cluster",
     Kind.NEW_ENDPOINT: "new RayService (new endpoint)",
     Kind.REPLACE_CLUSTER: "new EKS cluster",
+    Kind.REFUSED: "refused",
 }
 STRATEGY_WORDS = {"inPlace": "in place", "newCluster": "zero downtime (new cluster)"}
 # Extra nodes a managed node group may start during a rolling update (EKS user guide, "Managed node
@@ -270,7 +272,18 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
     replaced: list[GpuGroupPlan] = []  # new groups started beside an old one
     superseded: list[GpuGroupPlan] = []  # old groups that keep running until the update ends
     rolled: list[GpuGroupPlan] = []
-    if before.kubernetes_version != after.kubernetes_version:
+    old_minor = int(before.kubernetes_version.split(".")[1])
+    new_minor = int(after.kubernetes_version.split(".")[1])
+    if new_minor < old_minor or new_minor > old_minor + 1:
+        effects.append(Effect(
+            "raypd:kubernetesVersion", Kind.REFUSED,
+            f"{before.kubernetes_version} -> {after.kubernetes_version}: EKS upgrades one minor "
+            "version at a time and never downgrades, so the update fails at its first step; "
+            f"go to 1.{old_minor + 1} first" if new_minor > old_minor else
+            f"{before.kubernetes_version} -> {after.kubernetes_version}: EKS never downgrades a "
+            "cluster; the update fails at its first step",
+        ))
+    elif before.kubernetes_version != after.kubernetes_version:
         control = times["control-plane-upgrade"].seconds
         roll = times["node-group-roll"].seconds
         rolled = list(new.groups)
@@ -328,13 +341,22 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
             ))
         elif previous.nodes != group.nodes:
             grows = group.nodes > previous.nodes
+            # The node group shrinks before Serve hears of the new counts (the RayService waits
+            # for the node groups), and EKS terminates whichever nodes it likes, not an idle one:
+            # the node may hold an engine that stays, which then loads again elsewhere. Where a
+            # phase of this group keeps one engine (always, on the shared group of the reference),
+            # that is downtime.
+            alone = any(new.phases[p].replicas == 1 for p in group.phases if p in new.phases)
             effects.append(Effect(
                 f"GPU node group {name}", Kind.IN_PLACE,
                 f"{previous.nodes} -> {group.nodes} x {group.instance_type}, in place"
-                + ("" if grows else ": EKS picks which node to drain, which may hold an engine "
-                   "that stays; that engine then starts again on the remaining node "
-                   f"({minutes(model_load)})"),
-                0.0,
+                + ("" if grows else (
+                    ": EKS, not Ray, picks the node to drain, and it may hold an engine that stays; "
+                    "that engine then loads the model again on a remaining node "
+                    f"({minutes(model_load)}"
+                    + (", downtime: a phase on this group keeps a single engine)" if alone
+                       else ", at reduced capacity)"))),
+                0.0 if grows or not alone else model_load,
             ))
         if previous.root_volume_gb != group.root_volume_gb and previous.instance_type == group.instance_type:
             rolled.append(group)
@@ -357,8 +379,11 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
     if zone_moved:
         effects.append(Effect(
             "raypd:availabilityZone", Kind.IN_PLACE,
-            "the EKS cluster's subnets are updated in place (no new control plane); the GPU node "
-            "groups move with new subnets (above)",
+            "allowed onto the stack's second zone only (EKS keeps a cluster's subnets in the zones "
+            "it was created in; any other zone is refused before anything changes): the two zones "
+            "swap, the EKS cluster's subnets are updated in place (no new control plane), the GPU "
+            "node groups move with new subnets (above), and the NAT gateway moves (the old one "
+            "first: a few minutes without internet egress from the nodes)",
         ))
 
     # ---- the RayService: endpoint, Ray cluster, Serve ----
@@ -376,7 +401,8 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
     elif (old_manifest["metadata"]["annotations"][RAY_CLUSTER_DIGEST_ANNOTATION]
           != new_manifest["metadata"]["annotations"][RAY_CLUSTER_DIGEST_ANNOTATION]):
         rebuild = True
-        on_new_nodes = bool(replaced) or system_replaced  # new nodes pull the image first
+        # New nodes, or a new image, mean an image pull (~500 s) before any engine starts.
+        on_new_nodes = bool(replaced) or system_replaced or before.image_uri != after.image_uri
         effects.append(Effect(
             "the Ray cluster", Kind.NEW_RAY_CLUSTER,
             "its pods change (image, Ray version, node selection, sizes): KubeRay needs a new Ray "
@@ -387,12 +413,19 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
         ))
     elif _serve_code(old_app) != _serve_code(new_app):
         rebuild = True
+        # Serve replaces outdated replicas in batches (rolling_update_percentage): a phase with
+        # one engine has none serving meanwhile; with several, some serve while others reload,
+        # and old prefill engines may pair with new decode engines until the roll ends.
+        single = any(phase.replicas == 1 for phase in new.phases.values())
         effects.append(Effect(
             "the Serve application", Kind.RESTART_ENGINES,
             "the engines' settings change (model, engine arguments, parallelism): Ray Serve "
-            "redeploys the application and stops each old engine before its successor starts, "
-            f"and with no spare GPU every engine reloads the model ({minutes(model_load)} of downtime)",
-            model_load,
+            "redeploys the application and stops each old engine before its successor starts; "
+            "with no spare GPU every engine reloads the model "
+            + (f"({minutes(model_load)} of downtime: a phase has a single engine)" if single else
+               f"({minutes(model_load)} each, in batches: reduced capacity, and old and new "
+               "engines serve side by side until the roll ends)"),
+            model_load if single else 0.0,
         ))
     if _replicas(old) != _replicas(new):
         changes = ", ".join(f"{name} {old.phases[name].replicas} -> {new.phases[name].replicas}"
@@ -450,6 +483,9 @@ def _finish(effects: list[Effect], old: DeploymentPlan, new: DeploymentPlan, *, 
             system_lines: tuple[NodeLine, ...] = ()) -> Assessment:
     """Order the effects and price both strategies (the one chosen first)."""
     effects.sort(key=lambda effect: -effect.kind)
+    if effects and effects[0].kind == Kind.REFUSED:
+        return Assessment(tuple(effects), Strategy(
+            "inPlace", 0.0, (), 0.0, "refused: the update would fail before it changes anything"))
     if not effects:
         effects.append(Effect("settings", Kind.NO_SERVING_EFFECT, "nothing the deployment runs changes"))
     gpu_group_time = TYPICAL_SECONDS["eks:index:ManagedNodeGroup[gpu]"]
@@ -504,8 +540,10 @@ EXAMPLES: tuple[tuple[str, str, dict[str, Any], dict[str, Any]], ...] = (
      {"raypd:decode": {"instanceType": "g6e.12xlarge", "tensorParallelSize": 4}}),
     ("raypd:decode.instanceType", "g6.8xlarge -> g6e.8xlarge", {},
      {"raypd:decode": {"instanceType": "g6e.8xlarge"}}),
-    ("raypd:availabilityZone", "us-east-2a -> us-east-2b", {}, {"raypd:availabilityZone": "us-east-2b"}),
-    ("raypd:kubernetesVersion", "1.35 -> 1.34 (any change)", {}, {"raypd:kubernetesVersion": "1.34"}),
+    ("raypd:availabilityZone", "us-east-2a -> us-east-2b (the second zone)", {},
+     {"raypd:availabilityZone": "us-east-2b"}),
+    ("raypd:kubernetesVersion", "1.34 -> 1.35", {"raypd:kubernetesVersion": "1.34"}, {}),
+    ("raypd:kubernetesVersion", "1.35 -> 1.34, or two versions up", {}, {"raypd:kubernetesVersion": "1.34"}),
     ("raypd:systemNodes.instanceType", "m7i.xlarge -> m7i.2xlarge", {},
      {"raypd:systemNodes": {"instanceType": "m7i.2xlarge"}}),
     ("raypd:systemNodes.count", "1 -> 2", {}, {"raypd:systemNodes": {"count": 2}}),

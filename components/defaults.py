@@ -136,6 +136,10 @@ DEVICE_PLUGIN_NAMESPACE = "kube-system"
 SYSTEM_LABELS = {"role": "system"}
 GPU_ROLE_LABEL = {"role": "gpu-worker"}
 PHASE_LABEL_KEY = "raypd.io/phase"
+# Every GPU node carries its node group's name, and every Ray worker selects it: after a layout
+# change (shared group <-> per-phase groups, disaggregated <-> colocated) on the same instance type,
+# no pod can start on the old group's nodes, which Pulumi drains at the end of the update.
+NODE_GROUP_LABEL = "raypd.io/node-group"
 # Well-known labels the kubelet sets on every node (kubernetes.io/docs/reference/labels-annotations-taints).
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ZONE_LABEL = "topology.kubernetes.io/zone"

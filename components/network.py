@@ -150,8 +150,11 @@ class Network(pulumi.ComponentResource):
             allocation_id=nat_ip.id,
             subnet_id=public[gpu_az].id,
             tags=tags("nat"),
-            # The NAT needs the internet gateway attached before it can route.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]),
+            # The NAT needs the internet gateway attached before it can route. A zone move gives
+            # it a new subnet, i.e. a replacement with the same Elastic IP, which a second NAT
+            # cannot take while the first holds it (Resource.AlreadyAssociated;
+            # pulumi/pulumi-aws#1483): the old NAT goes first (a few minutes without egress).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway], delete_before_replace=True),
         )
         private_routes = aws.ec2.RouteTable(
             f"{name}-private-rt",

@@ -430,6 +430,9 @@ class _Context:
     deployed: Optional[DeploymentSpec]
     types: dict[str, dict[str, Any]] = field(default_factory=dict)
     gpu_zone: Optional[str] = None
+    # The deployed stack's GPU zone: its VPC's tag when EC2 answered, else what the caller knows
+    # (the web app: the stack's availabilityZone output).
+    deployed_zone: Optional[str] = None
     checks: list[Check] = field(default_factory=list)
 
     @property
@@ -655,6 +658,19 @@ def _check_zone_offering(ctx: _Context) -> None:
         _call(lambda: ctx.aws.stack_vpc_tags(spec.stack, spec.effective_cluster_name)))
     zone, all_zones = choose_gpu_zone(ctx.plan, offerings, usable, previous)
     listed = ", ".join(all_zones) if all_zones else "none"
+    if previous is not None and previous.gpu:
+        ctx.deployed_zone = previous.gpu
+    if (spec.availability_zone is not None and previous is not None and previous.gpu and previous.second
+            and spec.availability_zone not in (previous.gpu, previous.second)):
+        ctx.add(Check.failed(
+            cid, title,
+            f"{spec.availability_zone} (raypd:availabilityZone) is outside the zones this stack's EKS "
+            f"cluster was created in ({previous.gpu}, {previous.second}): EKS accepts new cluster "
+            "subnets only in those (aws/containers-roadmap#2330), so the program refuses the move",
+            f"set {AZ_FIELD} to {previous.second} (the zones swap) or back to {previous.gpu}; another "
+            "zone needs a new stack",
+        ))
+        return
     if spec.availability_zone is not None:
         if zone is None:
             there = {t for t, z in offerings if z == spec.availability_zone}
@@ -852,7 +868,7 @@ def _check_update_headroom(ctx: _Context, facts: Optional[_QuotaFacts]) -> None:
     if facts is None or facts.unreadable:
         ctx.add(Check.skipped(cid, title, "Service Quotas could not be read (see vcpu-quota)"))
         return
-    strategy = assess(plan_deployment(ctx.deployed), ctx.plan).chosen
+    strategy = assess(plan_deployment(ctx.deployed), ctx.plan, ctx.deployed_zone).chosen
     if strategy.extra_nodes:
         extra = strategy.extra_vcpus
         why = ", ".join(f"{line.nodes} x {line.instance_type} ({line.why})" for line in strategy.extra_nodes)
@@ -923,13 +939,15 @@ def run_preflight(
     session: Optional[boto3.Session] = None,
     deployed: Optional[DeploymentSpec] = None,
     clients: Optional[Mapping[str, BaseClient]] = None,
+    deployed_zone: Optional[str] = None,
 ) -> Report:
     """Every preflight check for `spec` (Contract 5 report, stable id order).
 
     `session`: the boto3 session (default: the default credential chain in spec.region; honours
     AWS_PROFILE and AWS_ENDPOINT_URL). `deployed`: the spec as currently deployed when this is an
-    update, else None. `clients`: ready boto3 clients by service name ("sts", "ec2", "eks", "s3",
-    "service-quotas"), used instead of the session's (tests stub Service Quotas this way).
+    update, else None (`deployed_zone`: its GPU zone, when the caller knows it). `clients`:
+    ready boto3 clients by service name ("sts", "ec2", "eks", "s3", "service-quotas"), used
+    instead of the session's (tests stub Service Quotas this way).
     The Hub part of `model-source` needs no AWS and runs in every case.
     """
     checks: list[Check] = [memory_fit(spec)]
@@ -947,7 +965,8 @@ def run_preflight(
         checks.append(model_source.check_model_source(spec, None, "no AWS credentials found"))
         return Report.of("preflight", checks)
     plan = plan_deployment(spec)  # the one plan every check below reads
-    ctx = _Context(plan=plan, aws=_Aws(session, spec.region, clients), deployed=deployed)
+    ctx = _Context(plan=plan, aws=_Aws(session, spec.region, clients), deployed=deployed,
+                   deployed_zone=deployed_zone)
     blocked = _check_credentials(ctx)
     if blocked is not None:
         ctx.checks += _skip_all(AWS_CHECK_IDS, f"skipped: {blocked} (see aws-credentials)")

@@ -120,6 +120,15 @@ def resolve_zones(plan: DeploymentPlan) -> tuple[str, str]:
                 f"{gpu_zone} is {dict(region_zones).get(gpu_zone, 'not an available zone')}, where "
                 f"EKS cannot place cluster subnets; EKS-usable zones: {', '.join(usable)}"
             ))
+        if (previous is not None and previous.gpu and previous.second
+                and gpu_zone not in (previous.gpu, previous.second)):
+            raise SpecError.single(AZ_FIELD, (
+                f"{gpu_zone} is outside the zones this stack's EKS cluster was created in "
+                f"({previous.gpu}, {previous.second}): EKS only accepts new cluster subnets in the "
+                "zones a cluster was created with (aws/containers-roadmap#2330), so the GPU nodes "
+                f"can move onto {previous.second} (the zones swap) but not elsewhere; another zone "
+                "needs a new stack. Nothing was changed"
+            ))
         if previous is not None and previous.gpu and previous.gpu != gpu_zone:
             pulumi.log.warn(
                 f"{AZ_FIELD} moves the GPU nodes from {previous.gpu} to {gpu_zone}: the GPU node "

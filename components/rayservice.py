@@ -75,10 +75,14 @@ REPLICA_FIELDS = ("replicas", "minReplicas", "maxReplicas")
 # The autoscaler's ceiling per worker group; the managed node group's size, not this, bounds what
 # can run (a worker pod beyond it stays Pending). Above the spec's 64 replicas per phase.
 MAX_WORKERS_PER_GROUP = 128
-# A worker with no engine for this long is removed (Ray's default); engines never sit idle.
-AUTOSCALER_IDLE_TIMEOUT_SECONDS = 60
-# The autoscaler container beside the Ray head (KubeRay's default is 500m / 512Mi).
-AUTOSCALER_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"},
+# A worker with no engine for this long is removed. Ray's default is 60 s; the GPU node stays billed
+# whatever the autoscaler does (the node groups have a fixed size), so a short timeout saves
+# nothing and only churns pods while an application builds or retries a failed deploy.
+AUTOSCALER_IDLE_TIMEOUT_SECONDS = 900
+# The autoscaler container beside the Ray head (KubeRay's default is 500m / 512Mi; it idles in a
+# loop): small, so that two heads (a zero-downtime switch) fit one system node with the operator,
+# CoreDNS and the node's daemonsets.
+AUTOSCALER_RESOURCES = {"requests": {"cpu": "100m", "memory": "512Mi"},
                         "limits": {"memory": "512Mi"}}
 
 

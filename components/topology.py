@@ -46,7 +46,7 @@ class GpuGroupPlan:
 
 def _group(name: str, instance_type: str, nodes: int, phases: tuple[str, ...], pinned: bool) -> GpuGroupPlan:
     hardware = catalogue.CATALOGUE[instance_type]
-    labels = dict(defaults.GPU_ROLE_LABEL)
+    labels = {**defaults.GPU_ROLE_LABEL, defaults.NODE_GROUP_LABEL: name}
     if pinned:
         labels[defaults.PHASE_LABEL_KEY] = name
     return GpuGroupPlan(

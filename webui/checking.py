@@ -30,15 +30,16 @@ NOTHING_DEPLOYED = (
     "with the Pulumi engine"
 )
 
-PreflightFn = Callable[[DeploymentSpec, Optional[DeploymentSpec]], Report]
+PreflightFn = Callable[[DeploymentSpec, Optional[DeploymentSpec], Optional[str]], Report]
 VerifyFn = Callable[[dict[str, Any], Optional[str]], Report]
 StatusFn = Callable[[dict[str, Any], Optional[str]], dict[str, Any]]
 
 
-def _run_preflight(spec: DeploymentSpec, deployed: Optional[DeploymentSpec]) -> Report:
+def _run_preflight(spec: DeploymentSpec, deployed: Optional[DeploymentSpec],
+                   deployed_zone: Optional[str] = None) -> Report:
     from components.preflight import run_preflight
 
-    return run_preflight(spec, deployed=deployed)
+    return run_preflight(spec, deployed=deployed, deployed_zone=deployed_zone)
 
 
 def _run_verify(outputs: dict[str, Any], kubeconfig: Optional[str]) -> Report:
@@ -73,8 +74,9 @@ class Checker:
     _status_cache: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def preflight(self, spec: DeploymentSpec, deployed: Optional[DeploymentSpec] = None) -> Report:
-        return self.preflight_fn(spec, deployed)
+    def preflight(self, spec: DeploymentSpec, deployed: Optional[DeploymentSpec] = None,
+                  deployed_zone: Optional[str] = None) -> Report:
+        return self.preflight_fn(spec, deployed, deployed_zone)
 
     def verify(self, engine: Any, stack: str) -> Report:
         if not engine.real:

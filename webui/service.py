@@ -737,7 +737,10 @@ class DeploymentService:
                 "instance-types", "Configuration", problem or "the configuration does not validate",
                 "create the deployment again with a configuration this raypd accepts")])
         else:
-            report = self.checker.preflight(spec, deployed)
+            zone = (self.store.get_deployment(name) or {}).get("outputs") or {}
+            deployed_zone = zone.get("availabilityZone") if deployed is not None else None
+            report = self.checker.preflight(
+                spec, deployed, deployed_zone if isinstance(deployed_zone, str) else None)
         return self._record_report(ctx, name, report, counted)
 
     def _verify(self, ctx: JobContext, name: str, engine: Any, counted: bool) -> Report:

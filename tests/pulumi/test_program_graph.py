@@ -60,7 +60,7 @@ def test_reference_gpu_nodes_are_two_efa_g6_8xlarge_in_one_az(reference_plan):
     assert inputs["scalingConfig"] == {"minSize": 2, "maxSize": 2, "desiredSize": 2}
     assert inputs["enableEfaSupport"] is True
     assert inputs["placementGroupAvailabilityZone"] == az
-    assert inputs["labels"] == {"role": "gpu-worker"}
+    assert inputs["labels"] == {"role": "gpu-worker", "raypd.io/node-group": "gpu"}
     assert inputs["amiType"] == GPU_AMI
     assert inputs["diskSize"] == 200
     assert inputs["enableIMDSv2"] is True
@@ -214,7 +214,8 @@ def test_heterogeneous_stack_gets_one_efa_group_per_phase_in_the_same_az(heterog
         inputs = group["inputs"]
         assert inputs["enableEfaSupport"] is True
         assert inputs["placementGroupAvailabilityZone"] == az
-        assert inputs["labels"] == {"role": "gpu-worker", defaults.PHASE_LABEL_KEY: phase}
+        assert inputs["labels"] == {"role": "gpu-worker", defaults.PHASE_LABEL_KEY: phase,
+                                    defaults.NODE_GROUP_LABEL: phase}
         assert inputs["amiType"] == GPU_AMI
         assert inputs["diskSize"] == 800  # 8 GPUs x 100 GB
     efa = releases_by_chart(heterogeneous_plan)[defaults.EFA_DEVICE_PLUGIN_CHART]

@@ -106,15 +106,29 @@ def test_a_zone_that_no_longer_offers_the_type_is_kept_with_a_warning(caplog):
                for r in caplog.records)
 
 
-def test_a_configured_zone_moves_the_gpu_nodes_on_purpose(caplog):
+def test_a_configured_zone_outside_the_clusters_zones_is_refused_before_anything_changes(caplog):
+    # EKS accepts new cluster subnets only in the zones the cluster was created with
+    # (aws/containers-roadmap#2330): moving onto a third zone would fail mid-update.
+    tags = {GPU_ZONE_TAG: "us-east-2b", SECOND_ZONE_TAG: "us-east-2a"}
+    mock = ScriptedRegion("us-east-2", [("g6.8xlarge", z) for z, _ in US_EAST_2], US_EAST_2,
+                          vpc_tags=tags)
+    with caplog.at_level(logging.ERROR), pytest.raises(pulumi.RunError, match="nothing was created"):
+        deploy(mock, {"raypd:availabilityZone": "us-east-2c"})
+    (message,) = [r.getMessage() for r in caplog.records if "outside the zones" in r.getMessage()]
+    assert message.startswith("raypd:availabilityZone") and "us-east-2a" in message
+
+
+def test_a_configured_zone_moves_the_gpu_nodes_onto_the_second_zone_on_purpose(caplog):
     tags = {GPU_ZONE_TAG: "us-east-2b", SECOND_ZONE_TAG: "us-east-2a"}
     mock = ScriptedRegion("us-east-2", [("g6.8xlarge", z) for z, _ in US_EAST_2], US_EAST_2,
                           vpc_tags=tags)
     with caplog.at_level(logging.WARNING):
-        run = deploy(mock, {"raypd:availabilityZone": "us-east-2c"})
-    assert run.outputs["availabilityZone"].value == "us-east-2c"
-    assert {s["az"] for s in subnets(run).values()} == {"us-east-2c", "us-east-2a"}
+        run = deploy(mock, {"raypd:availabilityZone": "us-east-2a"})
+    assert run.outputs["availabilityZone"].value == "us-east-2a"
+    assert {s["az"] for s in subnets(run).values()} == {"us-east-2b", "us-east-2a"}
     assert any("replace" in r.getMessage() for r in caplog.records)
+    (nat,) = [r for r in run.resources if r.type == "aws:ec2/natGateway:NatGateway"]
+    assert nat.delete_before_replace  # its Elastic IP cannot be held by two NAT gateways
 
 
 def test_moving_the_gpu_zone_onto_the_second_zone_swaps_them_and_keeps_both_subnets():

@@ -29,9 +29,17 @@ def test_scaling_up_is_in_place_without_restart_downtime_or_a_strategy_to_choose
 
 
 def test_scaling_down_is_in_place_but_says_eks_picks_the_node_to_drain():
+    # The reference shares one group between prefill (one engine) and decode: the node EKS
+    # terminates may hold the only prefill engine, so the honest downtime is a model load.
     result = assessment({"raypd:decode": {"replicas": 2}}, {})
     assert result.kind == Kind.IN_PLACE and not result.disruptive
-    assert any("EKS picks which node to drain" in e.detail for e in result.effects)
+    (shrink,) = [e for e in result.effects if "EKS, not Ray, picks the node to drain" in e.detail]
+    assert shrink.downtime_seconds > 0 and "single engine" in shrink.detail
+    # Pinned groups where the phase keeps several engines: reduced capacity, no downtime.
+    pinned = {"raypd:decode": {"replicas": 3}, "raypd:prefill": {"instanceType": "g6e.8xlarge"}}
+    fewer = assessment(pinned, {**pinned, "raypd:decode": {"replicas": 2}})
+    (shrink,) = [e for e in fewer.effects if "EKS, not Ray" in e.detail]
+    assert shrink.downtime_seconds == 0 and "reduced capacity" in shrink.detail
 
 
 @pytest.mark.parametrize("change", [{"raypd:model": {"maxModelLen": 8192}},
@@ -81,7 +89,7 @@ def test_the_instance_type_note_includes_the_node_group_time_not_only_the_model_
 
 
 def test_a_kubernetes_upgrade_is_a_full_outage_with_surge_nodes():
-    result = assessment({}, {"raypd:kubernetesVersion": "1.34"})
+    result = assessment({"raypd:kubernetesVersion": "1.34"}, {})
     (roll,) = [e for e in result.effects if e.kind == Kind.ROLL_NODES]
     assert "system node" in roll.detail and "full outage" in roll.detail and "quota" in roll.detail
     assert roll.downtime_seconds > 0
@@ -141,3 +149,25 @@ def test_the_docs_settings_table_is_what_the_assessment_says():
                 "systemNodes", "raypd:image", "kvTransfer", "raypd:mode", "kuberayVersion",
                 "serviceName", "clusterName", "hfToken", "adminRoleArns", "upgradeStrategy"):
         assert key in page[start:end], key
+
+
+@pytest.mark.parametrize("before,after", [("1.35", "1.34"), ("1.33", "1.35")])
+def test_a_kubernetes_downgrade_or_a_jump_is_refused_not_previewed_as_an_upgrade(before, after):
+    result = assessment({"raypd:kubernetesVersion": before}, {"raypd:kubernetesVersion": after})
+    assert result.kind == Kind.REFUSED and not result.choices
+    assert "fails at its first step" in result.effects[0].detail
+
+
+def test_an_image_change_pulls_the_new_image_so_its_downtime_is_the_cold_start():
+    from components.durations import TYPICAL_SECONDS
+
+    (cluster,) = [e for e in assessment({}, {"raypd:image": "example.com/ray-llm:2"}).effects
+                  if e.kind == Kind.NEW_RAY_CLUSTER]
+    assert cluster.downtime_seconds == TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
+
+
+def test_engines_of_a_phase_with_several_replicas_restart_in_batches_without_downtime():
+    several = {"raypd:prefill": {"replicas": 2}, "raypd:decode": {"replicas": 2}}
+    result = assessment(several, {**several, "raypd:model": {"maxModelLen": 8192}})
+    (restart,) = [e for e in result.effects if e.kind == Kind.RESTART_ENGINES]
+    assert restart.downtime_seconds == 0 and "in batches" in restart.detail

@@ -98,7 +98,7 @@ def test_pinned_phases_on_one_type_get_their_own_labelled_node_groups(config):
     groups = workers(render_rayservice(plan_deployment(spec)))
     for name in ("prefill", "decode"):
         assert groups[name]["template"]["spec"]["nodeSelector"] == {
-            "role": "gpu-worker", "raypd.io/phase": name,
+            "role": "gpu-worker", "raypd.io/phase": name, "raypd.io/node-group": name,
             "node.kubernetes.io/instance-type": spec.phases[name].instance_type,
         }
         assert groups[name]["replicas"] == spec.phases[name].nodes

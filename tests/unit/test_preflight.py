@@ -100,11 +100,12 @@ def quotas(region: str, answers: Mapping[str, Any]) -> tuple[Any, Stubber]:
 
 
 def run(spec: DeploymentSpec, quota_answers: Optional[Mapping[str, Any]] = None,
-        deployed: Optional[DeploymentSpec] = None) -> Report:
+        deployed: Optional[DeploymentSpec] = None, deployed_zone: Optional[str] = None) -> Report:
     answers = quota_answers if quota_answers is not None else {G: 1000, P: 1000, STD: 1000}
     client, stubber = quotas(spec.region, {c: v for c, v in answers.items()
                                            if c in vcpus_needed(node_lines(plan_deployment(spec), {}))})
-    report = run_preflight(spec, deployed=deployed, clients={"service-quotas": client})
+    report = run_preflight(spec, deployed=deployed, clients={"service-quotas": client},
+                           deployed_zone=deployed_zone)
     stubber.assert_no_pending_responses()  # the quotas really were read
     return report
 
@@ -287,6 +288,19 @@ def test_a_deployed_stack_keeps_the_zone_its_vpc_remembers(aws: str, reference_s
     zone = by_id(run(reference_spec, {G: 128, STD: 32}))["zone-offering"]
     assert zone.status == "pass"
     assert zone.detail.startswith("us-east-2b (the zone this stack already runs in; it never moves on its own")
+
+
+def test_a_move_outside_the_clusters_two_zones_fails_before_the_program_refuses_it(
+        aws: str, make_spec: MakeSpec) -> None:
+    ec2 = boto3.client("ec2", region_name="us-east-2")
+    ec2.create_vpc(CidrBlock="10.0.0.0/16", TagSpecifications=[{"ResourceType": "vpc", "Tags": [
+        {"Key": "raypd.io/stack", "Value": "dev"}, {"Key": "raypd.io/cluster", "Value": "raypd-dev"},
+        {"Key": "raypd.io/gpu-zone", "Value": "us-east-2b"}, {"Key": "raypd.io/second-zone", "Value": "us-east-2a"}]}])
+    third = by_id(run(make_spec({"raypd:availabilityZone": "us-east-2c"}), {G: 128, STD: 32}))["zone-offering"]
+    assert third.status == "fail" and "outside the zones" in third.detail
+    assert "us-east-2a" in third.remedy
+    swap = by_id(run(make_spec({"raypd:availabilityZone": "us-east-2a"}), {G: 128, STD: 32}))["zone-offering"]
+    assert swap.status == "pass"
 
 
 def test_zone_eks_does_not_support(aws: str, make_spec: MakeSpec) -> None:
@@ -626,3 +640,15 @@ def test_update_headroom_counts_a_second_cluster_for_zero_downtime(
     in_place = by_id(run(make_spec({"raypd:model": {"maxModelLen": 8192}}), {G: 100, STD: 32},
                          deployed=make_spec({})))["update-headroom"]
     assert in_place.status == "warn" and "adds no nodes" in in_place.detail
+
+
+def test_update_headroom_takes_the_deployed_zone_so_pinning_it_is_no_move(aws: str, make_spec: MakeSpec) -> None:
+    # The stack runs in us-east-1a; the user pins that zone. No node moves, no extra quota.
+    deployed = make_spec({})
+    pinned = make_spec({"raypd:availabilityZone": "us-east-2a"})
+    headroom = by_id(run(pinned, {G: 64, STD: 32}, deployed=deployed, deployed_zone="us-east-2a"))[
+        "update-headroom"]
+    assert "adds no nodes" in headroom.detail, headroom
+    moved = by_id(run(make_spec({"raypd:availabilityZone": "us-east-2b"}), {G: 64, STD: 32},
+                      deployed=deployed, deployed_zone="us-east-2a"))["update-headroom"]
+    assert moved.status == "fail" and "old node group" in moved.detail, moved

@@ -83,7 +83,7 @@ def test_reference_workers_match_the_aws_deployment(reference_spec):
     assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 0, 128)
     assert group["rayStartParams"] == {"num-gpus": "1"}
     assert group["template"]["spec"]["nodeSelector"] == {
-        "role": "gpu-worker", "node.kubernetes.io/instance-type": "g6.8xlarge"}
+        "role": "gpu-worker", "raypd.io/node-group": "gpu", "node.kubernetes.io/instance-type": "g6.8xlarge"}
     box = container(group)
     for side in ("requests", "limits"):
         assert box["resources"][side]["nvidia.com/gpu"] == "1"
@@ -145,7 +145,7 @@ def test_heterogeneous_phases_get_their_own_worker_groups(heterogeneous_spec):
             resources = container(group)["resources"][side]
             assert (resources["nvidia.com/gpu"], resources["vpc.amazonaws.com/efa"]) == (gpus, efa)
         assert group["template"]["spec"]["nodeSelector"] == {
-            "role": "gpu-worker", "raypd.io/phase": name,
+            "role": "gpu-worker", "raypd.io/phase": name, "raypd.io/node-group": name,
             "node.kubernetes.io/instance-type": heterogeneous_spec.phases[name].instance_type,
         }
 

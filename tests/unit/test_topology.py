@@ -26,7 +26,7 @@ HETEROGENEOUS = {
 def test_reference_is_one_shared_group_of_two_nodes():
     (group,) = plan_of({}).groups
     assert (group.name, group.instance_type, group.nodes) == ("gpu", "g6.8xlarge", 2)
-    assert group.labels == {"role": "gpu-worker"}
+    assert group.labels == {"role": "gpu-worker", "raypd.io/node-group": "gpu"}
     assert group.ray_resource is None
     assert (group.gpus_per_node, group.efa_interfaces_per_node, group.root_volume_gb) == (1, 1, 200)
 
@@ -35,7 +35,7 @@ def test_different_instance_types_get_pinned_groups():
     prefill, decode = plan_of(HETEROGENEOUS).groups
     assert (prefill.instance_type, prefill.nodes, prefill.efa_interfaces_per_node) == ("p5.48xlarge", 1, 32)
     assert (decode.instance_type, decode.nodes, decode.efa_interfaces_per_node) == ("g6e.48xlarge", 2, 4)
-    assert decode.labels == {"role": "gpu-worker", "raypd.io/phase": "decode"}
+    assert decode.labels == {"role": "gpu-worker", "raypd.io/phase": "decode", "raypd.io/node-group": "decode"}
     assert (prefill.ray_resource, decode.ray_resource) == ("raypd_prefill", "raypd_decode")
     assert prefill.root_volume_gb == 800
 

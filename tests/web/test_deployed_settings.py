@@ -331,7 +331,7 @@ def test_preflight_counts_the_deployed_nodes_and_only_an_offline_preview_gets_th
     client = fake_app.test_client()
     seen: list[Any] = []
     checker = fake_app.extensions["raypd"].service.checker
-    checker.preflight_fn = lambda spec, deployed: seen.append((spec, deployed)) or Report.of("preflight", [])
+    checker.preflight_fn = lambda spec, deployed, zone: seen.append((spec, deployed)) or Report.of("preflight", [])
     checker.verify_fn = lambda outputs, kubeconfig: Report.of("verify", [])
     create(client, "quota")
     _up(client, "quota")
