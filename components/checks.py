@@ -83,6 +83,10 @@ class Report(BaseModel):
         return [check for check in self.checks if check.status == CheckStatus.SKIP.value]
 
     @property
+    def warned(self) -> list[Check]:
+        return [check for check in self.checks if check.status == CheckStatus.WARN.value]
+
+    @property
     def verdict(self) -> Verdict:
         """What people are shown (the web app's badge, the CLIs' first line): "failed" when a check
         failed; "not checked" when most checks were skipped (no failure is not a clean bill of
@@ -144,7 +148,10 @@ STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
 def format_report(report: Report) -> str:
     """The readable form the CLIs print without --json: one block per check, remedy under it."""
     verdict = report.verdict
-    head = {"ok": "ok", "failed": "FAILED",
+    # A warning is no failure (Contract 5's `ok`) and no skip (the verdict), but it is a check that
+    # found no evidence either way: the first line names them, so "ok" never hides them.
+    warned = [check.id for check in report.warned]
+    head = {"ok": f"ok, {len(warned)} warning(s): {', '.join(warned)}" if warned else "ok", "failed": "FAILED",
             "not checked": f"not checked ({len(report.skipped)} of {len(report.checks)} checks "
                            "skipped)"}[verdict]
     lines = [f"{report.kind}: {head}"]

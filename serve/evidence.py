@@ -17,9 +17,13 @@ Formats, as their sources define them:
 - `GET /api/serve/applications/` (ray.serve.schema.ServeInstanceDetails): applications -> name ->
   deployments -> name -> replicas[] {node_id, node_ip, actor_id, log_file_path, replica_id, state}.
 - `GET /api/v0/logs/file` (ray.util.state GetLogOptions: node_id, filename, actor_id, suffix,
-  lines; ray/dashboard/modules/state/state_head.py `get_logs`): plain text, each chunk prefixed
-  "1" (success) or "0" (error text), HTTP 200 either way; by actor id it is that actor's worker
-  `.out` (default suffix) or `.err` file.
+  lines; ray/dashboard/modules/state/state_head.py `get_logs`, the same in Ray 2.58 and 2.60): the
+  file's raw bytes with HTTP 200; an error before the first chunk (an unknown actor: "Actor ID
+  ActorID(...) not found." from dashboard/modules/log/log_manager.py) is HTTP 500 with the error's
+  text; an error after it closes the stream early. By actor id it is that actor's worker `.out`
+  (default suffix) or `.err` file. Ray before 2.45 answered 200 with each chunk prefixed "1"
+  (success) or "0" (error text); ray PR #51787 removed that byte, and raypd does not strip it: a
+  real log line may start with "0" or "1" (tqdm's `0it [00:00, ?it/s]`).
 - `GET /api/v0/actors` (state_head.py `list_actors`, ray/dashboard/state_api_utils.py
   `options_from_req`: repeated `filter_keys`/`filter_predicates`/`filter_values`, `limit`,
   `detail`): `{"result": true, "msg": "", "data": {"result": {"total", "num_after_truncation",
@@ -351,10 +355,7 @@ class Evidence:
         if response.status != 200:
             raise KubeError(f"Ray's log API answered HTTP {response.status}: "
                             f"{shorten(response.text(), 160)}")
-        data = response.body
-        if data[:1] == b"0":
-            raise KubeError(f"Ray's log API: {shorten(data[1:].decode('utf-8', 'replace'), 160)}")
-        return (data[1:] if data[:1] == b"1" else data).decode("utf-8", errors="replace")
+        return response.text()  # the file's bytes as they are (see the module docstring)
 
     def actor_log(self, actor_id: str) -> str:
         """Everything Ray keeps for one actor: its worker's .out and .err files."""

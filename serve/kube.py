@@ -24,7 +24,11 @@ Credentials are handled as secrets from the moment they are read:
 - a bearer token, an EKS token or a basic-auth password is never sent to a plain `http://` server
   unless the kubeconfig's cluster entry asks for it explicitly with the extension
   `{name: raypd.io/allow-credentials-over-http, extension: true}` (kubeconfig clusters carry
-  `extensions` for tools: client-go keeps and ignores unknown ones).
+  `extensions` for tools: client-go keeps and ignores unknown ones);
+- a user and password in the server address (`https://admin:secret@host`) are cut from it: the
+  client keeps, uses and shows the address without them (so no error, report or benchmark record
+  carries the password, which is scrubbed from any text too), and never sends them: credentials
+  belong in the kubeconfig's user entry.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence, Union
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 import yaml
 
@@ -443,6 +447,10 @@ class KubeClient:
         except socket.gaierror:
             raise KubeUnreachable(f"cannot reach the Kubernetes API at {self.server} "
                             "(the host name does not resolve)") from None
+        except http.client.IncompleteRead as exc:  # the server behind a proxy ended its stream early
+            raise KubeError(f"the answer from the Kubernetes API at {self.server} was cut off after "
+                            f"{len(exc.partial)} bytes (the server it proxies to closed its stream "
+                            "early)") from None
         except (OSError, http.client.HTTPException) as exc:
             raise KubeUnreachable(f"cannot reach the Kubernetes API at {self.server} "
                             f"({self.scrub(type(exc).__name__ + ': ' + str(exc))})") from None
@@ -576,35 +584,33 @@ def client_from_kubeconfig(
     cluster = _named(document, "clusters", selected.get("cluster"), "cluster")
     user_name = selected.get("user")
     user: dict[str, Any] = _named(document, "users", user_name, "user") if user_name else {}
-    server = str(cluster.get("server") or "")
-    parts = urlsplit(server)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise KubeConfigError("the kubeconfig's cluster has no https:// server address")
     try:
-        _ = parts.port  # urlsplit checks the port only when asked
-    except ValueError:
-        raise KubeConfigError("the kubeconfig's server address has an invalid port") from None
+        server, userinfo = server_address(str(cluster.get("server") or ""))
+    except ValueError as exc:
+        raise KubeConfigError(str(exc)) from None
+    parts = urlsplit(server)
     client = KubeClient(
-        server=server.rstrip("/"),
+        server=server,
         ssl_context=_ssl_context(cluster, user) if parts.scheme == "https" else None,
         tls_server_name=cluster.get("tls-server-name"),
         timeout=timeout,
         session=session,
         allow_http_credentials=allows_http_credentials(cluster),
     )
+    client.extra_secrets = userinfo
     if user.get("token"):
         raw = str(user["token"])
-        client.extra_secrets = (raw,)
+        client.extra_secrets += (raw,)
         client.token = bearer_token(raw, "token")
     elif user.get("tokenFile"):
         raw = read_token_file(str(user["tokenFile"]))
-        client.extra_secrets = (raw,)
+        client.extra_secrets += (raw,)
         client.token = bearer_token(raw, "tokenFile")
     elif isinstance(user.get("exec"), Mapping):
         client.eks = eks_token_source(user["exec"], region_hint)
     elif user.get("username") and user.get("password"):
         pair = f"{user['username']}:{user['password']}".encode("utf-8", errors="replace")
-        client.extra_secrets = (str(user["password"]),)
+        client.extra_secrets += (str(user["password"]),)
         client.basic_auth = base64.b64encode(pair).decode("ascii")
     elif user.get("auth-provider"):
         raise KubeConfigError("the kubeconfig's user uses an auth-provider plugin, which raypd "
@@ -612,12 +618,30 @@ def client_from_kubeconfig(
     has_credentials = bool(client.token or client.eks or client.basic_auth)
     if parts.scheme == "http" and has_credentials and not allows_http_credentials(cluster):
         raise KubeConfigError(
-            f"the kubeconfig's server {server.rstrip('/')} is plain http://: raypd will not send "
+            f"the kubeconfig's server {server} is plain http://: raypd will not send "
             "its credentials (token, exec token or password) unencrypted. Use the https:// "
             "address, or, if this really is what you want (a local test server), add to that "
             f"cluster entry `extensions: [{{name: {ALLOW_HTTP_CREDENTIALS_EXTENSION}, extension: "
             "true}]`")
     return client
+
+
+def server_address(raw: str) -> tuple[str, tuple[str, ...]]:
+    """(the kubeconfig's server address as raypd uses and shows it, the secrets cut from it).
+
+    A user and password in the address (`https://admin:secret@host:443`) are dropped; the
+    password, as written and percent-decoded, is returned for scrubbing. ValueError (never quoting
+    the address, which may hold that password) when it is no http(s) URL with a host and a valid port."""
+    try:
+        parts = urlsplit(raw.strip())
+        hostname, _ = parts.hostname, parts.port  # urlsplit checks the port only when asked
+    except ValueError:  # "Invalid IPv6 URL", "Port out of range 0-65535"...
+        raise ValueError("the kubeconfig's server address is not a valid URL (its host or port)") from None
+    if parts.scheme not in ("https", "http") or not hostname:
+        raise ValueError("the kubeconfig's cluster has no https:// server address")
+    secrets = tuple(s for s in {parts.password or "", unquote(parts.password or "")} if s)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", "")).rstrip("/"), secrets
 
 
 def allows_http_credentials(cluster: Mapping[str, Any]) -> bool:

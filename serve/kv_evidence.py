@@ -23,6 +23,11 @@ The formats, as their sources define them and as a real prefill/decode pair on C
   `NIXL transfer failure: handshake_setup_failed | Context: ...` for each failed attempt.
 - A backend NIXL cannot load is no silent fallback (NIXL 1.5): `createBackend: unsupported backend
   'LIBFABRIC'`, then NIXL_ERR_NOT_FOUND and the engine exits.
+
+Counters are lifetime totals, so a reading is only evidence compared with an earlier one of the
+SAME series: `KvSeries` keeps every sample under its identity (name and every label: ReplicaId,
+engine, WorkerId, source...), and `KvChange.between` adds up the per-series increases. Which pages
+were read both times is the caller's business (serve/verify.py compares only those).
 """
 
 from __future__ import annotations
@@ -115,22 +120,54 @@ _NAME_FIELDS = {"nixl_xfer_time_seconds_count": "transfers",
                 "generation_tokens_total": "generated"}
 
 
-def kv_counters(samples: Iterable[Sample],
-                keep: Callable[[Mapping[str, str]], bool] = lambda labels: True) -> KvCounters:
-    """The sums of the samples whose labels `keep` accepts (e.g. only the decode replicas')."""
-    totals: dict[str, float] = {}
+# One series: the KvCounters field it feeds and every label of the sample, sorted.
+SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+@dataclass(frozen=True)
+class KvSeries:
+    """The KV series of one metrics page, each under its identity, and the engines (engine x
+    replica) that had any vLLM series on it. Pure data: `totals` sums it, `KvChange.between`
+    compares two readings of the same page series by series."""
+
+    values: Mapping[SeriesKey, float]
+    engines: frozenset[tuple[str, str]] = frozenset()
+
+    @property
+    def totals(self) -> KvCounters:
+        sums: dict[str, float] = {}
+        for (field_name, _labels), value in self.values.items():
+            sums[field_name] = sums.get(field_name, 0.0) + value
+        return KvCounters(engines=len(self.engines), **sums)
+
+
+def _field_of(sample: Sample) -> Optional[str]:
+    if sample.name == "prompt_tokens_by_source_total":
+        return _SOURCE_FIELDS.get(sample.labels.get("source", ""))
+    return _NAME_FIELDS.get(sample.name)
+
+
+def kv_series(samples: Iterable[Sample],
+              keep: Callable[[Mapping[str, str]], bool] = lambda labels: True) -> KvSeries:
+    """The KV series among the samples whose labels `keep` accepts (e.g. only the decode replicas')."""
+    values: dict[SeriesKey, float] = {}
     engines: set[tuple[str, str]] = set()
     for sample in samples:
         if not keep(sample.labels):
             continue
         engines.add((sample.labels.get("engine", ""), sample.labels.get(REPLICA_LABEL, "")))
-        if sample.name == "prompt_tokens_by_source_total":
-            key = _SOURCE_FIELDS.get(sample.labels.get("source", ""))
-        else:
-            key = _NAME_FIELDS.get(sample.name)
-        if key is not None:
-            totals[key] = totals.get(key, 0.0) + sample.value
-    return KvCounters(engines=len(engines), **totals)
+        field_name = _field_of(sample)
+        if field_name is not None:
+            key = (field_name, tuple(sorted(sample.labels.items())))
+            values[key] = values.get(key, 0.0) + sample.value
+    return KvSeries(values, frozenset(engines))
+
+
+def kv_counters(samples: Iterable[Sample],
+                keep: Callable[[Mapping[str, str]], bool] = lambda labels: True) -> KvCounters:
+    """The sums of the samples whose labels `keep` accepts: one page's totals, for reading, never
+    for comparing (see KvChange.between)."""
+    return kv_series(samples, keep).totals
 
 
 def replica_filter(replica_ids: Iterable[str]) -> Callable[[Mapping[str, str]], bool]:
@@ -146,7 +183,7 @@ def replica_filter(replica_ids: Iterable[str]) -> Callable[[Mapping[str, str]], 
 
 @dataclass(frozen=True)
 class KvChange:
-    """How the decode's counters moved between two readings (absent counters read as 0)."""
+    """How the decode's counters moved between two readings of the same page."""
 
     transfers: float
     failed: float
@@ -157,9 +194,20 @@ class KvChange:
     generated: float
 
     @classmethod
-    def between(cls, before: KvCounters, after: KvCounters) -> "KvChange":
-        return cls(*(max(0.0, (getattr(after, f.name) or 0.0) - (getattr(before, f.name) or 0.0))
-                     for f in fields(cls)))
+    def between(cls, before: KvSeries, after: KvSeries) -> "KvChange":
+        """The increase of each series from `before` to `after`, added up per field.
+
+        Both must be readings of ONE page that answered both times: a series absent before counts
+        from 0 (Ray exports a series on first use, the failure counter once a transfer failed), a
+        series that went down restarted (its process did) and counts from 0 too, as Prometheus's
+        increase() reads a counter reset, and a series gone after adds nothing. Summing pages
+        first would let one page's lifetime totals, or another's reset, pass for this request's."""
+        moved = dict.fromkeys((f.name for f in fields(cls)), 0.0)
+        for key, value in after.values.items():
+            field_name = key[0]
+            prior = before.values.get(key, 0.0)
+            moved[field_name] += value - prior if value >= prior else value
+        return cls(**moved)
 
     @property
     def anything(self) -> bool:

@@ -24,7 +24,7 @@ import logging
 import secrets
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from components import defaults
@@ -65,11 +65,12 @@ from serve.kube import (
 from serve.kv_evidence import (
     KvChange,
     KvCounters,
+    KvSeries,
     backends_in,
     is_kv_line,
-    kv_counters,
     kv_load_failures,
     kv_log_counts,
+    kv_series,
     nixl_failures,
     parse_vllm_samples,
     replica_filter,
@@ -478,19 +479,65 @@ def check_endpoint_chat(outcome: ChatOutcome, endpoint: Optional[Endpoint]) -> C
 
 @dataclass(frozen=True)
 class KvReading:
-    """One reading of the decode engines: their vLLM counters (None when no metrics page could be
-    read; all absent, i.e. zero, when the pages had no vLLM series yet) and the KV lines of their
-    logs (`KV Transfer metrics: ...`, `Failing N request(s) ...`, `NIXL transfer failure: ...`)."""
+    """One reading of the decode engines: each metrics page that answered, keyed by where it was
+    read (a page that did not answer is absent; one that answered without vLLM series holds none,
+    i.e. zeros), and the KV lines (`KV Transfer metrics: ...`, `Failing N request(s) ...`, `NIXL
+    transfer failure: ...`) of each log that could be read, keyed the same way. Only what was read
+    both times is compared (KvComparison): a page or log read once is missing evidence.
+
+    `decode_known` is False when the decode replicas could not be told apart (the Serve API did not
+    answer): the pages are then every pod of the decode's worker group, which may host prefill too,
+    so local_compute and generated tokens there are not decode's."""
 
     metrics_source: str
-    counters: Optional[KvCounters]
+    pages: Mapping[str, KvSeries]
     log_source: str
-    log_lines: frozenset[str]
+    logs: Mapping[str, frozenset[str]]
+    decode_known: bool = True
+
+    @property
+    def counters(self) -> Optional[KvCounters]:
+        """The totals of the pages read (None: none answered), for people and tests to look at."""
+        totals = [page.totals for page in self.pages.values()]
+        return sum(totals[1:], totals[0]) if totals else None
+
+    @classmethod
+    def of_engine(cls, name: str, metrics_page: Optional[str], log_text: str) -> "KvReading":
+        """A reading of one engine read directly (its /metrics text, None if it did not answer,
+        and its log), as tests and tools read a plain vLLM engine."""
+        pages = {} if metrics_page is None else {name: kv_series(parse_vllm_samples(metrics_page))}
+        lines = frozenset(line for line in log_text.splitlines() if is_kv_line(line))
+        return cls(f"{name} /metrics", pages, f"{name} log", {name: lines})
+
+
+@dataclass(frozen=True)
+class KvComparison:
+    """What moved between two readings, over what was read both times."""
+
+    change: Optional[KvChange]   # over the pages read both times; None when there is none
+    new_lines: list[str]         # log lines new in the logs read both times
+    once: list[str]              # pages and logs read only once: not compared, missing evidence
+
+    @property
+    def moved(self) -> bool:
+        return bool(self.new_lines) or (self.change is not None and self.change.anything)
+
+
+def compare_readings(before: KvReading, after: KvReading) -> KvComparison:
+    shared = sorted(set(before.pages) & set(after.pages))
+    change = None
+    if shared:
+        parts = [KvChange.between(before.pages[key], after.pages[key]) for key in shared]
+        change = KvChange(*(sum(getattr(part, f.name) for part in parts) for f in fields(KvChange)))
+    logs = sorted(set(before.logs) & set(after.logs))
+    new_lines = sorted({line for key in logs for line in after.logs[key] - before.logs[key]})
+    once = sorted((set(before.pages) ^ set(after.pages)) | (set(before.logs) ^ set(after.logs)))
+    return KvComparison(change, new_lines, once)
 
 
 def _decode_targets(ev: Evidence) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """(decode replicas, the worker pods that host them, their replica ids); without the Serve API,
-    every pod of the decode phase's worker group."""
+    every pod of the decode phase's worker group (and no replica ids)."""
     phase = "decode" if "decode" in ev.plan.phases else next(iter(ev.plan.phases))
     pods = ev.worker_pods()
     try:
@@ -503,8 +550,10 @@ def _decode_targets(ev: Evidence) -> tuple[list[dict[str, Any]], list[dict[str, 
         group = ev.plan.phases[phase].group
         hosting = [p for p in pods if labels_of(p).get(RAY_GROUP_LABEL) == group]
     # One Ray node, one metrics page: pods that share an IP (host networking) are read once, or
-    # every counter would count twice.
-    by_ip = {str((p.get("status") or {}).get("podIP") or name_of(p)): p for p in hosting}
+    # every counter would count twice. Sorted, so that each reading picks the same pod.
+    by_ip: dict[str, dict[str, Any]] = {}
+    for pod in sorted(hosting, key=name_of):
+        by_ip.setdefault(str((pod.get("status") or {}).get("podIP") or name_of(pod)), pod)
     return replicas, list(by_ip.values()), [str(r.get("replica_id") or "") for r in replicas]
 
 
@@ -513,42 +562,31 @@ def read_kv(ev: Evidence) -> KvReading:
     keep = replica_filter(replica_ids)
     # A page that answers without vLLM series is zeros, not "unreadable": Ray exports a series only
     # once it was used, so a fresh deployment's page has none before the first request.
-    counters: Optional[KvCounters] = None
+    pages: dict[str, KvSeries] = {}
     for pod in pods:
         try:
-            found = kv_counters(parse_vllm_samples(ev.metrics_page(pod)), keep)
+            pages[f"pod {name_of(pod)} metrics"] = kv_series(parse_vllm_samples(ev.metrics_page(pod)), keep)
         except KubeError:
             continue
-        counters = found if counters is None else counters + found
     metrics_source = (f"decode's vLLM metrics on {name_list([name_of(p) for p in pods], 3)} port "
                       f"{defaults.RAY_METRICS_PORT} (Ray's export)")
-    texts: list[str] = []
+    logs: dict[str, str] = {}
     log_source = "decode replicas' logs (Ray log API)"
     for replica in replicas:
         try:
-            texts.append(ev.replica_log(replica))
+            logs[f"replica {replica.get('replica_id', '?')} log"] = ev.replica_log(replica)
         except KubeError:
             continue
-    if not texts:
+    if not logs:
         log_source = "decode worker pods' container logs"
         for pod in pods:
             try:
-                texts.append(ev.pod_log(pod))
+                logs[f"pod {name_of(pod)} log"] = ev.pod_log(pod)
             except KubeError:
                 continue
-    text = "\n".join(texts)
-    lines = frozenset(line for line in text.splitlines() if is_kv_line(line))
-    return KvReading(metrics_source, counters, log_source, lines)
-
-
-def _reading_moved(before: KvReading, after: Optional[KvReading]) -> bool:
-    if after is None:
-        return False
-    if after.log_lines - before.log_lines:
-        return True
-    if before.counters is not None and after.counters is not None:
-        return KvChange.between(before.counters, after.counters).anything
-    return False
+    lines = {key: frozenset(line for line in text.splitlines() if is_kv_line(line))
+             for key, text in logs.items()}
+    return KvReading(metrics_source, pages, log_source, lines, decode_known=any(replica_ids))
 
 
 def _count(value: float, what: str) -> str:
@@ -556,12 +594,21 @@ def _count(value: float, what: str) -> str:
     return f"{number} {what}"
 
 
+def _not_compared(comparison: KvComparison) -> str:
+    """"; not compared: ..." for the pages and logs that answered only once, or ""."""
+    if not comparison.once:
+        return ""
+    return (f"; read only once, so not compared (missing evidence): {name_list(comparison.once, 4)}")
+
+
 def check_kv_transfer(kv_backend: Optional[str], before: Optional[KvReading],
                       after: Optional[KvReading], chat: ChatOutcome, waited: float) -> Check:
     """Did this request's KV cache come over NIXL? The decode's counters decide (transfers and
     external_kv_transfer prompt tokens up, local_compute not, no failures); the log lines are the
-    fallback where no metrics are exported. No movement at all is no evidence; movement without a
-    transfer is evidence of recompute, a failure."""
+    fallback where no metrics are exported. Only pages and logs read both before and after the
+    request are compared: one read once gives lifetime totals, never this request's. No movement at
+    all is no evidence; movement without a transfer is evidence of recompute, a failure, unless the
+    decode replicas could not be identified (then prefill's own work may be on the pages read)."""
     cid, title = "kv-transfer", TITLES["kv-transfer"]
     if kv_backend is None:
         return Check.skipped(cid, title, "colocated mode: no KV cache moves between engines")
@@ -577,14 +624,20 @@ def check_kv_transfer(kv_backend: Optional[str], before: Optional[KvReading],
                                  "decode's counters could not be read")
         return Check.warned(cid, title, "no KV transfer evidence: neither the decode's metrics nor "
                             "its logs could be read; a 200 alone is not proof", remedy_none)
-    new_lines = sorted(after.log_lines - before.log_lines)
+    comparison = compare_readings(before, after)
+    unread = _not_compared(comparison)
+    new_lines = comparison.new_lines
     log_ok, log_failed = kv_log_counts(new_lines)
     load_failures = kv_load_failures("\n".join(new_lines))
     log_failed = max(log_failed, nixl_failures(new_lines))  # the same failures, told twice
-    change = (KvChange.between(before.counters, after.counters)
-              if before.counters is not None and after.counters is not None else None)
+    change = comparison.change
     failed = (change.failed if change else 0.0) + log_failed
     source = after.metrics_source if change is not None else after.log_source
+    identified = before.decode_known and after.decode_known
+    unidentified = ("" if identified else
+                    "; the decode replicas could not be identified (the Ray dashboard's Serve API did not "
+                    "answer), so every pod of the decode's worker group was read, prefill's too: "
+                    "local_compute and generated tokens there were not judged")
     remedy_failed = ("check the NIXL side channel between the pods (VLLM_HOST_IP, a security group "
                      "that allows all traffic between the GPU nodes), nixl-backend and efa-devices, "
                      "and that both phases use the same model and parallel layout")
@@ -599,41 +652,50 @@ def check_kv_transfer(kv_backend: Optional[str], before: Optional[KvReading],
                    "the request still answered 200, so decode recomputed the prompt (is "
                    "kv_load_failure_policy set to recompute?)")
         return Check.failed(cid, title, f"{'; '.join(parts)} during the chat request: {outcome}; "
-                            f"source: {source if change is not None and change.failed else after.log_source}",
-                            remedy_failed)
+                            f"source: {source if change is not None and change.failed else after.log_source}"
+                            f"{unread}", remedy_failed)
     if not answered_ok:
         return Check.skipped(cid, title, f"the chat request answered HTTP {chat.status} (see "
-                             f"endpoint-chat) and no failed transfer was recorded; source: {source}")
+                             f"endpoint-chat) and no failed transfer was recorded; source: {source}{unread}")
     if change is not None:
         moved = (f"{_count(change.transfers, 'NIXL transfer(s)')}, "
-                 f"{_count(change.external_tokens, 'prompt token(s) from external_kv_transfer')}, "
-                 f"local_compute +{_count(change.local_tokens, '')}".rstrip())
-        if change.local_tokens > 0:
+                 f"{_count(change.external_tokens, 'prompt token(s) from external_kv_transfer')}"
+                 + (f", local_compute +{_count(change.local_tokens, '')}".rstrip() if identified else ""))
+        if identified and change.local_tokens > 0:
             return Check.failed(cid, title, f"decode computed {_count(change.local_tokens, 'prompt token(s)')} "
                                 f"itself during the chat request ({moved}): the KV cache did not (all) "
-                                f"come from prefill, PD's gain is gone; source: {source}", remedy_failed)
+                                f"come from prefill, PD's gain is gone; source: {source}{unread}", remedy_failed)
         if change.transfers > 0 or change.external_tokens > 0:
             return Check.passed(cid, title, f"during the chat request: {moved}, none failed"
                                 + (f", {_count(change.bytes_moved, 'bytes')} moved" if change.bytes_moved else "")
-                                + f"; source: {source}")
-        if change.generated > 0:
+                                + f"; source: {source}{unidentified}{unread}")
+        if identified and change.generated > 0:
             return Check.failed(cid, title, f"decode generated {_count(change.generated, 'token(s)')} "
                                 "for the chat request but recorded no KV transfer and no "
                                 f"external_kv_transfer prompt tokens: it did the prefill work again; "
-                                f"source: {source}", remedy_failed)
-        if change.cached_tokens > 0:
+                                f"source: {source}{unread}", remedy_failed)
+        if identified and change.cached_tokens > 0:
             return Check.warned(cid, title, "decode served the prompt from its own prefix cache "
                                 f"({_count(change.cached_tokens, 'token(s)')}): no transfer was needed, "
-                                f"so none is proven; source: {source}", remedy_none)
+                                f"so none is proven; source: {source}{unread}", remedy_none)
+        if not identified:
+            return Check.warned(cid, title, f"no NIXL transfer and no external_kv_transfer prompt tokens "
+                                f"within {waited:g} s of the chat request: no evidence either way; "
+                                f"source: {source}{unidentified}{unread}",
+                                "check that the Ray head pod's dashboard (8265) answers, then run verify again")
         return Check.warned(cid, title, f"the decode's counters did not move within {waited:g} s of "
                             "the chat request (Ray exports metrics every ~10 s, or the request went to "
-                            f"an engine not read): no evidence either way; source: {source}", remedy_none)
+                            f"an engine not read): no evidence either way; source: {source}{unread}", remedy_none)
     if log_ok > 0:
         return Check.passed(cid, title, f"{log_ok} successful NIXL transfer(s), none failed, during "
-                            f"the chat request ('KV Transfer metrics' lines in the {after.log_source})")
+                            f"the chat request ('KV Transfer metrics' lines in the {after.log_source}){unread}")
+    if before.pages or after.pages:
+        return Check.warned(cid, title, "no decode metrics page answered both before and after the chat "
+                            f"request, and no new 'KV Transfer metrics' line in the {after.log_source}: "
+                            f"no evidence either way{unread}", remedy_none)
     return Check.warned(cid, title, f"no decode metrics to read, and no new 'KV Transfer metrics' line "
                         f"in the {after.log_source} (vLLM prints it at INFO only for busy intervals, "
-                        "and never under Ray Serve LLM); a 200 alone is not proof", remedy_none)
+                        f"and never under Ray Serve LLM); a 200 alone is not proof{unread}", remedy_none)
 
 
 # ---- running it all ----
@@ -685,7 +747,8 @@ def run_verify(
         deadline = started + max(0.0, kv_wait_seconds)
         while True:  # bounded: ends at the deadline, and at once when there is news
             after = _guarded_reading(ev)
-            if _reading_moved(before, after) or time.monotonic() + kv_poll_seconds > deadline:
+            if (after is not None and compare_readings(before, after).moved) \
+                    or time.monotonic() + kv_poll_seconds > deadline:
                 break
             time.sleep(kv_poll_seconds)
     waited = time.monotonic() - started

@@ -6,8 +6,13 @@ real components produce them:
 - the KubeRay 1.4 `ray.io/v1` RayService (condition `Ready`, `activeServiceStatus`);
 - Ray's dashboard on the head Service (`/api/serve/applications/` = ServeInstanceDetails;
   `/api/v0/actors` = the State API's list, equality filters as state_api_utils.do_filter applies
-  them; `/api/v0/logs/file?actor_id=&suffix=out|err` = plain text behind a "1" success byte), in
-  the shapes of the real Ray 2.60 answers in tests/fixtures/real/ray/;
+  them; `/api/v0/logs/file?actor_id=&suffix=out|err` = the file's raw bytes, 200, or HTTP 500 with
+  the error's text, e.g. "Actor ID ActorID(...) not found.", as Ray 2.58 and 2.60 answer
+  (ray/dashboard/modules/state/state_head.py `get_logs`: the first chunk is read before the
+  response starts, an error there is `HTTPInternalServerError(text=str(e))`;
+  dashboard/modules/log/log_manager.py `resolve_actor_filename` raises the "not found"; ray PR
+  #51787 dropped the old leading "1"/"0" byte of every chunk), in the shapes of the real Ray 2.60
+  answers in tests/fixtures/real/ray/;
 - the OpenAI endpoint on the Serve Service (tests.fakes.openai_server's documents);
 - vLLM's metrics as Ray exports them on each worker pod's port 8080 (see `metrics_text`).
 
@@ -17,7 +22,12 @@ listed by the State API, and NIXL's `Backend ... was instantiated` is in their `
 CPU layout of the real captures: no worker actors, NIXL's line in the replica's own `.out`).
 `metric_prefix` "ray_vllm_" (default), "ray_vllm:" (older Ray) or "vllm:" (plain vLLM: no
 ReplicaId, zeros exported, and the `KV Transfer metrics:` log line that Ray's logger never prints);
-`state_api=False` answers 404 for `/api/v0/actors`.
+`state_api=False` answers 404 for `/api/v0/actors`; `dashboard=False`: the head Service's proxy
+answers 503 for every dashboard path (the API server's "error trying to reach service" when the
+dashboard does not answer), so the Serve, State and log APIs are all unreadable.
+Flaky reads, as plain attributes a test sets between calls: `metrics_failures[pod]` = how many of
+the next metrics requests of that pod the proxy answers 503; `log_failures[actor_id]` = how many of
+the next log requests of that actor Ray answers 500.
 
     with FakeKubeApi("healthy") as kube:
         report = run_verify(kube.outputs())
@@ -192,7 +202,7 @@ class FakeKubeApi(LoopbackServer):
                  stack: str = "dev", token: str = DEFAULT_TOKEN,
                  accept_token: Optional[Callable[[str], bool]] = None,
                  metrics: bool = True, ray_logs: bool = True, executor: str = "ray",
-                 metric_prefix: str = "ray_vllm_", state_api: bool = True,
+                 metric_prefix: str = "ray_vllm_", state_api: bool = True, dashboard: bool = True,
                  worker_pod_ip: Optional[str] = None,
                  job_pending_s: float = 0.0, job_waiting_reason: Optional[str] = None,
                  refuse_jobs: Optional[int] = None, refuse_config_maps: Optional[int] = None):
@@ -207,6 +217,9 @@ class FakeKubeApi(LoopbackServer):
         self.metrics_enabled = metrics
         self.ray_logs_enabled = ray_logs
         self.state_api_enabled = state_api
+        self.dashboard_enabled = dashboard
+        self.metrics_failures: dict[str, int] = {}
+        self.log_failures: dict[str, int] = {}
         self.executor = executor
         self.metric_prefix = metric_prefix
         self.requests: list[dict[str, Any]] = []
@@ -841,6 +854,14 @@ class FakeKubeApi(LoopbackServer):
                     series("nixl_num_failed_transfers_total", engine["failed"], "counter")
         return "\n".join(lines) + "\n"
 
+    def take_failure(self, failures: dict[str, int], key: str) -> bool:
+        """True (and one fewer to come) when the next read of `key` is to fail."""
+        with self._lock:
+            left = failures.get(key, 0)
+            if left > 0:
+                failures[key] = left - 1
+            return left > 0
+
     def ray_log(self, query: dict[str, str]) -> Optional[str]:
         """`/api/v0/logs/file?actor_id=...&suffix=out|err&lines=N` (state_head.get_logs: suffix
         defaults to out); None when the actor is unknown."""
@@ -1310,6 +1331,10 @@ class _Handler(BaseHTTPRequestHandler):
         if service == outputs["dashboardService"] and port in ("8265", "dashboard") and fake.dashboard_upstream:
             self._pass_through(fake.dashboard_upstream, method, rest, query, body)
             return
+        if service == outputs["dashboardService"] and port in ("8265", "dashboard") and not fake.dashboard_enabled:
+            self._json(503, _status(503, "ServiceUnavailable", "error trying to reach service: dial tcp "
+                                    "10.0.1.10:8265: connect: connection refused"))
+            return
         if service == outputs["dashboardService"] and port in ("8265", "dashboard"):
             if rest == "api/serve/applications/":
                 self._json(200, fake.serve_details())
@@ -1320,11 +1345,17 @@ class _Handler(BaseHTTPRequestHandler):
                 values = [v for k, v in pairs if k == "filter_values"]
                 self._json(200, fake.list_actors(list(zip(keys, predicates, values, strict=False))))
             elif rest == "api/v0/logs/file" and fake.ray_logs_enabled:
+                actor = query.get("actor_id", "")
                 text = fake.ray_log(query)
-                if text is None:
-                    self._text(200, "0Actor ID " + query.get("actor_id", "") + " not found.")
+                if fake.take_failure(fake.log_failures, actor):
+                    self._send(500, b"Failed to get the log file: the node's log agent did not answer",
+                               "text/plain; charset=utf-8")
+                elif text is None:
+                    # log_manager.resolve_actor_filename: ValueError(f"Actor ID {actor_id} not found."),
+                    # the id being a ray ActorID, whose str() is ActorID(<hex>)
+                    self._send(500, f"Actor ID ActorID({actor}) not found.".encode(), "text/plain; charset=utf-8")
                 else:
-                    self._send(200, b"1" + text.encode("utf-8"), "text/plain")
+                    self._send(200, text.encode("utf-8"), "text/plain")
             else:
                 self._text(404, "404: Not Found")
             return
@@ -1388,6 +1419,10 @@ class _Handler(BaseHTTPRequestHandler):
             connection.close()
 
     def _pod_proxy(self, fake: FakeKubeApi, pod: str, port: str, rest: str) -> None:
+        if pod in fake._worker_pods and port in ("8080", "metrics") and fake.take_failure(fake.metrics_failures, pod):
+            self._json(503, _status(503, "ServiceUnavailable",
+                                    "error trying to reach service: dial tcp: connection refused"))
+            return
         if pod in fake._worker_pods and port in ("8080", "metrics") and fake.metrics_upstream:
             self._pass_through(fake.metrics_upstream, "GET", rest, {}, b"")
             return

@@ -39,10 +39,20 @@ NODE_RESOURCES = {"raypd_prefill": 8, "raypd_decode": 8}
 NUM_CPUS = 8  # logical CPUs for scheduling (ingress, two replicas and their bundles), not cores
 
 
-def ray_env(temp_dir: Path) -> dict[str, str]:
-    """What every Ray process (and so every vLLM engine it starts) inherits: loopback, offline."""
+def ray_env(temp_dir: Path, home: Optional[Path] = None) -> dict[str, str]:
+    """What every Ray process (and so every vLLM engine it starts) inherits: loopback, offline,
+    and no token authentication. Ray 2.60's `ray start` turns token auth on by itself when
+    RAY_AUTH_MODE is unset and a token exists (~/.ray/auth_token, which any `ray.init()` on the
+    machine creates: ray/_private/authentication/authentication_token_setup.py
+    `maybe_enable_token_auth_if_token_available`, called from ray/scripts/scripts.py `start`);
+    every dashboard request of the tests would then answer 401. `RAY_AUTH_MODE=disabled` is the
+    opt-out Ray names (`_warn_token_auth_enabled`: "Set RAY_AUTH_MODE=disabled to opt out").
+    `home`: another HOME for the Ray processes (a test's machine with a token file)."""
     env = dict(os.environ)
+    if home is not None:
+        env["HOME"] = str(home)
     env.update({
+        "RAY_AUTH_MODE": "disabled",
         "UCX_TLS": "tcp,self",
         "UCX_NET_DEVICES": "lo",
         "VLLM_HOST_IP": "127.0.0.1",
@@ -75,6 +85,7 @@ class RayServe:
     app_name: str = "llm"
     ready_s: float = 0.0
     deployed_config: dict[str, Any] = field(default_factory=dict)
+    home: Optional[Path] = None  # the HOME the Ray processes saw, when not ours
 
     @property
     def session_log_dir(self) -> Path:
@@ -107,8 +118,9 @@ class RayServe:
 
 
 def start_ray(real: RealVllm, log_dir: Path, *, num_cpus: int = NUM_CPUS,
-              resources: Mapping[str, float] = NODE_RESOURCES) -> RayServe:
-    """Start the head node and wait for its dashboard; the caller must `stop_ray` it."""
+              resources: Mapping[str, float] = NODE_RESOURCES, home: Optional[Path] = None) -> RayServe:
+    """Start the head node and wait for its dashboard; the caller must `stop_ray` it. `home`: the
+    HOME its processes see (default: ours)."""
     temp_dir = Path(tempfile.mkdtemp(prefix="raypd-ray-", dir="/tmp"))
     (gcs, dashboard, agent_http, agent_grpc, runtime_env, metrics, client, node_manager, object_manager,
      serve_http) = free_ports(10)
@@ -125,7 +137,7 @@ def start_ray(real: RealVllm, log_dir: Path, *, num_cpus: int = NUM_CPUS,
     ]
     log_path = log_dir / "ray-head.log"
     log_path.unlink(missing_ok=True)
-    process = ManagedProcess.start("ray head", argv, log_path, env=ray_env(temp_dir))
+    process = ManagedProcess.start("ray head", argv, log_path, env=ray_env(temp_dir, home))
     ray = RayServe(
         dashboard_url=f"http://127.0.0.1:{dashboard}", metrics_urls=[f"http://127.0.0.1:{metrics}/metrics"],
         serve_url=f"http://127.0.0.1:{serve_http}", gcs_address=f"127.0.0.1:{gcs}", temp_dir=temp_dir,

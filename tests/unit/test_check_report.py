@@ -95,6 +95,10 @@ def test_the_cli_summary_line_and_a_stored_document_agree_on_the_verdict() -> No
     report = _verify_report(["pass"] * 3 + ["skip"] * 7)
     assert format_report(report).splitlines()[0] == "verify: not checked (7 of 10 checks skipped)"
     assert format_report(_verify_report(["pass"] * 10)).splitlines()[0] == "verify: ok"
+    # warnings are neither failures nor skips: the verdict stays ok, and the first line names them
+    warned = _verify_report(["pass"] * 6 + ["warn", "pass", "pass", "warn"])
+    assert warned.verdict == "ok" and warned.ok
+    assert format_report(warned).splitlines()[0] == "verify: ok, 2 warning(s): nixl-backend, kv-transfer"
     stored = {**report.as_dict(), "job": "j-1", "at": "2026-12-01T12:00:00Z"}  # as the web app keeps it
     assert report_verdict(stored) == "not checked"
     assert report_verdict({"kind": "verify", "checks": "garbage"}) == "not checked"

@@ -21,6 +21,7 @@ from serve.kv_evidence import (
     kv_counters,
     kv_load_failures,
     kv_log_counts,
+    kv_series,
     nixl_failures,
     parse_vllm_samples,
     replica_filter,
@@ -36,9 +37,7 @@ def real(name: str) -> str:
 
 
 def reading(metrics: str | None, log: str = "") -> KvReading:
-    counters = kv_counters(parse_vllm_samples(metrics)) if metrics is not None else None
-    return KvReading("decode metrics", counters, "decode log",
-                     frozenset(line for line in log.splitlines() if is_kv_line(line)))
+    return KvReading.of_engine("decode", metrics, log)
 
 
 def as_ray(page: str, *, colon: bool = False, replica: str = "abc12345") -> str:
@@ -49,9 +48,9 @@ def as_ray(page: str, *, colon: bool = False, replica: str = "abc12345") -> str:
 
 
 def test_real_decode_pages_give_the_counters_that_prove_a_transfer() -> None:
-    idle = kv_counters(parse_vllm_samples(real("pair/decode-metrics-idle.txt")))
-    after = kv_counters(parse_vllm_samples(real("pair/decode-metrics-after-transfers.txt")))
-    assert idle.engines == 1 and idle.transfers == 0 and idle.failed == 0
+    idle = kv_series(parse_vllm_samples(real("pair/decode-metrics-idle.txt")))
+    after = kv_series(parse_vllm_samples(real("pair/decode-metrics-after-transfers.txt")))
+    assert idle.totals.engines == 1 and idle.totals.transfers == 0 and idle.totals.failed == 0
     change = KvChange.between(idle, after)
     assert change.transfers == 4 and change.external_tokens == 120 and change.local_tokens == 0
     assert change.failed == 0 and change.bytes_moved == 262144 and change.generated == 32
@@ -59,8 +58,8 @@ def test_real_decode_pages_give_the_counters_that_prove_a_transfer() -> None:
 
 def test_a_real_prefill_page_is_not_decode_evidence() -> None:
     """Pull mode: prefill's NIXL series stay 0 and it computes the prompt itself."""
-    idle = kv_counters(parse_vllm_samples(real("pair/prefill-metrics-idle.txt")))
-    after = kv_counters(parse_vllm_samples(real("pair/prefill-metrics-after-transfers.txt")))
+    idle = kv_series(parse_vllm_samples(real("pair/prefill-metrics-idle.txt")))
+    after = kv_series(parse_vllm_samples(real("pair/prefill-metrics-after-transfers.txt")))
     change = KvChange.between(idle, after)
     assert change.transfers == 0 and change.local_tokens > 0 and change.external_tokens == 0
 
@@ -141,8 +140,8 @@ def test_real_ray_export_before_the_first_request_has_no_vllm_series_and_that_is
     apps = json.loads(real("ray/serve-applications.json"))
     (decode_id,) = [r["replica_id"] for r in apps["applications"]["llm"]["deployments"]["Decode:tiny"]["replicas"]]
     assert f'ReplicaId="{decode_id}"' in page, "the metrics capture is not of the same Ray session"
-    after = KvReading("decode metrics", kv_counters(parse_vllm_samples(page), replica_filter([decode_id])),
-                      "decode log", frozenset())
+    after = KvReading("decode metrics", {"decode": kv_series(parse_vllm_samples(page), replica_filter([decode_id]))},
+                      "decode log", {})
     verdict = check_kv_transfer("UCX", idle, after, ChatOutcome(200, b"{}"), 10.0)
     assert verdict.status == "pass", verdict.detail
     assert "3 NIXL transfer(s), 66 prompt token(s) from external_kv_transfer, local_compute +0" in verdict.detail

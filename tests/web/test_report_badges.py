@@ -49,3 +49,22 @@ def test_preflight_without_aws_credentials_is_not_checked(app):
     assert report["ok"] is True and len(skipped) * 2 > len(report["checks"]), report
     verdict, tone = badge_of(text_of(browser.get("/deployments/demo")), "preflight-report")
     assert verdict == "not checked" and tone == "badge-neutral"
+
+
+def test_an_ok_report_with_warnings_names_them_beside_the_badge(app):
+    """A warn is no failure and no skip, so the verdict stays "ok"; but a verify whose key PD
+    evidence checks found nothing either way must not look clean: the warnings show beside it."""
+    from components.checks import VERIFY_IDS, Check, Report
+
+    checks = [Check.warned(i, "t", "no evidence either way") if i in ("nixl-backend", "kv-transfer")
+              else Check.passed(i, "t", "seen") for i in VERIFY_IDS]
+    report = {**Report.of("verify", checks).as_dict(), "at": "2026-12-01T12:00:00Z"}
+    with app.app_context():
+        macro = app.jinja_env.get_template("_macros.html").module.check_report
+        html = str(macro(report, "verify-report"))
+    verdict, tone = badge_of(html, "verify-report")
+    assert verdict == "ok" and tone == "badge-ok"
+    assert re.search(r'class="badge badge-warn" data-warnings="2">2 warnings: nixl-backend, kv-transfer<', html), html
+    clean = {**Report.of("verify", [Check.passed(i, "t", "seen") for i in VERIFY_IDS]).as_dict()}
+    with app.app_context():
+        assert "data-warnings" not in str(macro(clean, "verify-report"))

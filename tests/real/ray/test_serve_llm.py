@@ -37,9 +37,12 @@ def test_a_chat_on_serves_port_moves_kv_through_nixl(real_ray_serve: RayServe) -
     assert answer["usage"]["completion_tokens"] == 8
     prompt_tokens = answer["usage"]["prompt_tokens"]
 
-    def moved() -> bool:  # Ray exports engine metrics every few seconds, not at once
-        text = prom.scrape(ray.metrics_urls[0])
-        return (prom.value(text, "ray_vllm_nixl_xfer_time_seconds_count")
+    def moved() -> bool:  # each Ray process exports its engine's metrics on its own timer:
+        text = prom.scrape(ray.metrics_urls[0])  # wait for decode's transfer AND prefill's prompt
+        return (prom.value(text, "ray_vllm_prompt_tokens_by_source_total", source="local_compute")
+                >= prom.value(before, "ray_vllm_prompt_tokens_by_source_total", source="local_compute")
+                + prompt_tokens
+                and prom.value(text, "ray_vllm_nixl_xfer_time_seconds_count")
                 > prom.value(before, "ray_vllm_nixl_xfer_time_seconds_count")
                 and prom.value(text, "ray_vllm_prompt_tokens_by_source_total", source="external_kv_transfer")
                 >= prom.value(before, "ray_vllm_prompt_tokens_by_source_total", source="external_kv_transfer")
