@@ -303,3 +303,22 @@ def test_a_worker_pod_never_asks_for_more_memory_than_its_node_can_allocate(inst
     requested = float(resources["requests"]["memory"].removesuffix("Gi"))
     assert requested <= _allocatable_gib(hardware.memory_gib), (instance_type, requested)
     assert resources["limits"]["memory"] == resources["requests"]["memory"]  # Guaranteed QoS for memory
+
+
+def test_two_heads_fit_one_system_node_during_the_first_zero_downtime_switch(make_spec):
+    """The first switch to newCluster runs the old head (half a system node, in place) beside the
+    new one (a quarter) on the single default m7i.xlarge, with what else runs there: the KubeRay
+    operator (chart 1.4.0: 100m), CoreDNS (EKS add-on: 2 x 100m), kube-proxy (EKS: 100m) and the
+    VPC CNI (aws-node: 25m), against the kubelet's allocatable (4 vCPU minus EKS's 80m kube-reserved
+    for 4 cores)."""
+    def head_cpu_m(config):
+        manifest = render_rayservice(plan_deployment(make_spec(config)), "us-east-2a")
+        cluster = manifest["spec"]["rayClusterConfig"]
+        requests = container(head(manifest))["resources"]["requests"]["cpu"]
+        autoscaler = cluster["autoscalerOptions"]["resources"]["requests"]["cpu"]
+        return int(requests) * 1000 + int(autoscaler.removesuffix("m"))
+
+    system_pods_m = 100 + 2 * 100 + 100 + 25
+    allocatable_m = 4000 - 80
+    both = head_cpu_m({}) + head_cpu_m({"raypd:upgradeStrategy": "newCluster"}) + system_pods_m
+    assert both <= allocatable_m, both
