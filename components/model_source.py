@@ -8,9 +8,13 @@ takes a second.
 - Hugging Face: `huggingface_hub.HfApi.model_info` (GET /api/models/{repo}) with exactly the token
   the pods get (`raypd:hfToken`, never a token saved on this machine), on `HF_ENDPOINT` when set.
   It says whether the repo exists for that token (the Hub answers a private repo it will not show
-  like a missing one), whether it is gated, and which files it holds. For a gated repo, the
-  metadata of `config.json` (HEAD /{repo}/resolve/main/config.json, the first file vLLM fetches)
-  says whether the token was granted access.
+  like a missing one), whether it is gated, and which files it holds. The answer is evidence only
+  when it is about the asked repo: its `id` must be the asked one (the Hub matches ids without
+  regard to case). When it names another repo (the Hub answers a renamed repo's old name with the
+  new one), is gated, or lists no files (a mirror), the metadata of `config.json` (HEAD
+  /{repo}/resolve/main/config.json, the first file vLLM fetches, as `hf_hub_download` asks it)
+  says whether the file is there for that token, and `X-Repo-Commit` and `ETag` in the answer that
+  the server is a Hub (`hf_hub_download` refuses an answer without them).
 - S3: ListObjectsV2 of the prefix (it exists, and holds `config.json` at its top) and HeadObject
   of that `config.json` (it can be read), with the preflight's AWS credentials. Both read-only.
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 from typing import Callable, Optional
+from urllib.parse import urlsplit
 
 from botocore.client import BaseClient
 from botocore.exceptions import BotoCoreError, ClientError
@@ -44,9 +49,71 @@ MISTRAL_CONFIG_FILE = "params.json"
 _TRUE = {"1", "true", "yes", "on"}
 
 
+ENDPOINT_VARIABLE = "HF_ENDPOINT"
+MAX_ENDPOINT_LENGTH = 2048
+_SHOWN_ENDPOINT_LIMIT = 200
+
+
+class HubEndpointError(ValueError):
+    """`HF_ENDPOINT` (or an endpoint given) cannot be used; the message names it and never holds
+    its user name or password."""
+
+
 def hub_endpoint() -> str:
-    """The Hub the pods download from: `HF_ENDPOINT` (a mirror, or a test's stand-in) or the Hub."""
-    return (os.environ.get("HF_ENDPOINT") or DEFAULT_HUB).rstrip("/")
+    """Where preflight asks the Hub: `HF_ENDPOINT` (a mirror, or a test's stand-in) or the public Hub.
+
+    Only preflight looks there. The pods are given `HF_TOKEN` and `HF_HOME` and never
+    `HF_ENDPOINT` (components/rayservice.py), so they download from https://huggingface.co unless
+    their image sets `HF_ENDPOINT` itself; the check's detail says so when the two differ. An empty
+    value counts as unset. Raises `HubEndpointError` for a value huggingface_hub cannot use: it reads
+    `HF_ENDPOINT` when first imported and fails there with a traceback (utils/_http.py takes the
+    endpoint's port to build `_HUB_ORIGINS`), so it is checked before that import."""
+    return valid_endpoint(os.environ.get(ENDPOINT_VARIABLE) or DEFAULT_HUB)
+
+
+def valid_endpoint(value: str, name: str = ENDPOINT_VARIABLE) -> str:
+    """`value` without its trailing slash when it is an http(s) URL huggingface_hub can append
+    API paths to, else `HubEndpointError` saying what is wrong with `name`."""
+    if len(value) > MAX_ENDPOINT_LENGTH:
+        raise HubEndpointError(f"{name} is {len(value)} characters long: not the URL of a Hub "
+                               f"(at most {MAX_ENDPOINT_LENGTH})")
+    for position, char in enumerate(value):
+        if not "!" <= char <= "~":  # printable ASCII only: no space, control or non-ASCII character
+            raise HubEndpointError(f"{name} holds a character no URL may hold (U+{ord(char):04X} at "
+                                   f"position {position + 1}; spaces, control characters and non-ASCII "
+                                   "are refused: write an international host name in punycode)")
+    shown = shown_endpoint(value)
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535", a port not a number
+        raise HubEndpointError(f"{name} is not a valid URL ({shown}: {exc})") from None
+    if parts.scheme not in ("https", "http"):
+        raise HubEndpointError(f"{name} must be an https:// (or http://) URL, not {shown}")
+    if not parts.hostname:
+        raise HubEndpointError(f"{name} names no host ({shown})")
+    if port == 0:
+        raise HubEndpointError(f"{name} names port 0 ({shown}): no server listens there")
+    if "@" in parts.netloc:
+        # httpx turns URL credentials into basic auth, which replaces the bearer token
+        # huggingface_hub sends: the check would ask without raypd:hfToken and say it asked with it.
+        raise HubEndpointError(f"{name} carries a user name or password ({shown}): huggingface_hub "
+                               f"authenticates with a token ({HF_TOKEN_KEY}), which credentials in the "
+                               "URL would replace")
+    if parts.query or parts.fragment or "?" in value or "#" in value:
+        raise HubEndpointError(f"{name} has a query or fragment ({shown}): huggingface_hub appends "
+                               "API paths to it")
+    return value.rstrip("/")
+
+
+def shown_endpoint(value: str) -> str:
+    """An endpoint as it may be shown: without the user name and password it may carry
+    (`https://user:pass@mirror` becomes `https://***@mirror`), and short."""
+    scheme, separator, rest = value.partition("://")
+    if separator and "@" in rest:
+        rest = "***@" + rest.rpartition("@")[2]
+    shown = f"{scheme}{separator}{rest}"
+    return shown if len(shown) <= _SHOWN_ENDPOINT_LIMIT else shown[:_SHOWN_ENDPOINT_LIMIT - 3] + "..."
 
 
 def hub_offline() -> bool:
@@ -91,43 +158,66 @@ def _token_of(spec: DeploymentSpec) -> tuple[Optional[str], bool]:
 
 def check_hub_source(spec: DeploymentSpec, *, endpoint: Optional[str] = None,
                      timeout: float = HUB_TIMEOUT_SECONDS) -> Check:
-    """`model-source` for a Hugging Face repo id (see the module docstring)."""
+    """`model-source` for a Hugging Face repo id (see the module docstring). `endpoint`: ask this
+    Hub instead of `hub_endpoint()` (HF_ENDPOINT is checked either way: huggingface_hub reads it)."""
+    try:
+        from_environment = hub_endpoint()
+        hub = valid_endpoint(endpoint, "the Hub endpoint") if endpoint else from_environment
+    except HubEndpointError as exc:
+        return _failed(f"{exc}, so {spec.model.source} could not be looked up",
+                       f"set {ENDPOINT_VARIABLE} to the https:// URL of a Hugging Face Hub mirror, or "
+                       f"unset it to ask {DEFAULT_HUB} (the pods download from there either way)")
+    result = _ask_hub(spec, hub, timeout)
+    if hub != DEFAULT_HUB and result.status != "skip":
+        # The pods are never given HF_ENDPOINT (components/rayservice.py): say whose answer this is.
+        result = result.model_copy(update={"detail": f"{result.detail}; preflight asked {shown_endpoint(hub)} "
+                                           f"({ENDPOINT_VARIABLE}), the pods download from {DEFAULT_HUB}"})
+    return result
+
+
+def _ask_hub(spec: DeploymentSpec, hub: str, timeout: float) -> Check:
     repo = spec.model.source
-    hub = (endpoint or hub_endpoint()).rstrip("/")
+    shown_hub = shown_endpoint(hub)
     if hub_offline():
-        return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {hub} was not asked whether "
-                             f"{repo} exists; the pods download it from there at start")
+        return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {shown_hub} was not asked whether "
+                             f"{repo} exists; the pods download it at start")
     token, unreadable_token = _token_of(spec)
     if token is not None and not token.isascii():
         return _failed(f"{HF_TOKEN_KEY} holds characters no HTTP header can carry: it is not a "
-                       "Hugging Face token", f"set {HF_TOKEN_KEY} to a token from {hub}/settings/tokens")
+                       "Hugging Face token", f"set {HF_TOKEN_KEY} to a token from {shown_hub}/settings/tokens")
     # huggingface_hub otherwise fetches an "agent harness" registry from the Hub on its first
     # request (telemetry, its utils/_detect_agent.py) and writes it under HF_HOME: preflight only
     # reads metadata. Read at its import; a value the user set is kept.
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    from httpx2 import HTTPError as TransportError
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import (
-        DisabledRepoError,
-        GatedRepoError,
-        HfHubHTTPError,
-        HFValidationError,
-        OfflineModeIsEnabled,
-        RepositoryNotFoundError,
-    )
+    try:
+        from httpx2 import HTTPError as TransportError
+        from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
+        from huggingface_hub.errors import (
+            DisabledRepoError,
+            GatedRepoError,
+            HfHubHTTPError,
+            HFValidationError,
+            OfflineModeIsEnabled,
+            RemoteEntryNotFoundError,
+            RepositoryNotFoundError,
+        )
+    except Exception as exc:  # noqa: BLE001 - it parses HF_* variables at import: a bad one is a failed check
+        return _failed(f"huggingface_hub could not start here ({type(exc).__name__}), so {repo} could "
+                       "not be looked up", "check the HF_* environment variables (HF_ENDPOINT, "
+                       "HF_HUB_ETAG_TIMEOUT, ...), or unset them")
 
     api = HfApi(endpoint=hub, token=token if token is not None else False, library_name="raypd")
     with_token = f"with {HF_TOKEN_KEY}" if token is not None else f"without a token ({HF_TOKEN_KEY} unset)"
     if unreadable_token:
         with_token = (f"without the token: {HF_TOKEN_KEY} is set, but kept in the stack's encrypted "
                       "config where preflight cannot read it")
-    where = f"{repo} on {hub}"
+    where = f"{repo} on {shown_hub}"
 
     def did_not_answer(exc: BaseException) -> Check:
         reason = _one_line(f"{type(exc).__name__}: {exc}", token) if str(exc) else type(exc).__name__
-        return _failed(f"the Hugging Face Hub at {hub} did not answer ({reason}), so nothing says "
+        return _failed(f"the Hugging Face Hub at {shown_hub} did not answer ({reason}), so nothing says "
                        f"{repo} can be downloaded; the pods would fail the same way",
-                       f"check network access to {hub} (HF_ENDPOINT names a mirror), then rerun")
+                       f"check network access to {shown_hub} (HF_ENDPOINT names a mirror), then rerun")
 
     def http_error(exc: HfHubHTTPError, doing: str) -> Check:
         status = exc.response.status_code if exc.response is not None else 0
@@ -135,10 +225,10 @@ def check_hub_source(spec: DeploymentSpec, *, endpoint: Optional[str] = None,
         if status == 401 and token is not None:
             return _failed(f"the Hub rejected {HF_TOKEN_KEY} while {doing} (HTTP 401"
                            f"{': ' + said if said else ''})",
-                           f"create a read token at {hub}/settings/tokens and set it: "
+                           f"create a read token at {shown_hub}/settings/tokens and set it: "
                            f"pulumi config set --secret {HF_TOKEN_KEY} <token>")
         return _failed(f"the Hub answered HTTP {status} while {doing}{': ' + said if said else ''}",
-                       f"rerun preflight; if it persists, check {hub}'s status")
+                       f"rerun preflight; if it persists, check {shown_hub}'s status")
 
     try:
         info = api.model_info(repo, timeout=timeout)
@@ -146,7 +236,7 @@ def check_hub_source(spec: DeploymentSpec, *, endpoint: Optional[str] = None,
         return _failed(f"{repo} is not a Hub repo id ({_one_line(str(exc), token)})",
                        f"set {SOURCE_KEY} to org/name as the model's Hub page shows it")
     except GatedRepoError:  # not expected from model_info (gated metadata is public), but be exact
-        return _gated_refused(repo, hub, token, unreadable_token, "")
+        return _gated_refused(repo, shown_hub, token, unreadable_token, "")
     except RepositoryNotFoundError:
         if unreadable_token:
             return _warned(f"{where} was not found {with_token}: it does not exist, or it is private",
@@ -156,7 +246,7 @@ def check_hub_source(spec: DeploymentSpec, *, endpoint: Optional[str] = None,
                         else f"or it is private ({HF_TOKEN_KEY} is not set, and the Hub answers a "
                              "private repo it will not show like a missing one)")
         return _failed(f"{where} was not found {with_token}: it does not exist (a typo?), {private_note}",
-                       f"check the spelling of {SOURCE_KEY} against the model's page on {hub}; for a "
+                       f"check the spelling of {SOURCE_KEY} against the model's page on {shown_hub}; for a "
                        f"private repo set {HF_TOKEN_KEY} to a token that can read it")
     except DisabledRepoError:
         return _failed(f"{where} is disabled on the Hub: nothing in it can be downloaded",
@@ -164,44 +254,83 @@ def check_hub_source(spec: DeploymentSpec, *, endpoint: Optional[str] = None,
     except HfHubHTTPError as exc:
         return http_error(exc, f"reading {repo}'s info")
     except OfflineModeIsEnabled:
-        return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {hub} was not asked about {repo}")
+        return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {shown_hub} was not asked about {repo}")
     except (TransportError, OSError) as exc:
         return did_not_answer(exc)
-    except ValueError as exc:  # a 200 that is not the Hub's JSON (a proxy, a captive portal)
-        return _failed(f"{hub} answered with something that is not the Hub's model info "
-                       f"({type(exc).__name__})", f"check HF_ENDPOINT and any proxy between here and {hub}")
+    except (ValueError, KeyError, TypeError) as exc:  # a 200 that is not the Hub's JSON (a proxy, a portal)
+        return not_the_hub(shown_hub, f"its answer to GET /api/models/{repo} is not a model's info "
+                           f"({type(exc).__name__})")
 
-    files = [sibling.rfilename for sibling in (info.siblings or [])]
-    revision = f"revision {info.sha[:12]}" if info.sha else "its main revision"
-    if info.siblings is not None and CONFIG_FILE not in files and MISTRAL_CONFIG_FILE not in files:
-        return _failed(f"{where} exists but holds no {CONFIG_FILE} at its top level ({len(files)} files): "
-                       "vLLM cannot load it as a model",
-                       f"point {SOURCE_KEY} at the repo that holds the model's {CONFIG_FILE} (a GGUF-only "
-                       "or adapter-only repo is not served this way)")
+    answered = _one_line(info.id, token, limit=120) if isinstance(info.id, str) else ""
+    if not answered:
+        return not_the_hub(shown_hub, f"its answer to GET /api/models/{repo} names no repo")
+    same_repo = answered.lower() == repo.lower()  # the Hub matches repo ids without regard to case
+    named = where if answered == repo or not same_repo else f"{where} (the Hub spells it {answered})"
     kind = "private" if info.private else "public"
-    if not info.gated:
-        held = MISTRAL_CONFIG_FILE if MISTRAL_CONFIG_FILE in files and CONFIG_FILE not in files else CONFIG_FILE
-        return _passed(f"{where}: {kind}, readable {with_token}, holds {held} ({revision})")
-    # Gated: the info is public, the files are not. Ask for the first file vLLM fetches.
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    listed = same_repo and info.siblings is not None
+    files = [sibling.rfilename for sibling in (info.siblings or [])] if listed else []
+    if listed and CONFIG_FILE not in files and MISTRAL_CONFIG_FILE not in files:
+        return _no_config(where, f"{len(files)} files")
+    held = MISTRAL_CONFIG_FILE if MISTRAL_CONFIG_FILE in files and CONFIG_FILE not in files else CONFIG_FILE
+    if listed and not info.gated:
+        revision = f"revision {info.sha[:12]}" if info.sha else "its main revision"
+        return _passed(f"{named}: {kind}, readable {with_token}, holds {held} ({revision})")
 
-    probe = CONFIG_FILE if CONFIG_FILE in files or info.siblings is None else MISTRAL_CONFIG_FILE
-    try:
-        get_hf_file_metadata(hf_hub_url(repo, probe, endpoint=hub), token=token if token is not None else False,
-                             timeout=timeout, endpoint=hub)
-    except GatedRepoError as exc:
-        return _gated_refused(repo, hub, token, unreadable_token, _one_line(exc.server_message or "", token))
-    except RepositoryNotFoundError:
-        return _failed(f"{where} is gated and its files were not found {with_token}",
-                       f"check {SOURCE_KEY} and {HF_TOKEN_KEY}")
-    except HfHubHTTPError as exc:
-        return http_error(exc, f"reading {repo}/{probe}")
-    except OfflineModeIsEnabled:
-        return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {hub} was not asked about {repo}")
-    except (TransportError, OSError) as exc:
-        return did_not_answer(exc)
-    return _passed(f"{where}: gated ({info.gated}), {kind}; {HF_TOKEN_KEY} has been granted access "
-                   f"(the Hub serves its {probe}, {revision})")
+    # The info alone is not enough (gated: the info is public, the files are not; no file list;
+    # another repo's info): ask for the first file vLLM fetches, as hf_hub_download does.
+    for probe in ([held] if listed else [CONFIG_FILE, MISTRAL_CONFIG_FILE]):
+        try:
+            metadata = get_hf_file_metadata(hf_hub_url(repo, probe, endpoint=hub),
+                                            token=token if token is not None else False,
+                                            timeout=timeout, endpoint=hub)
+        except RemoteEntryNotFoundError:
+            continue
+        except GatedRepoError as exc:
+            return _gated_refused(repo, shown_hub, token, unreadable_token,
+                                  _one_line(exc.server_message or "", token))
+        except RepositoryNotFoundError:
+            return _failed(f"{where}: the Hub answered its info, but its files were not found {with_token}",
+                           f"check {SOURCE_KEY} and {HF_TOKEN_KEY}")
+        except HfHubHTTPError as exc:
+            return http_error(exc, f"reading {repo}/{probe}")
+        except OfflineModeIsEnabled:
+            return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {shown_hub} was not asked about {repo}")
+        except (TransportError, OSError) as exc:
+            return did_not_answer(exc)
+        break
+    else:
+        return _no_config(where, f"HEAD of {CONFIG_FILE} and {MISTRAL_CONFIG_FILE}: not found")
+    missing = [header for header, value in (("X-Repo-Commit", metadata.commit_hash), ("ETag", metadata.etag))
+               if not value]
+    if missing:  # hf_hub_download raises FileMetadataError on such an answer
+        return not_the_hub(shown_hub, f"it answered HEAD {repo}/{probe} without the Hub's "
+                           f"{' and '.join(missing)} header{'s' if len(missing) > 1 else ''}, which "
+                           "huggingface_hub needs to download a file")
+    commit = _one_line(metadata.commit_hash or "", token)[:12]
+    served = f"the Hub serves its {probe} (revision {commit})"
+    if not same_repo:
+        return _warned(f"{where} answered with the info of {answered}, as the Hub does for the old "
+                       f"name of a renamed repo, and {served} under the asked name: the pods' download "
+                       "follows the rename today", f"set {SOURCE_KEY} to {answered}, the repo's name now, so the "
+                       "download does not depend on the Hub's redirect")
+    if info.gated:
+        return _passed(f"{named}: gated ({info.gated}), {kind}; {HF_TOKEN_KEY} has been granted access "
+                       f"({served})")
+    return _passed(f"{named}: {kind}, readable {with_token}; its info lists no files, and {served}")
+
+
+def not_the_hub(shown_hub: str, why: str) -> Check:
+    """The server at the endpoint does not answer as a Hugging Face Hub does."""
+    return _failed(f"{shown_hub} does not answer as a Hugging Face Hub: {why}; nothing says the model "
+                   "can be downloaded", f"check {ENDPOINT_VARIABLE} (a mirror's URL) and any proxy "
+                   f"between here and {shown_hub}")
+
+
+def _no_config(where: str, seen: str) -> Check:
+    return _failed(f"{where} exists but holds no {CONFIG_FILE} at its top level ({seen}): "
+                   "vLLM cannot load it as a model",
+                   f"point {SOURCE_KEY} at the repo that holds the model's {CONFIG_FILE} (a GGUF-only "
+                   "or adapter-only repo is not served this way)")
 
 
 def _gated_refused(repo: str, hub: str, token: Optional[str], unreadable_token: bool, said: str) -> Check:

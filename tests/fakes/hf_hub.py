@@ -6,8 +6,22 @@ The real Hub cannot be reached from here, so this answers like it for exactly wh
   `huggingface_hub.HfApi.model_info` reads it into `ModelInfo` (hf_api.py: `id`, `sha`,
   `private`, `gated` false | "auto" | "manual", `disabled`, `siblings: [{rfilename}]`).
 - `HEAD /{org}/{name}/resolve/{rev}/{file}`: a file's metadata, as
-  `huggingface_hub.file_download.get_hf_file_metadata` reads it (`X-Repo-Commit`, `ETag`,
-  `Content-Length`).
+  `huggingface_hub.file_download.get_hf_file_metadata` reads it: `X-Repo-Commit` (the commit the
+  revision resolves to), `ETag` and `Content-Length` of a file kept in git, as the Hub answers for a
+  small file like config.json (an LFS file is a 302 to a CDN with `X-Linked-Etag`/`X-Linked-Size`
+  instead; raypd never asks for one). `hf_hub_download` refuses an answer without `X-Repo-Commit`
+  or `ETag` (file_download.py `_get_metadata_or_catch_error`: "does not seem to be served by a
+  Hugging Face Hub endpoint"), so this stand-in always sends both.
+
+Repo ids are matched case-insensitively and answered with the repo's own spelling, as the Hub does
+(`model_info("mbzuai/bactrian-x")` answers for `MBZUAI/Bactrian-X`: huggingface/huggingface_hub#1453).
+A renamed repo (`renamed={"old/name": "new/name"}`) answers its old name with a relative 307 to
+the same path under the new name, on both paths: huggingface_hub follows it (its GET client follows
+redirects, utils/_http.py `default_client_factory`; HEAD follows same-host redirects,
+`_httpx2_follow_hub_redirects_with_backoff`) and its tests download from a renamed repo
+(tests/test_file_download.py `test_download_from_a_renamed_repo_with_hf_hub_download`; #981).
+`list_files=False` makes the model info omit `siblings`, as a mirror or an older API may: the Hub
+itself always sends them for GET /api/models/{repo}.
 
 Errors carry the status codes and headers huggingface_hub's `utils/_http.py` `hf_raise_for_status`
 tells apart, as the Hub sends them (huggingface_hub 2.4.0; its tests/test_utils_errors.py holds
@@ -24,7 +38,8 @@ misleading" there and huggingface/huggingface_hub#1202):
   header` and no error code, on every path;
 - a file not in the repo: 404 `X-Error-Code: EntryNotFound`.
 
-    with FakeHub({"Qwen/Qwen3.5-9B": HubRepo()}, tokens={"hf_alice"}) as hub:
+    with FakeHub({"Qwen/Qwen3.5-9B": HubRepo()}, tokens={"hf_alice"},
+                 renamed={"OldOrg/Qwen3.5-9B": "Qwen/Qwen3.5-9B"}) as hub:
         hub.url          # http://127.0.0.1:PORT, for HF_ENDPOINT
         hub.requests     # [(method, path, sent a token), ...]; the token itself is never kept
 """
@@ -109,43 +124,56 @@ class _Handler(BaseHTTPRequestHandler):
             return
         parts = path.strip("/").split("/")
         if len(parts) >= 4 and parts[:2] == ["api", "models"]:
-            repo_id = "/".join(parts[2:4])
-            self._model_info(repo_id, token, head)
+            repo_at = 2
         elif len(parts) >= 5 and parts[2] == "resolve":
-            repo_id = "/".join(parts[:2])
-            self._resolve(repo_id, "/".join(parts[4:]), token, head)
+            repo_at = 0
         else:
             self._error(404, None, "Sorry, we can't find the page you are looking for.", head)
+            return
+        asked = "/".join(parts[repo_at:repo_at + 2])
+        new_name = hub.new_name_of(asked)
+        if new_name is not None:
+            moved = [*parts[:repo_at], *new_name.split("/"), *parts[repo_at + 2:]]
+            self._send(307, {"Location": "/" + "/".join(moved)}, head=head)
+            return
+        if repo_at == 2:
+            self._model_info(asked, token, head)
+        else:
+            self._resolve(asked, "/".join(parts[4:]), token, head)
 
-    def _visible(self, repo_id: str, token: Optional[str], head: bool) -> Optional[HubRepo]:
-        """The repo when the caller may know it exists; else answers RepoNotFound (401 or 404)."""
-        repo = self.server.hub.repos.get(repo_id)
-        if repo is None or (repo.private and not repo.readable_with(token)):
+    def _visible(self, asked: str, token: Optional[str], head: bool) -> Optional[tuple[str, HubRepo]]:
+        """(the repo's own id, the repo) when the caller may know it exists; else answers
+        RepoNotFound (401 or 404)."""
+        found = self.server.hub.lookup(asked)
+        if found is None or (found[1].private and not found[1].readable_with(token)):
             self._error(401 if token is None else 404, "RepoNotFound", "Repository not found", head)
             return None
-        if repo.disabled:
+        if found[1].disabled:
             self._error(403, None, "Access to this resource is disabled.", head)
             return None
-        return repo
+        return found
 
-    def _model_info(self, repo_id: str, token: Optional[str], head: bool) -> None:
-        repo = self._visible(repo_id, token, head)
-        if repo is None:
+    def _model_info(self, asked: str, token: Optional[str], head: bool) -> None:
+        found = self._visible(asked, token, head)
+        if found is None:
             return
+        repo_id, repo = found
         org = repo_id.split("/", 1)[0]
         document = {
             "_id": repo.sha(repo_id)[:24], "id": repo_id, "modelId": repo_id, "author": org,
             "sha": repo.sha(repo_id), "lastModified": "2026-09-01T00:00:00.000Z",
             "private": repo.private, "gated": repo.gated, "disabled": False, "downloads": 0,
             "likes": 0, "tags": ["transformers", "safetensors"], "library_name": "transformers",
-            "siblings": [{"rfilename": name} for name in repo.files],
         }
+        if self.server.hub.list_files:
+            document["siblings"] = [{"rfilename": name} for name in repo.files]
         self._send(200, {}, document, head=head)
 
-    def _resolve(self, repo_id: str, filename: str, token: Optional[str], head: bool) -> None:
-        repo = self._visible(repo_id, token, head)
-        if repo is None:
+    def _resolve(self, asked: str, filename: str, token: Optional[str], head: bool) -> None:
+        found = self._visible(asked, token, head)
+        if found is None:
             return
+        repo_id, repo = found
         if repo.gated and not repo.readable_with(token):
             endpoint = self.server.hub.url
             if token is None:
@@ -189,10 +217,14 @@ class _Server(ThreadingHTTPServer):
 class FakeHub(LoopbackServer):
     """Context manager: the Hub stand-in on a free 127.0.0.1 port. `tokens`: the tokens the Hub
     knows (None: every token is a valid one). `hang=True`: a Hub that accepts connections and never
-    answers (for timeouts)."""
+    answers (for timeouts). `renamed`: old repo id -> the id it was renamed to (a key of `repos`).
+    `list_files=False`: model info without `siblings` (a mirror's answer)."""
 
-    def __init__(self, repos: Mapping[str, HubRepo], tokens: Optional[Iterable[str]] = (), hang: bool = False):
+    def __init__(self, repos: Mapping[str, HubRepo], tokens: Optional[Iterable[str]] = (), hang: bool = False,
+                 renamed: Optional[Mapping[str, str]] = None, list_files: bool = True):
         self.repos = dict(repos)
+        self.renamed = {old.lower(): new for old, new in (renamed or {}).items()}
+        self.list_files = list_files
         self.tokens = None if tokens is None else frozenset(tokens)
         self.hang = hang
         self.release = threading.Event()
@@ -204,6 +236,14 @@ class FakeHub(LoopbackServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_port}"
+
+    def lookup(self, asked: str) -> Optional[tuple[str, HubRepo]]:
+        """(the repo's own id, the repo) for an id in any case, as the Hub matches them."""
+        wanted = asked.lower()
+        return next(((repo_id, repo) for repo_id, repo in self.repos.items() if repo_id.lower() == wanted), None)
+
+    def new_name_of(self, asked: str) -> Optional[str]:
+        return self.renamed.get(asked.lower())
 
     def record(self, method: str, path: str, with_token: bool) -> None:
         with self._lock:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -219,3 +221,161 @@ def test_s3_source_without_aws_credentials_skips_with_why(monkeypatch: pytest.Mo
     result = s3_check("s3://raypd-weights/qwen3.5-9b/")
     assert result.status == "skip"
     assert "read with AWS credentials" in result.detail and "no AWS credentials" in result.detail
+
+
+# ---- Evidence when the Hub's answer is thin or about another repo ----
+
+class _NotAHub(BaseHTTPRequestHandler):
+    """A server at HF_ENDPOINT that is not a Hub (a misconfigured proxy or mirror): every GET is
+    200 `{"id": "x"}`, every HEAD 200 with none of the Hub's headers unless `hub_headers`."""
+
+    protocol_version = "HTTP/1.1"
+    hub_headers = False
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _reply(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        body = b'{"id": "x"}'
+        self._reply(body)
+        self.wfile.write(body)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._reply(b"{}")
+
+
+@pytest.fixture
+def not_a_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotAHub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    yield url
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def test_an_answer_about_another_repo_is_no_evidence_for_a_typo(not_a_hub: str) -> None:
+    result = check("Qwen/Qwen3.5-9B-Instrcut")
+    assert result.status == "fail", result.detail
+    assert "Qwen/Qwen3.5-9B-Instrcut" in result.detail and "X-Repo-Commit" in result.detail
+    assert "HF_ENDPOINT" in result.remedy
+
+
+@pytest.fixture
+def mirror(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """A mirror whose model info has no file list: the config is asked for by HEAD."""
+    with FakeHub(REPOS, tokens={ALICE, BOB}, list_files=False) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        yield server
+
+
+def test_without_a_file_list_the_config_is_asked_for_by_head(mirror: FakeHub) -> None:
+    public = check("Qwen/Qwen3.5-9B")
+    assert public.status == "pass", public.detail
+    assert "config.json" in public.detail
+    assert ("HEAD", "/Qwen/Qwen3.5-9B/resolve/main/config.json", False) in mirror.requests
+    mistral = check("mistralai/native")
+    assert mistral.status == "pass" and "params.json" in mistral.detail, mistral.detail
+    gguf = check("acme/gguf-only")
+    assert gguf.status == "fail" and "holds no config.json" in gguf.detail, gguf.detail
+    assert check("Qwen/Qwen3.5-9B-Instrcut").status == "fail"
+    gated = check("meta-llama/Llama-3.1-8B", BOB)
+    assert gated.status == "fail" and "has not been granted access" in gated.detail
+
+
+def test_the_hub_matches_repo_ids_in_any_case(hub: FakeHub) -> None:
+    result = check("qwen/qwen3.5-9B")
+    assert result.status == "pass", result.detail
+    assert "Qwen/Qwen3.5-9B" in result.detail  # the Hub's own spelling is shown
+
+
+def test_a_renamed_repo_warns_with_its_new_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeHub(REPOS, tokens={ALICE, BOB}, renamed={"OldOrg/Qwen3.5-9B": "Qwen/Qwen3.5-9B"}) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        result = check("OldOrg/Qwen3.5-9B")
+        assert result.status == "warn", result.detail
+        assert "Qwen/Qwen3.5-9B" in result.detail and "renamed" in result.detail
+        assert "raypd:model.source" in result.remedy and "Qwen/Qwen3.5-9B" in result.remedy
+        # The old name serves the files the pods fetch (the evidence for not failing).
+        assert ("HEAD", "/OldOrg/Qwen3.5-9B/resolve/main/config.json", False) in server.requests
+
+
+# ---- HF_ENDPOINT ----
+
+PASSWORD = "s3cretMirrorPassw0rd"
+NO_URL_CHARACTER = "HF_ENDPOINT holds a character no URL may hold"
+BAD_ENDPOINTS = {  # what is wrong: (the value, what the detail must say)
+    "port out of range": ("https://huggingface.co:99999",
+                          "HF_ENDPOINT is not a valid URL (https://huggingface.co:99999: Port out of range"),
+    "a password": (f"https://mirror-user:{PASSWORD}@huggingface.co",
+                   "HF_ENDPOINT carries a user name or password (https://***@huggingface.co)"),
+    "unclosed IPv6": ("http://[::1", "HF_ENDPOINT is not a valid URL (http://[::1: Invalid IPv6 URL)"),
+    "not http": ("ftp://x", "HF_ENDPOINT must be an https:// (or http://) URL, not ftp://x"),
+    "no host": ("https://", "HF_ENDPOINT names no host"),
+    "no host, a port": ("http://:8080/", "HF_ENDPOINT names no host"),
+    "port zero": ("http://hub.example:0", "HF_ENDPOINT names port 0"),
+    "a query": ("https://hub.example/?x=1", "HF_ENDPOINT has a query or fragment"),
+    "a newline": ("https://hub.example/\nX-Injected: 1", f"{NO_URL_CHARACTER} (U+000A at position 21"),
+    "a control character": ("https://hub\x01.example", f"{NO_URL_CHARACTER} (U+0001"),
+    "shell syntax": ("https://$(touch /tmp/raypd-pwned)/", f"{NO_URL_CHARACTER} (U+0020"),
+    "undecodable bytes": ("https://hub\udcff.example", f"{NO_URL_CHARACTER} (U+DCFF"),
+    "huge": ("https://" + "h" * 100_000 + ".example", "HF_ENDPOINT is 100016 characters long"),
+}
+
+
+@pytest.mark.parametrize(("value", "said"), BAD_ENDPOINTS.values(), ids=BAD_ENDPOINTS.keys())
+def test_a_malformed_hf_endpoint_fails_naming_it(monkeypatch: pytest.MonkeyPatch, value: str, said: str) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", value)
+    result = check("Qwen/Qwen3.5-9B")
+    assert result.status == "fail"
+    assert result.detail.startswith(said), result.detail
+    assert "HF_ENDPOINT" in result.remedy
+    assert PASSWORD not in result.detail + result.remedy and "mirror-user" not in result.detail
+    assert len(result.detail) < 600
+    assert all(ch.isprintable() and ch.isascii() for ch in result.detail + result.remedy)
+
+
+def test_a_mirror_url_with_a_password_is_refused_unsent_and_unshown(monkeypatch: pytest.MonkeyPatch) -> None:
+    # httpx would turn the URL's credentials into basic auth in place of the bearer token, so the
+    # check would ask without raypd:hfToken while saying it asked with it.
+    with FakeHub(REPOS, tokens={BOB}) as server:
+        port = server.url.rsplit(":", 1)[1]
+        monkeypatch.setenv("HF_ENDPOINT", f"http://mirror-user:{PASSWORD}@127.0.0.1:{port}")
+        result = check("meta-llama/Llama-3.1-8B", BOB)
+    assert result.status == "fail"
+    assert "HF_ENDPOINT carries a user name or password (http://***@127.0.0.1:" in result.detail
+    assert PASSWORD not in result.detail + result.remedy and "mirror-user" not in result.detail
+    assert server.requests == []  # nothing was sent
+
+
+def test_the_detail_says_the_pods_download_from_the_public_hub(hub: FakeHub) -> None:
+    # The pods get HF_TOKEN and HF_HOME only (components/rayservice.py), never HF_ENDPOINT.
+    result = check("Qwen/Qwen3.5-9B")
+    assert "the pods download from https://huggingface.co" in result.detail
+
+
+CLI_CASES = ("port out of range", "unclosed IPv6", "a password")  # the first two crashed at import
+
+
+@pytest.mark.parametrize(("value", "said"), [BAD_ENDPOINTS[name] for name in CLI_CASES], ids=CLI_CASES)
+def test_cli_with_a_malformed_hf_endpoint_fails_model_source_without_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str, said: str) -> None:
+    # A fresh interpreter: huggingface_hub reads HF_ENDPOINT when it is first imported.
+    _isolate(monkeypatch, tmp_path)
+    monkeypatch.setenv("HF_ENDPOINT", value)
+    stack = _stack(tmp_path, {"raypd:model": {"source": "Qwen/Qwen3.5-9B"}})
+    result = run_module("components.preflight", "--config", str(stack), "--json")
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 1, result.stderr
+    model_source = {c["id"]: c for c in json.loads(result.stdout)["checks"]}["model-source"]
+    assert model_source["status"] == "fail" and model_source["detail"].startswith(said), model_source
+    assert PASSWORD not in result.stdout + result.stderr
