@@ -523,7 +523,9 @@ class BenchmarkRun(ApiAnswer):
     label: str = Field(description="how tables and plots name it: deployment, mode and the run's short id")
     createdAt: Optional[str]
     actor: Optional[str]
-    settings: dict[str, Any] = Field(description="the BenchmarkRequest, plus the deployment's mode and usdPerHour")
+    settings: dict[str, Any] = Field(description=(
+        "the BenchmarkRequest, plus the deployment's mode, usdPerHour and region (the stack's: what "
+        "usdPerHour is estimated for, so its price basis can be named)"))
     summary: dict[str, Any] = Field(description="Contract 6 summary.json")
     requestsUrl: str = Field(description="Contract 6 requests.jsonl of this run")
 

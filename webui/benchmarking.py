@@ -23,6 +23,7 @@ from components.spec import DeploymentSpec
 from components.topology import estimate_cost
 from serve.benchmark.events import RunResult, progress_words
 from serve.benchmark.job import job_name_for
+from serve.benchmark.prices import estimate_basis, price_notes
 from serve.benchmark.workload import PRESETS
 from webui.api_models import (
     MAX_BENCHMARK_REQUESTS,
@@ -213,12 +214,30 @@ class Benchmarker:
 
 
 def settings_of(request: BenchmarkRequest, spec: Optional[DeploymentSpec]) -> dict[str, Any]:
-    """What a run remembers of its conditions: the request, the deployment's shape and its cost."""
+    """What a run remembers of its conditions: the request, the deployment's shape and its cost,
+    with the stack's region the cost is estimated for (its price basis is said wherever the cost
+    shows, also after the stack is gone)."""
     settings = request.model_dump(mode="json", exclude_none=True)
     if spec is not None:
         settings["mode"] = spec.mode
         settings["usdPerHour"] = estimate_cost(spec).usd_per_hour
+        settings["region"] = spec.region
     return settings
+
+
+def price_basis_of(run: Mapping[str, Any]) -> Optional[str]:
+    """What a stored run's USD / M output tokens is priced at: raypd's estimate for its stack's
+    region (catalogue.price_basis); None for a run that was given no price."""
+    settings = run.get("settings") or {}
+    if settings.get("usdPerHour") is None:
+        return None
+    return estimate_basis(settings.get("region"))
+
+
+def cost_notes_of(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The lines under a table of stored runs saying what their costs are priced at."""
+    return price_notes([(run["label"], price_basis_of(run)) for run in runs
+                        if (run.get("summary") or {}).get("usd_per_million_output_tokens") is not None])
 
 
 class BenchmarkService:
@@ -321,13 +340,14 @@ class BenchmarkService:
         return runs, records
 
     def comparison(self, run_ids: Sequence[str]) -> dict[str, Any]:
-        """The compare report's parts for the page: runs, table rows, verdicts (first vs each other)."""
-        from serve.benchmark.compare import table_rows, verdict
+        """The compare report's parts for the page: runs, table rows, what the costs are priced at,
+        verdicts (first vs each other)."""
+        from serve.benchmark.compare import cost_notes, table_rows, verdict
 
         runs, records = self._loaded(run_ids, with_records=False)
         loaded = _compare_runs(runs, records)
         return {"runs": [self._view(run) for run in runs], "rows": table_rows(loaded),
-                "verdicts": [verdict(loaded[0], other) for other in loaded[1:]]}
+                "priceNotes": cost_notes(loaded), "verdicts": [verdict(loaded[0], other) for other in loaded[1:]]}
 
     def plot(self, name: str, run_ids: Sequence[str]) -> bytes:
         from serve.benchmark.compare import PLOT_NAMES, plot
@@ -344,5 +364,5 @@ class BenchmarkService:
 def _compare_runs(runs: Sequence[Mapping[str, Any]], records: Sequence[list[dict[str, Any]]]) -> list[Any]:
     from serve.benchmark.compare import Run, distinct_labels
 
-    return distinct_labels([Run(run["label"], dict(run["summary"]), recs)
+    return distinct_labels([Run(run["label"], dict(run["summary"]), recs, price_basis=price_basis_of(run))
                             for run, recs in zip(runs, records, strict=True)])

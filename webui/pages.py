@@ -32,7 +32,9 @@ from webui.benchmarking import (
     FORM_FIELDS,
     FORM_FIELDS_BY_KEY,
     MAX_COMPARED,
+    cost_notes_of,
     form_values,
+    price_basis_of,
     request_from_form,
     values_from_settings,
 )
@@ -251,6 +253,7 @@ def _render_benchmark(name: str, values: Optional[dict[str, str]], errors: list[
     events = app.store.latest_events(job["id"], limit=500) if job else []
     all_runs = app.benchmarks.runs()["runs"]
     own = [run for run in all_runs if run["deployment"] == name]
+    others = [run for run in all_runs if run["deployment"] != name]
     if values is None:
         values = values_from_settings(own[0]["settings"]) if own else dict(FORM_DEFAULTS)
     ids = [run_id for run_id in request.args.getlist("runs") if run_id][:MAX_COMPARED]
@@ -275,8 +278,9 @@ def _render_benchmark(name: str, values: Optional[dict[str, str]], errors: list[
         shown_ids=[run["id"] for run in shown["runs"]] if shown else [],
         plots=[p for p in PLOT_TITLES if p != "percentiles_vs_rate.png" or any(
             run["summary"].get("sweep") for run in shown["runs"])] if shown else [],
-        plot_titles=PLOT_TITLES, own_runs=own, other_runs=[run for run in all_runs if run["deployment"] != name],
-        max_compared=MAX_COMPARED,
+        plot_titles=PLOT_TITLES, own_runs=own, other_runs=others, max_compared=MAX_COMPARED,
+        price_bases={run["id"]: price_basis_of(run) for run in all_runs},
+        cost_notes={"own-runs": cost_notes_of(own), "other-runs": cost_notes_of(others)},
     ), status
 
 

@@ -2,7 +2,7 @@
 
     run (--endpoint URL --model ID | --outputs FILE|-) (--rate R[,R...] | --concurrency N) --requests N
         [--input-tokens N] [--output-tokens N] [--slo-ttft-ms X --slo-tpot-ms Y] --out DIR [--json]
-    compare DIR_A DIR_B [...] --out REPORT_DIR
+    compare DIR_A DIR_B [...] --out REPORT_DIR [--region REGION]
     job --outputs FILE|- [--name NAME] -- RUN ARGS     (prints the in-cluster Job: kubectl apply -f -)
     job --outputs FILE|- [--name NAME] --out DIR -- RUN ARGS   (runs it now and brings the results back)
 
@@ -134,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     compare = commands.add_parser("compare", help="side-by-side report of 2+ run directories")
     compare.add_argument("runs", nargs="+", type=Path)
     compare.add_argument("--out", required=True, type=Path)
+    compare.add_argument("--region", help="the stacks' AWS region, when the runs' --usd-per-hour was raypd's "
+                                          "estimate (estimatedUsdPerHour): the costs then name the catalogue's "
+                                          "price basis for it")
     job = commands.add_parser("job", help="print the in-cluster Job (for kubectl apply -f -) that runs "
                                           "`run` next to the endpoint; RUN ARGS after --")
     job.add_argument("--outputs", required=True, help="stack outputs JSON (pulumi stack output --json), or -")
@@ -217,7 +220,7 @@ def _write_run(directory: Path, records: Sequence[dict[str, Any]], summary: dict
     (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
-def _table(summary: dict[str, Any]) -> str:
+def _table(summary: dict[str, Any], usd_per_hour: Optional[float] = None) -> str:
     def ms(value: Optional[float]) -> str:
         return "-" if value is None else f"{value:.1f}"
 
@@ -234,7 +237,9 @@ def _table(summary: dict[str, Any]) -> str:
         lines.append(f"SLO ttft<={summary['slo']['ttft_ms']:g} ms, tpot<={summary['slo']['tpot_ms']:g} ms: "
                      f"{summary['slo']['attained']:.1%} attained")
     if summary["usd_per_million_output_tokens"] is not None:
-        lines.append(f"USD per million output tokens: {summary['usd_per_million_output_tokens']:.4f}")
+        # The summary does not keep the price (Contract 6 fixes its keys): say it here, with its source.
+        priced = f" (at the --usd-per-hour given, {usd_per_hour:g}/h)" if usd_per_hour is not None else ""
+        lines.append(f"USD per million output tokens: {summary['usd_per_million_output_tokens']:.4f}{priced}")
     if "goodput" in summary:
         lines.append(f"goodput: {summary['goodput']['rate']} requests/s")
     return "\n".join(lines)
@@ -366,7 +371,7 @@ def _run(args: argparse.Namespace) -> int:
         progress.flush()
         write_result(sys.stdout, summary, all_records, code)
     else:
-        print(json.dumps(summary, indent=2) if args.json else _table(summary))
+        print(json.dumps(summary, indent=2) if args.json else _table(summary, args.usd_per_hour))
     if code == EXIT_RUN_FAILED:
         print(f"benchmark: {args.endpoint} was unreachable for every request", file=sys.stderr)
     return code
@@ -380,7 +385,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             # Imported here: `run` must work where matplotlib is not installed (a serving image).
             from serve.benchmark.compare import compare_runs
 
-            print(compare_runs(args.runs, args.out))
+            print(compare_runs(args.runs, args.out, args.region))
             return EXIT_OK
         if args.command == "job":
             return _job(args)

@@ -3,7 +3,8 @@
 Plots are drawn with matplotlib's Agg backend (no display needed) and embedded in report.html as
 base64 PNGs, so the report is one self-contained file; the PNGs are also written next to it. The
 verdict compares the first run with each other run under the conditions both were measured in
-(workload, load, SLOs) and says so, since a ratio without its conditions misleads.
+(workload, load, SLOs) and says so, since a ratio without its conditions misleads; every cost
+figure says what it is priced at (serve.benchmark.prices), since a price without its basis does too.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (the backend must be chosen first)
 
+from serve.benchmark.prices import COST_ROW, PriceRegionError, basis_for_region, price_notes, said  # noqa: E402
 from serve.benchmark.summary import CompareError, tpot_ms  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -40,17 +42,19 @@ TABLE_ROWS = (
     ("output tokens/s", lambda s: s["output_tokens_per_s"], "{:.1f}"),
     ("SLO attained", lambda s: s["slo"]["attained"], "{:.1%}"),
     ("goodput req/s", lambda s: (s.get("goodput") or {}).get("rate"), "{:g}"),
-    ("USD / M output tokens", lambda s: s["usd_per_million_output_tokens"], "{:.4f}"),
+    (COST_ROW, lambda s: s["usd_per_million_output_tokens"], "{:.4f}"),
 )
 
 
 
 
 class Run:
-    """One run: a label, its Contract 6 summary and its per-request records."""
+    """One run: a label, its Contract 6 summary, its per-request records, and what its cost is
+    priced at (`price_basis`, e.g. catalogue.price_basis(region); None: the --usd-per-hour given)."""
 
-    def __init__(self, label: str, summary: dict[str, Any], records: list[dict[str, Any]]):
-        self.label, self.summary, self.records = label, summary, records
+    def __init__(self, label: str, summary: dict[str, Any], records: list[dict[str, Any]],
+                 price_basis: Optional[str] = None):
+        self.label, self.summary, self.records, self.price_basis = label, summary, records, price_basis
         try:
             summary["requests"]["completed"]  # noqa: B018 (a shape check: a Contract 6 summary)
             summary["ttft_ms"]["p90"]  # noqa: B018
@@ -84,6 +88,12 @@ def table_rows(runs: Sequence[Run]) -> list[list[str]]:
     for name, get, fmt in TABLE_ROWS:
         rows.append([name] + [_cell(get(run.summary), fmt) for run in runs])
     return rows
+
+
+def cost_notes(runs: Sequence[Run]) -> list[str]:
+    """What the cost row's figures are priced at (only for the runs that have a cost)."""
+    return price_notes([(run.label, run.price_basis) for run in runs
+                        if run.summary.get("usd_per_million_output_tokens") is not None])
 
 
 def format_table(rows: Sequence[Sequence[str]]) -> str:
@@ -132,7 +142,10 @@ def _cost_fact(a: Run, b: Run) -> str:
     ratio = _ratio(ca, cb)
     if ratio is None:
         return ""
-    return f"; {a.label} at {ratio:.2g}x the cost per output token of {b.label} ({ca:.4g} vs {cb:.4g} USD per million)"
+    priced = (f"both from {said(a.price_basis)}" if a.price_basis == b.price_basis
+              else f"{a.label}'s from {said(a.price_basis)}, {b.label}'s from {said(b.price_basis)}")
+    return (f"; {a.label} at {ratio:.2g}x the cost per output token of {b.label} ({ca:.4g} vs {cb:.4g} USD per "
+            f"million, {priced})")
 
 
 def verdict(a: Run, b: Run) -> str:
@@ -243,35 +256,48 @@ def _png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _html(rows: Sequence[Sequence[str]], verdicts: Sequence[str], images: dict[str, bytes]) -> str:
+def _html(rows: Sequence[Sequence[str]], notes: Sequence[str], verdicts: Sequence[str],
+          images: dict[str, bytes]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows[1:])
     pictures = "".join(f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
                        f'{base64.b64encode(data).decode("ascii")}"><figcaption>{html.escape(name)}</figcaption></figure>'
                        for name, data in images.items())
     sentences = "".join(f"<p class=verdict>{html.escape(v)}</p>" for v in verdicts)
+    basis = "".join(f"<p class=basis>{html.escape(note)}</p>" for note in notes)
     return ("<!doctype html><html><head><meta charset=utf-8><title>raypd benchmark comparison</title><style>"
             "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}td:first-child,th:first-child"
             "{text-align:left}.verdict{font-weight:600}img{max-width:100%}figure{margin:1em 0}</style></head>"
-            f"<body><h1>Benchmark comparison</h1>{sentences}<table><tr>{head}</tr>{body}</table>{pictures}"
+            f"<body><h1>Benchmark comparison</h1>{sentences}<table><tr>{head}</tr>{body}</table>{basis}{pictures}"
             "</body></html>\n")
 
 
-def compare_runs(directories: Sequence[Path], out: Path) -> str:
-    """Write out/report.html and the PNGs; return the text table and verdicts for the CLI to print."""
+def compare_runs(directories: Sequence[Path], out: Path, region: Optional[str] = None) -> str:
+    """Write out/report.html and the PNGs; return the text table and verdicts for the CLI to print.
+
+    `region`: the stacks' AWS region when the runs' --usd-per-hour was raypd's estimate, so the cost
+    figures name the catalogue's basis for it; without it they say they are the price each run was given.
+    """
     if len(directories) < 2:
         raise CompareError("compare needs at least two run directories")
+    try:
+        basis = None if region is None else basis_for_region(region)
+    except PriceRegionError as exc:
+        raise CompareError(f"--region: {exc}") from None
     runs = distinct_labels([Run.load(d) for d in directories])
+    for run in runs:
+        run.price_basis = basis
     rows = table_rows(runs)
+    notes = cost_notes(runs)
     verdicts = [verdict(runs[0], other) for other in runs[1:]]
     images = plots(runs)
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, data in images.items():
             (out / name).write_bytes(data)
-        (out / "report.html").write_text(_html(rows, verdicts, images), encoding="utf-8")
+        (out / "report.html").write_text(_html(rows, notes, verdicts, images), encoding="utf-8")
     except OSError as exc:
         raise CompareError(f"--out: cannot write {out}: {exc}") from exc
     log.info("wrote %s", out / "report.html")
-    return format_table(rows) + "\n\n" + "\n".join(verdicts)
+    return "\n".join([format_table(rows), *notes]) + "\n\n" + "\n".join(verdicts)

@@ -2,7 +2,7 @@
 with the offline engine (the server and page of test_browser_flow.py): a planned deployment's decode
 replicas go 1 -> 2, and the preview says it happens in place with no restart of the running
 engines, at the cost shown; the list and the page keep showing what was planned with a "pending
-changes" mark; a model setting then offers both strategies with their extra cost, and choosing zero
+changes" mark; a model setting then offers both strategies with their extra cost and its price basis, and choosing zero
 downtime previews again with it; Discard (its confirm accepted) puts the planned settings back and
 the mark goes away. Any console error (a CSP violation included) fails it.
 """
@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from components.catalogue import price_basis
 from components.spec import DeploymentSpec
 from components.topology import estimate_cost
 from tests.browser.test_browser_flow import _logged_in, page, server, shot  # noqa: F401 - page, server: fixtures
@@ -29,6 +30,7 @@ def test_a_pending_change_is_marked_and_discarded_in_a_browser(server, page):  #
 
     base = server["base"]
     planned, grown = _usd({}), _usd({"raypd:decode": {"replicas": 2}})
+    basis = price_basis(DeploymentSpec.from_config({}, "x").region)  # what the form's region is priced at
     _logged_in(page, base)
     page.goto(base + "/deployments/new")
     page.fill("#f-name", "pend")
@@ -92,12 +94,14 @@ def test_a_pending_change_is_marked_and_discarded_in_a_browser(server, page):  #
     expect(zero).to_contain_text("none")  # its downtime
     expect(zero).to_contain_text("2 × g6.8xlarge")  # the old cluster's nodes during the switch
     expect(zero).to_contain_text(re.compile(r"\$\d+\.\d\d"))  # their cost for the switch
+    expect(page.locator("#strategy-price-basis")).to_have_text(f"Extra cost: at the {basis}.")  # and its basis
     expect(zero).to_contain_text("L-DB2E81BA")  # the vCPU quota the preflight checks
     shot(page, "17b-strategies")
     page.click("#use-newCluster")
     expect(page.locator("#job-percent")).to_have_text("100%", timeout=90_000)
     page.reload()
-    expect(page.locator("#chosen-strategy")).to_contain_text("zero downtime (new cluster)")
+    expect(page.locator("#chosen-strategy")).to_contain_text(
+        re.compile(r"zero downtime \(new cluster\).*for the extra nodes, at the " + re.escape(basis)))
 
     # Discard (the page's confirm is accepted): the planned settings are back, the mark gone.
     page.goto(base + "/deployments/pend")

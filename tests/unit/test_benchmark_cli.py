@@ -102,7 +102,8 @@ def test_compare_verdict_states_the_goodput_ratio_and_conditions(tmp_path: Path,
                  str(tmp_path / "r")]) == 0
     printed = capsys.readouterr().out
     assert ("disagg meets the SLOs for 90% of requests at 1.3x the rate of colocated (4 vs 3 req/s); disagg at "
-            "1.3x the cost per output token of colocated (0.26 vs 0.2 USD per million)" in printed)
+            "1.3x the cost per output token of colocated (0.26 vs 0.2 USD per million, both from the --usd-per-hour "
+            "given to the run" in printed)
     assert "SLO TTFT <= 200 ms and TPOT <= 50 ms" in printed and "1024 input / 256 output" in printed
 
 

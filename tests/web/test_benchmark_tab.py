@@ -16,6 +16,7 @@ from urllib.parse import quote
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from components import catalogue
 from components.checks import Report
 from serve.benchmark.events import RunResult
 from serve.benchmark.incluster import BenchmarkCancelled, BenchmarkFailed
@@ -46,10 +47,12 @@ def fake_run(ttft_ms: float, tpot_ms: float, calls: list[dict[str, Any]]) -> Cal
         calls.append({"outputs": outputs, "name": name, "args": args, "seconds": seconds})
         rates = [float(r) for r in args[args.index("--rate") + 1].split(",")]
         requests = int(args[args.index("--requests") + 1])
-        slo = {}
+        slo: dict[str, float] = {}
+        if "--usd-per-hour" in args:  # as `run` prices its output tokens
+            slo["usd_per_hour"] = float(args[args.index("--usd-per-hour") + 1])
         if "--slo-ttft-ms" in args:
-            slo = {"slo_ttft_ms": float(args[args.index("--slo-ttft-ms") + 1]),
-                   "slo_tpot_ms": float(args[args.index("--slo-tpot-ms") + 1])}
+            slo |= {"slo_ttft_ms": float(args[args.index("--slo-ttft-ms") + 1]),
+                    "slo_tpot_ms": float(args[args.index("--slo-tpot-ms") + 1])}
         total = requests * len(rates)
         for done in (total // 2, total):
             on_progress({"event": "progress", "done": done, "total": total, "rate": rates[0],
@@ -130,7 +133,10 @@ def test_a_benchmark_job_reports_progress_keeps_the_run_and_leaves_the_deploymen
     run = client.get(f"/api/v1/benchmarks/{job['id']}", headers=AUTH).get_json()
     assert run["deployment"] == "live" and run["settings"]["mode"] == "disaggregated"
     assert run["summary"]["goodput"]["rate"] == 1.0  # at 2 req/s TTFT is 100 ms > the 80 ms SLO
-    assert run["settings"]["usdPerHour"] > 0 and run["summary"]["usd_per_million_output_tokens"] is None
+    usd = run["settings"]["usdPerHour"]
+    assert usd > 0 and run["settings"]["region"] == "us-east-2"  # what the cost is estimated for
+    assert run["summary"]["usd_per_million_output_tokens"] == pytest.approx(
+        usd / 3600 / run["summary"]["output_tokens_per_s"] * 1e6)
     lines = client.get(run["requestsUrl"], headers=AUTH).get_data(as_text=True).splitlines()
     assert len(lines) == 40 and json.loads(lines[0])["ttft_ms"] == 50.0
     everyone = client.get("/api/v1/benchmarks", headers=AUTH).get_json()["runs"]
@@ -262,3 +268,32 @@ def test_hostile_query_parameters_get_a_page_not_a_traceback(live):
         assert image.status_code == 404 and "<script>" not in image.get_data(as_text=True)
     assert client.get("/benchmarks/plots/..%2F..%2Fetc%2Fpasswd?runs=x").status_code == 404
     assert client.get("/api/v1/benchmarks/%3Cscript%3E", headers=AUTH).status_code == 404
+
+
+def test_the_tab_names_the_price_basis_of_every_cost_and_a_stack_in_eu_west_1_is_told_it_is_not_its_own(
+        live, fake_engine):
+    client, state = live
+    create(client, "europe", {"aws:region": "eu-west-1", "raypd:mode": "colocated"})
+    up = client.post("/api/v1/deployments/europe/up", headers=AUTH)
+    assert wait_for_job(client, up.get_json()["job"])["status"] == "succeeded"
+    state.benchmarks.benchmarker.run_fn = fake_run(40.0, 10.0, [])
+    ohio = _benchmark(client, "live", {"rates": [1], "requests": 10})
+    europe = _benchmark(client, "europe", {"rates": [1], "requests": 10})
+    ohio_basis, europe_basis = catalogue.price_basis("us-east-2"), catalogue.price_basis("eu-west-1")
+    login(client)
+
+    alone = text_of(client.get(f"/deployments/europe/benchmark?runs={europe['id']}"))
+    assert f'id="results-price-basis-1">USD / M output tokens: from the {europe_basis}.' in alone
+    assert "this is not eu-west-1's" in europe_basis  # (the catalogue's words, which the page shows)
+    assert f'id="own-runs-price-basis-1">USD / M output tokens: from the {europe_basis}.' in alone
+    assert f'title="{europe_basis}"' in alone  # on the run's own cost cell too
+
+    both = text_of(client.get(f"/deployments/europe/benchmark?runs={europe['id']}&runs={ohio['id']}"))
+    europe_label, ohio_label = f"europe (colocated) #{europe['id'][:6]}", f"live (disaggregated) #{ohio['id'][:6]}"
+    assert f"USD / M output tokens of {europe_label}: from the {europe_basis}." in both
+    assert f"USD / M output tokens of {ohio_label}: from the {ohio_basis}." in both
+    verdict = both[both.index('id="verdict-1">'):]
+    verdict = verdict[:verdict.index("</p>")]
+    assert (f"{europe_label}'s from the {europe_basis}, {ohio_label}'s from the "
+            f"{ohio_basis}") in verdict
+    assert f'id="other-runs-price-basis-1">USD / M output tokens: from the {ohio_basis}.' in both
