@@ -17,6 +17,7 @@ import pytest
 
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.patience import PATIENCE_S
 from tests.web.support import TOKEN, FakeEngine
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -39,7 +40,7 @@ def test_status_panel_shows_the_live_cluster_and_verify_now_reruns_the_checks(li
 
     base = live["base"]
     api(base, "POST", "/deployments", {"name": "live", "config": {}})
-    wait_for(base, api(base, "POST", "/deployments/live/up")["job"], timeout=60)
+    wait_for(base, api(base, "POST", "/deployments/live/up")["job"], timeout=3 * PATIENCE_S)
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:

@@ -13,6 +13,7 @@ import pytest
 from pulumi import automation as auto
 
 from tests.fakes.pulumi_cli import install
+from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, create, settings_for, wait_for_job
 from webui.engines.pulumi_engine import PulumiEngine
 from webui.settings import prepare_home
@@ -36,7 +37,8 @@ def client(make_app, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     test_client = app.test_client()
     create(test_client, STACK)
     up = wait_for_job(test_client, test_client.post(
-        f"/api/v1/deployments/{STACK}/up", headers=AUTH, json={"force": True}).get_json()["job"], timeout=60)
+        f"/api/v1/deployments/{STACK}/up", headers=AUTH, json={"force": True}).get_json()["job"],
+        timeout=3 * PATIENCE_S)  # a preflight, then the CLI's up: minutes on a busy machine
     assert up["status"] == "succeeded", up
     return test_client
 
@@ -45,7 +47,7 @@ def preview_after(client, patch: dict[str, Any]) -> dict[str, Any]:
     changed = client.patch(f"/api/v1/deployments/{STACK}", headers=AUTH, json={"config": patch})
     assert changed.status_code == 200, changed.get_json()
     job = client.post(f"/api/v1/deployments/{STACK}/preview", headers=AUTH).get_json()["job"]
-    preview = wait_for_job(client, job, timeout=60)
+    preview = wait_for_job(client, job, timeout=3 * PATIENCE_S)
     assert preview["status"] == "succeeded", preview
     return preview["summary"]
 
