@@ -14,7 +14,7 @@ from typing import Any
 
 import requests
 
-from serve.kv_evidence import backends_in, is_kv_line, kv_counters, parse_vllm_samples
+from serve.kv_evidence import backends_in
 from serve.verify import ChatOutcome, KvReading, check_endpoint_chat, check_kv_transfer
 from tests.real.capture import unreachable_prefill_params
 from tests.real.chat import chat as proxy_chat
@@ -25,9 +25,7 @@ from tests.real.processes import wait_until
 
 def read(engine: Engine) -> KvReading:
     """One reading of an engine, as verify takes it of a decode: its /metrics and its log's KV lines."""
-    page = requests.get(engine.metrics_url, timeout=60).text
-    lines = frozenset(line for line in engine.output().splitlines() if is_kv_line(line))
-    return KvReading(f"{engine.name} /metrics", kv_counters(parse_vllm_samples(page)), f"{engine.name} log", lines)
+    return KvReading.of_engine(engine.name, requests.get(engine.metrics_url, timeout=60).text, engine.output())
 
 
 def transfers(engine: Engine) -> float:
