@@ -456,7 +456,7 @@ def test_cli_huge_values_and_bad_kubeconfig(healthy: FakeKubeApi, tmp_path: Path
     assert "[FAIL] gpu-nodes" in result.stdout
     broken = {**healthy.outputs(), "kubeconfig": f"users: [{{token: {DEFAULT_TOKEN}"}
     result = run_stdin("--outputs", "-", stdin=json.dumps(broken))
-    assert_invalid(result, "not valid YAML or JSON")
+    assert_invalid(result, "not valid YAML")
     assert DEFAULT_TOKEN not in result.stderr
     missing = run_module("serve.verify", "--outputs", str(tmp_path / "nope.json"))
     assert_invalid(missing, "cannot read the outputs file")
