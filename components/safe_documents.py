@@ -109,7 +109,7 @@ class _BoundedLoader(yaml.SafeLoader):
             if duplicate:
                 raise _Refused(f"has the key {_shown_key(key)} twice in one mapping", key_node.start_mark)
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+        return super().construct_mapping(node, deep=deep)
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         try:
@@ -122,7 +122,7 @@ class _BoundedLoader(yaml.SafeLoader):
         digits = re.sub(r"[^0-9a-fA-F]", "", str(node.value))
         if len(digits) > MAX_INT_DIGITS:
             raise _Refused(f"holds an integer of more than {MAX_INT_DIGITS} digits", node.start_mark)
-        return super().construct_yaml_int(node)  # type: ignore[no-any-return]
+        return super().construct_yaml_int(node)
 
     def construct_yaml_float(self, node: Node) -> float:
         value: float = super().construct_yaml_float(node)
@@ -186,7 +186,7 @@ def _reader_problem(exc: yaml.YAMLError) -> str:
 
 # ---- JSON ----
 
-class _Pairs(list):  # type: ignore[type-arg]
+class _Pairs(list):
     """A JSON object as its (key, value) pairs, so duplicates can be named with their path."""
 
 

@@ -52,8 +52,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from components import defaults
 from components.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
 from components.rayservice import WORKER_CONTAINER
-from components.serve_config import APP_NAME, serve_deployment_name
 from components.safe_documents import DocumentError, load_json
+from components.serve_config import APP_NAME, serve_deployment_name
 from components.spec import SECRET_PLACEHOLDER
 from serve.kube import KubeClient, KubeError, KubeUnreachable
 

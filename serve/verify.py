@@ -29,8 +29,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from components import defaults
 from components.checks import Check, Report, write_report
-from components.safe_documents import shown_name
 from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
+from components.safe_documents import shown_name
 from components.serve_config import KV_LOAD_FAILURE_POLICY
 from serve.evidence import (
     LOG_LINES,
