@@ -19,7 +19,7 @@ from serve.kube import KubeConfigError, parse_kubeconfig_text
 from tests.unit.cli_support import run_module, write_stack
 
 _LAUGHS = "a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n" + "".join(
-    f"{name}: &{name} [{','.join([f'*{prev}'] * 9)}]\n" for prev, name in zip("abcdefgh", "bcdefghi"))
+    f"{name}: &{name} [{','.join([f'*{prev}'] * 9)}]\n" for prev, name in zip("abcdefgh", "bcdefghi", strict=True))
 HOSTILE_YAML = {
     "recursive-alias": ("config: &a\n  raypd:model: *a\n", "alias"),
     "billion-laughs": (_LAUGHS + "config: {raypd:model: *i}\n", "alias"),

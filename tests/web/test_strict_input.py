@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.web.support import AUTH
 from webui.api_models import BodyRefused
 from webui.benchmarking import request_from_form
 from webui.forms import form_to_config, parse_form_float, parse_form_int
-from tests.web.support import AUTH
 
 NOT_ASCII_NUMBERS = ["1_0", "\u0661\u0660", "\uff11\uff10", "\u0967\u0966", "1e3", "0x10", "", "nan",
                      "9" * 5000, "$(echo 1)", "1;2", "\ud800", "1\x00"]
