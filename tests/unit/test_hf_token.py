@@ -46,3 +46,9 @@ def test_real_token_shapes_are_accepted(token: str) -> None:
 def test_an_undecryptable_stack_file_secret_still_plans() -> None:
     spec = DeploymentSpec.from_config({HF_TOKEN_KEY: SECRET_PLACEHOLDER})
     assert spec.hf_token is not None
+
+
+@pytest.mark.parametrize("blank", ["   ", "", "\u00a0\u2003"])
+def test_a_blank_token_says_so(blank: str) -> None:
+    with pytest.raises(SpecError, match="empty or only whitespace"):
+        DeploymentSpec.from_config({HF_TOKEN_KEY: blank}, strict=True)
