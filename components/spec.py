@@ -27,6 +27,7 @@ from pydantic.alias_generators import to_camel
 from components import catalogue, defaults
 from components.errors import FieldError, SpecError
 from components.regions import region_problem
+from components.safe_documents import DocumentError, DuplicateKeyError, load_json
 
 NAMESPACE = "raypd"
 REGION_KEY = "aws:region"
@@ -53,9 +54,14 @@ _IMAGE = re.compile(
 )
 # A served model name as clients send it in "model": letters, digits and . _ - / : + @ only.
 _MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
-# Control characters and lone UTF-16 surrogates: no Contract 1 value is multi-line or binary, and a
-# surrogate cannot even be written out as UTF-8 (a page showing it would fail for everyone).
-_BAD_TEXT = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+# Control characters (C0, DEL and C1) and lone UTF-16 surrogates: no Contract 1 value is multi-line
+# or binary, and a surrogate cannot even be written out as UTF-8 (a page showing it would fail for
+# everyone).
+_BAD_TEXT = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# The HF token is sent as `Authorization: Bearer <token>`: RFC 6750's b64token grammar (Hub tokens
+# are "hf_" and 34 letters and digits). Its errors never quote it: it is a secret.
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+MAX_HF_TOKEN = 256
 MAX_NESTING = 8
 MAX_STACK_NAME = 40
 # IAM role ARNs in any partition (aws, aws-cn, aws-us-gov, aws-iso...), role paths allowed.
@@ -288,6 +294,24 @@ class DeploymentSpec(_Model):
             )
         return value
 
+    @field_validator("hf_token")
+    @classmethod
+    def _hf_token(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        if value is None:
+            return None
+        token = value.get_secret_value()
+        if token == SECRET_PLACEHOLDER:
+            return value  # a `{secure: ...}` stack-file value the offline tools cannot decrypt
+        if not token.strip():
+            raise ValueError("is empty or only whitespace; give the token, or leave the key out")
+        if len(token) > MAX_HF_TOKEN:
+            raise ValueError(f"is longer than {MAX_HF_TOKEN} characters, which no Hugging Face token is "
+                             "(the value is not shown: it is a secret)")
+        if not _BEARER_TOKEN.fullmatch(token):
+            raise ValueError("is not a Hugging Face token: letters, digits and - . _ ~ + / only (then = "
+                             "padding), no spaces (the value is not shown: it is a secret)")
+        return value
+
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
@@ -443,7 +467,7 @@ class DeploymentSpec(_Model):
                     key, f"unknown key; known keys: {', '.join(sorted(alias_to_field))}"
                 ))
                 continue
-            fields[alias_to_field[name]] = _decode_structured(value)
+            fields[alias_to_field[name]] = _decode_structured(value, key)
         if unknown:
             raise SpecError(unknown)
         problems = [problem for field, value in fields.items() if field != "stack"
@@ -470,13 +494,19 @@ def _field_alias(name: str) -> str:
     return "stack" if name == "stack" else to_camel(name)
 
 
-def _decode_structured(value: Any) -> Any:
-    """Pulumi hands object-valued config to programs as JSON text; accept both forms."""
+def _decode_structured(value: Any, key: str) -> Any:
+    """Pulumi hands object-valued config to programs as JSON text; accept both forms. Text that
+    starts like JSON but is refused by components.safe_documents (a key twice, a 5000-digit number,
+    runaway nesting) is that key's error; other text is left for the model to judge."""
     if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
         try:
-            return json.loads(value)
-        except (json.JSONDecodeError, RecursionError):
-            return value
+            return load_json(value)
+        except DuplicateKeyError as exc:
+            raise SpecError.single(f"{key}.{exc.path}", "is given twice") from None
+        except DocumentError as exc:
+            if exc.problem.startswith("is not valid JSON"):
+                return value
+            raise SpecError.single(key, f"JSON text that {exc.problem}") from None
     return value
 
 

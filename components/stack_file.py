@@ -2,7 +2,8 @@
 
 Used by the offline plan and `serve.render`. Values stored as ``{secure: <ciphertext>}`` were
 encrypted by a secrets provider these tools do not have: they are kept as present-but-secret
-placeholders, never decrypted and never printed.
+placeholders, never decrypted and never printed. The file is read by components.safe_documents
+(no YAML aliases, bounded size, nesting and numbers), so a hostile file is one `--config` line.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from components.errors import SpecError
+from components.safe_documents import DocumentError, load_yaml, shown_name
 from components.spec import SECRET_PLACEHOLDER, validate_stack_name
 
 DEFAULT_STACK = "dev"
+# A stack file is a few KiB; more is not one (and is read no further).
+MAX_STACK_FILE_BYTES = 1024 * 1024
 _STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^.]+)\.ya?ml$")
 
 
@@ -38,19 +40,24 @@ def _replace_secure(value: Any, secret_keys: set[str], key: str) -> Any:
 def load_stack_file(path: str | Path) -> tuple[dict[str, Any], set[str]]:
     """Return (config keys -> values, the keys whose values are secret)."""
     file = Path(path)
+    shown = shown_name(file)
     try:
-        document = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        with file.open("rb") as handle:
+            data = handle.read(MAX_STACK_FILE_BYTES + 1)
+        document = load_yaml(data.decode("utf-8"), max_bytes=MAX_STACK_FILE_BYTES) or {}
     except FileNotFoundError:
-        raise SpecError.single("--config", f"no such file: {file}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError.single("--config", f"cannot read {file}: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise SpecError.single("--config", f"{file} is not valid YAML: {exc}") from None
+        raise SpecError.single("--config", f"no such file: {shown}") from None
+    except OSError as exc:
+        raise SpecError.single("--config", f"cannot read {shown}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SpecError.single("--config", f"{shown} is not UTF-8 text") from None
+    except DocumentError as exc:
+        raise SpecError.single("--config", f"{shown} {exc}") from None
     if not isinstance(document, dict):
-        raise SpecError.single("--config", f"{file} must be a mapping with a 'config:' section")
+        raise SpecError.single("--config", f"{shown} must be a mapping with a 'config:' section")
     config = document.get("config") or {}
     if not isinstance(config, dict):
-        raise SpecError.single("config", f"'config:' in {file} must be a mapping of keys")
+        raise SpecError.single("config", f"'config:' in {shown} must be a mapping of keys")
     secret_keys: set[str] = set()
     values = {str(k): _replace_secure(v, secret_keys, str(k)) for k, v in config.items()}
     return values, secret_keys

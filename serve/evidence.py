@@ -52,6 +52,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from components import defaults
 from components.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
 from components.rayservice import WORKER_CONTAINER
+from components.safe_documents import DocumentError, load_json
 from components.serve_config import APP_NAME, serve_deployment_name
 from components.spec import SECRET_PLACEHOLDER
 from serve.kube import KubeClient, KubeError, KubeUnreachable
@@ -431,19 +432,17 @@ class Evidence:
 
 # ---- the inputs: stack outputs and the kubeconfig ----
 
-def parse_outputs_text(text: str) -> dict[str, Any]:
-    """JSON text of `pulumi stack output --json --show-secrets` to a dict; VerifyInputError."""
-    if len(text) > MAX_OUTPUTS_BYTES:
-        raise VerifyInputError("the outputs document is larger than 10 MiB; that is not a stack's "
-                               "outputs")
+def parse_outputs_text(text: str, name: str = "the outputs") -> dict[str, Any]:
+    """JSON text of `pulumi stack output --json --show-secrets` to a dict; VerifyInputError, one
+    line starting with `name` (components.safe_documents: bounded size, nesting and numbers, no
+    key twice, no NaN)."""
     try:
-        document = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        where = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise VerifyInputError(f"the outputs are not JSON{where}: give the output of "
+        document = load_json(text, max_bytes=MAX_OUTPUTS_BYTES)
+    except DocumentError as exc:
+        raise VerifyInputError(f"{name} {exc}: give the output of "
                                "`pulumi stack output --json --show-secrets`") from None
     if not isinstance(document, dict):
-        raise VerifyInputError("the outputs must be a JSON object (from `pulumi stack output "
+        raise VerifyInputError(f"{name} must be a JSON object (from `pulumi stack output "
                                "--json --show-secrets`)")
     return document
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
-import yaml
+from components.safe_documents import DocumentError, load_yaml, shown_name
 
 log = logging.getLogger(__name__)
 
@@ -235,20 +235,15 @@ def eks_token_source(exec_spec: Mapping[str, Any], region_hint: Optional[str]) -
 
 # ---- the kubeconfig ----
 
-def parse_kubeconfig_text(text: str) -> dict[str, Any]:
-    """YAML or JSON text to a dict; errors never quote the text (it holds credentials)."""
+def parse_kubeconfig_text(text: str, name: str = "the kubeconfig") -> dict[str, Any]:
+    """YAML or JSON text to a dict; errors start with `name` and never quote the text (it holds
+    credentials). Read by components.safe_documents: no YAML aliases, bounded nesting and numbers."""
     if not isinstance(text, str) or not text.strip():
-        raise KubeConfigError("the kubeconfig is empty")
-    if len(text.encode("utf-8", errors="replace")) > MAX_KUBECONFIG_BYTES:
-        raise KubeConfigError("the kubeconfig is larger than 1 MiB; that is not a kubeconfig")
+        raise KubeConfigError(f"{name} is empty")
     try:
-        document = yaml.safe_load(text)  # JSON is YAML too
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise KubeConfigError(f"the kubeconfig is not valid YAML or JSON{where}") from None
-    except RecursionError:
-        raise KubeConfigError("the kubeconfig is nested too deeply to be a kubeconfig") from None
+        document = load_yaml(text, max_bytes=MAX_KUBECONFIG_BYTES)  # JSON is YAML too
+    except DocumentError as exc:
+        raise KubeConfigError(f"{name} {exc}") from None
     if not isinstance(document, dict):
         raise KubeConfigError("the kubeconfig is not a YAML/JSON mapping (a `kind: Config` document)")
     return document
@@ -703,8 +698,10 @@ def read_kubeconfig_file(path: str) -> str:
         with open(path, "rb") as handle:
             data = handle.read(MAX_KUBECONFIG_BYTES + 1)
     except OSError as exc:
-        raise KubeConfigError(f"cannot read the kubeconfig file {path}: {exc.strerror}") from None
+        raise KubeConfigError(f"cannot read the kubeconfig file {shown_name(path)}: {exc.strerror}") from None
     if len(data) > MAX_KUBECONFIG_BYTES:
-        raise KubeConfigError("the kubeconfig is larger than 1 MiB; that is not a kubeconfig")
-    return data.decode("utf-8", errors="replace")
+        raise KubeConfigError(f"the kubeconfig file {shown_name(path)} is larger than 1 MiB; that is not a kubeconfig")
+    text = data.decode("utf-8", errors="replace")
+    parse_kubeconfig_text(text, f"the kubeconfig file {shown_name(path)}")  # refused here, naming the file
+    return text
 

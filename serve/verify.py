@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from components import defaults
 from components.checks import Check, Report, write_report
 from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
+from components.safe_documents import shown_name
 from components.serve_config import KV_LOAD_FAILURE_POLICY
 from serve.evidence import (
     LOG_LINES,
@@ -809,6 +810,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _outputs_name(source: str) -> str:
+    return "the outputs on stdin" if source == "-" else f"the outputs file {shown_name(source)}"
+
+
 def _read_outputs(source: str) -> str:
     try:
         if source == "-":
@@ -816,13 +821,13 @@ def _read_outputs(source: str) -> str:
         with open(source, encoding="utf-8", errors="replace") as handle:
             return handle.read(MAX_OUTPUTS_BYTES + 1)
     except OSError as exc:
-        raise VerifyInputError(f"cannot read the outputs file {source}: {exc.strerror}") from None
+        raise VerifyInputError(f"cannot read the outputs file {shown_name(source)}: {exc.strerror}") from None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        outputs = parse_outputs_text(_read_outputs(args.outputs))
+        outputs = parse_outputs_text(_read_outputs(args.outputs), _outputs_name(args.outputs))
         kubeconfig = read_kubeconfig_file(args.kubeconfig) if args.kubeconfig else None
         report = run_verify(outputs, kubeconfig, args.endpoint)
     except (VerifyInputError, KubeConfigError) as exc:

@@ -15,6 +15,7 @@ from flask import Blueprint, Response, g, jsonify, request, url_for
 from pydantic import BaseModel
 
 from components.errors import FieldError, SpecError
+from components.safe_documents import DocumentError, DuplicateKeyError, load_json
 from webui.api_models import (
     BenchmarkRequest,
     BodyRefused,
@@ -51,15 +52,12 @@ MAX_EVENT_SEQ = 2**63 - 1
 BodyError = BodyRefused
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def json_body(model: type[RequestT]) -> RequestT:
     """The request's JSON object, validated by `model` (webui/api_models.py).
 
-    The JSON itself is read here (size, media type, syntax, constants like NaN, an object at the
-    top); what the object may hold is the model's to say.
+    The JSON itself is read here (size, media type, syntax, constants like NaN, a key given twice,
+    runaway nesting and numbers: components.safe_documents, an object at the top); what the object
+    may hold is the model's to say.
     """
     raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH: 413 before anything is read
     if not raw.strip():
@@ -69,10 +67,11 @@ def json_body(model: type[RequestT]) -> RequestT:
     if request.mimetype != "application/json":
         raise BodyError([FieldError("Content-Type", "send the body as application/json")])
     try:
-        body = json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
-        message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) or "too deeply nested"
-        raise BodyError([FieldError("body", f"malformed JSON: {message}")]) from None
+        body = load_json(raw, max_bytes=len(raw))  # the size is MAX_CONTENT_LENGTH's to judge
+    except DuplicateKeyError as exc:
+        raise BodyError([FieldError(exc.path, "is given twice in the body; give each key once")]) from None
+    except DocumentError as exc:
+        raise BodyError([FieldError("body", f"malformed JSON: the body {exc}")]) from None
     if not isinstance(body, dict):
         raise BodyError([FieldError("body", "must be a JSON object")])
     return parse(model, body)

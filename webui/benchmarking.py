@@ -35,7 +35,7 @@ from webui.api_models import (
     parse,
 )
 from webui.engines.base import OFFLINE_NOTICE, JobContext, OperationCancelled, OperationFailed, OperationResult
-from webui.forms import Field
+from webui.forms import Field, parse_form_float, parse_form_int
 from webui.jobstate import Operation
 from webui.service import Conflict, DeploymentService, NotFound, iso_time
 from webui.store import STORE_ERRORS, error_text
@@ -93,11 +93,11 @@ def request_from_form(form: Mapping[str, str]) -> BenchmarkRequest:
             continue
         try:
             if field.kind == "int":
-                body[field.key] = int(text)
+                body[field.key] = parse_form_int(text)
             elif field.kind == "float":
-                body[field.key] = float(text)
+                body[field.key] = parse_form_float(text)
             elif field.kind == "list":
-                body[field.key] = [float(part) for part in text.split(",") if part.strip()]
+                body[field.key] = [parse_form_float(part) for part in text.split(",") if part.strip()]
             else:
                 body[field.key] = text
         except ValueError:

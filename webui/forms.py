@@ -237,17 +237,37 @@ def form_values(form: Mapping[str, str]) -> dict[str, str]:
     return values
 
 
+# What a number field takes: ASCII digits only. Python's int() and float() also take "1_0", full-width
+# and Arabic-Indic digits, "nan" and "inf"; a form shows one thing and means another with those.
+_FORM_INT = re.compile(r"[+-]?[0-9]{1,18}")
+_FORM_FLOAT = re.compile(r"[+-]?(?:[0-9]{1,18}(?:\.[0-9]{0,18})?|\.[0-9]{1,18})(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def parse_form_int(text: str) -> int:
+    """A whole number as typed in a form (ASCII digits, at most 18); ValueError otherwise."""
+    if not _FORM_INT.fullmatch(text.strip()):
+        raise ValueError("not a whole number")
+    return int(text.strip())
+
+
+def parse_form_float(text: str) -> float:
+    """A decimal number as typed in a form (ASCII digits, optional exponent); ValueError otherwise."""
+    if not _FORM_FLOAT.fullmatch(text.strip()):
+        raise ValueError("not a number")
+    return float(text.strip())
+
+
 def _convert(field: Field, raw: str) -> Any:
     if field.kind == "list":
         return [item for item in re.split(r"[\s,]+", raw.strip()) if item]
     if field.kind == "int":
         try:
-            return int(raw.strip())
+            return parse_form_int(raw)
         except ValueError:
-            raise ValueError("must be a whole number") from None
+            raise ValueError("must be a whole number (digits 0-9)") from None
     if field.kind == "float":
         try:
-            return float(raw.strip())
+            return parse_form_float(raw)
         except ValueError:
             raise ValueError("must be a number such as 0.9") from None
     return raw.strip() if field.kind != "password" else raw

@@ -146,7 +146,7 @@ def test_yaml_and_json_kubeconfigs_work(kube: FakeKubeApi) -> None:
 
 @pytest.mark.parametrize("text, message", [
     ("", "empty"),
-    ("clusters: [unclosed\n  token: SECRET-IN-BROKEN-YAML", "not valid YAML or JSON"),
+    ("clusters: [unclosed\n  token: SECRET-IN-BROKEN-YAML", "not valid YAML"),
     ("- just\n- a list\n", "not a YAML/JSON mapping"),
     ("apiVersion: v1\nkind: Config\nclusters: []\n", "no current-context"),
     ("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n", "no cluster"),

@@ -436,11 +436,11 @@ def assert_invalid(result: subprocess.CompletedProcess[str], fragment: str) -> N
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stdin, fragment", [
-    ("this is not json", "not JSON"),
+    ("this is not json", "not valid JSON"),
     ("[1, 2, 3]", "must be a JSON object"),
     ('{"schemaVersion": 1}', "break the stack-outputs contract"),
-    ("1" * 100_000, "not JSON"),
-    ("[" * 100_000, "not JSON"),
+    ("1" * 100_000, "more than 100 digits"),
+    ("[" * 100_000, "nested more than 64 levels"),
 ], ids=["text", "array", "partial", "huge-number", "deep"])
 def test_cli_hostile_outputs_exit_2_with_one_line(stdin: str, fragment: str) -> None:
     assert_invalid(run_stdin("--outputs", "-", stdin=stdin), fragment)
@@ -456,7 +456,7 @@ def test_cli_huge_values_and_bad_kubeconfig(healthy: FakeKubeApi, tmp_path: Path
     assert "[FAIL] gpu-nodes" in result.stdout
     broken = {**healthy.outputs(), "kubeconfig": f"users: [{{token: {DEFAULT_TOKEN}"}
     result = run_stdin("--outputs", "-", stdin=json.dumps(broken))
-    assert_invalid(result, "not valid YAML or JSON")
+    assert_invalid(result, "not valid YAML")
     assert DEFAULT_TOKEN not in result.stderr
     missing = run_module("serve.verify", "--outputs", str(tmp_path / "nope.json"))
     assert_invalid(missing, "cannot read the outputs file")
