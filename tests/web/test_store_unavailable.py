@@ -39,11 +39,13 @@ class SimulatedFullDisk:
         self.home = home
         self.full = False
         self.message = SQLITE_FULL_MESSAGE
+        self.refused = 0  # writes refused so far
 
     def attach(self, app: Flask) -> None:
         @event.listens_for(app.extensions["raypd"].store._engine, "before_cursor_execute")
         def _refuse(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
             if self.full and statement.lstrip().upper().startswith(WRITES):
+                self.refused += 1
                 raise sqlite3.OperationalError(self.message)
 
     def fill(self) -> None:
@@ -172,6 +174,29 @@ def test_a_full_disk_answers_503_and_the_app_works_again_as_soon_as_space_is_fre
     assert client.post("/api/v1/deployments", json={"name": "other", "config": {}},
                        headers=AUTH).status_code == 201  # nothing of the refused create was left behind
     assert page.post("/deployments/idle/refresh", data={"csrf_token": csrf}).status_code == 302
+
+
+def test_a_failure_the_store_refused_is_written_down_once_it_takes_writes_again_however_long_it_took(
+        make_app, fake_engine, tmp_path):
+    """Nobody asks for the deployment: the runner's own retries write the failure down (they do not give up)."""
+    disk = SimulatedFullDisk(tmp_path / "home")
+    app = make_app(home=disk.home, engine=fake_engine)
+    disk.attach(app)
+    state = app.extensions["raypd"]
+    state.runner.retry_seconds = 0.05
+    client = app.test_client()
+    create(client, "patient")
+    fake_engine.gate.clear()
+    job_id = client.post("/api/v1/deployments/patient/refresh", headers=AUTH).get_json()["job"]
+    assert fake_engine.started.wait(PATIENCE_S)
+    disk.fill()
+    fake_engine.gate.set()
+    until(lambda: state.runner.ended(job_id), "the job to end in memory")
+    tries = disk.refused
+    until(lambda: disk.refused >= tries + 5, "the runner to try recording the failure again and again")
+    disk.free()
+    until(lambda: state.store.get_job(job_id)["status"] == "failed", "the failure to be written down")
+    assert state.runner.ended(job_id) is None
 
 
 def test_a_database_mistake_is_still_a_500_not_a_503(make_app, fake_engine, tmp_path):
