@@ -20,10 +20,11 @@ from webui.engines.select import EngineSet, select_engines
 from webui.jobs import JobRunner
 from webui.redact import remember_secret
 from webui.security import api_error, init_security
-from webui.service import DeploymentService, status_tone
+from webui.service import DeploymentService, NotFound, status_tone
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
 from webui.store import STORE_ERRORS, Store, error_text
+from webui.unavailable import RETRY_AFTER_SECONDS, unavailable_reason
 
 logger = logging.getLogger(__name__)
 
@@ -105,8 +106,26 @@ def create_app(
             return api_error(status, field, message)
         return pages.render_error(status, exc.description or exc.name)
 
+    @app.errorhandler(NotFound)
+    def _unknown(exc: NotFound) -> Any:
+        # Views answer their own 404s; this is for one that lets NotFound out (e.g. while rendering
+        # the answer to a refused form of a deployment that does not exist).
+        if request.path.startswith("/api/"):
+            return api_error(404, "name", str(exc))
+        return pages.render_error(404, f"{str(exc)[:1].upper()}{str(exc)[1:]}.")
+
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Any:
+        reason = unavailable_reason(exc)
+        if reason is not None:  # the database is down or the disk full: not a bug, and it passes
+            logger.warning("%s %s: 503, %s", request.method, request.path, reason)
+            if request.path.startswith("/api/"):
+                response = api_error(503, "store", reason)
+            else:
+                body, status = pages.render_error(503, reason)
+                response = app.make_response((body, status))
+            response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            return response
         # No traceback reaches a user; the log has it.
         logger.exception("unhandled error on %s %s", request.method, request.path)
         if request.path.startswith("/api/"):

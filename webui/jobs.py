@@ -46,6 +46,8 @@ STORAGE_ERRORS: tuple[type[BaseException], ...] = STORE_ERRORS
 # looks for cancel requests another server took for one of its jobs.
 HEARTBEAT_SECONDS = 10.0
 CANCEL_POLL_SECONDS = 1.0
+# A failure the store refused is tried again this soon, then ever less often, up to retry_seconds.
+FIRST_RETRY_SECONDS = 0.25
 
 
 class StorageFailed(Exception):
@@ -61,7 +63,7 @@ class Busy(Exception):
 
 
 class JobRunner:
-    def __init__(self, store: Store, workers: int = 2, retry_seconds: float = 5.0, retry_attempts: int = 120,
+    def __init__(self, store: Store, workers: int = 2, retry_seconds: float = 5.0,
                  heartbeat_seconds: float = HEARTBEAT_SECONDS, stale_seconds: float = INSTANCE_STALE_SECONDS,
                  cancel_poll_seconds: float = CANCEL_POLL_SECONDS):
         self.store = store
@@ -70,8 +72,9 @@ class JobRunner:
         self.stale_seconds = stale_seconds
         self._heartbeat: Optional[threading.Thread] = None
         self.retry_seconds = retry_seconds
-        self.retry_attempts = retry_attempts  # 10 minutes of retries by default
-        self._unrecorded: dict[str, dict[str, Any]] = {}
+        self._unrecorded: dict[str, dict[str, Any]] = {}  # failed jobs the store could not take yet
+        self._recorders: dict[str, Callable[[], None]] = {}  # how to write each of them down
+        self._record_lock = threading.Lock()
         self._stopping = threading.Event()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="raypd-job")
         self._lock = threading.Lock()
@@ -123,6 +126,7 @@ class JobRunner:
     def idle(self, deployment: str) -> Iterator[None]:
         """Hold the job lock while nothing runs on `deployment` (raise Busy otherwise): a config
         change must not land under a running update, and no job may start during the change."""
+        self._record_ended_on(deployment)
         with self._lock:
             active = self.store.active_job(deployment)
             if active is not None:
@@ -133,6 +137,7 @@ class JobRunner:
         self, deployment: str, operation: str, engine: str, actor: str, running_status: str,
         work: Work, finish: Finish,
     ) -> str:
+        self._record_ended_on(deployment)
         with self._lock:
             active = self.store.active_job(deployment)
             if active is not None:
@@ -180,39 +185,64 @@ class JobRunner:
         self, job_id: str, deployment: str, operation: str, actor: str, error: str, finish: Finish,
     ) -> None:
         """End a job as failed even while the store refuses writes: answer "failed" from memory
-        at once (`ended`), and keep trying to write it down until the store takes it."""
+        at once (`ended`), and keep trying to write it down until the store takes it: soon after
+        at first, then every `retry_seconds`, for as long as this server runs; and at once when
+        someone wants the deployment (`_record_ended`), so a freed disk or a database back up does
+        not leave a failed job holding the deployment's lock until the next try."""
         with self._lock:
-            self._unrecorded[job_id] = {"status": JobStatus.FAILED.value, "error": error, "finishedAt": time.time()}
+            self._unrecorded[job_id] = {"status": JobStatus.FAILED.value, "error": error, "finishedAt": time.time(),
+                                        "deployment": deployment}
+            self._recorders[job_id] = lambda: self._record_failure(
+                job_id, deployment, operation, actor, error, finish)
+        if self._record_ended(job_id):
+            return
 
-        def record() -> bool:
+        def retry() -> None:
+            wait = min(FIRST_RETRY_SECONDS, self.retry_seconds)
+            while not self._stopping.wait(wait):
+                if self._record_ended(job_id):
+                    return
+                wait = min(wait * 2, self.retry_seconds)
+
+        threading.Thread(target=retry, name=f"raypd-record-{job_id}", daemon=True).start()
+
+    def _record_failure(
+        self, job_id: str, deployment: str, operation: str, actor: str, error: str, finish: Finish,
+    ) -> None:
+        job = self.store.get_job(job_id)
+        if job is not None and job["status"] in ACTIVE_STATUSES:
+            finish(job_id, JobStatus.FAILED.value, None)  # the deployment must not stay "updating"
+            self._finish_job(job_id, deployment, operation, actor, JobStatus.FAILED, error)
+
+    def _record_ended(self, job_id: str) -> bool:
+        """Try to write down a failure the store refused so far; True once it is (or was) written."""
+        with self._record_lock:  # one writer at a time: the retry thread, or a request wanting the deployment
+            with self._lock:
+                recorder = self._recorders.get(job_id)
+            if recorder is None:
+                return True
             try:
-                job = self.store.get_job(job_id)
-                if job is not None and job["status"] in ACTIVE_STATUSES:
-                    finish(job_id, JobStatus.FAILED.value, None)  # the deployment must not stay "updating"
-                    self._finish_job(job_id, deployment, operation, actor, JobStatus.FAILED, error)
+                recorder()
             except Exception:  # noqa: BLE001 - still broken: try again later
                 logger.warning("job %s: the store still refuses to record its failure", job_id)
                 return False
             with self._lock:
                 self._unrecorded.pop(job_id, None)
+                self._recorders.pop(job_id, None)
             return True
 
-        if record():
-            return
-
-        def retry() -> None:
-            for _ in range(self.retry_attempts):
-                if self._stopping.wait(self.retry_seconds) or record():
-                    return
-            logger.error("job %s: gave up recording its failure; a restart marks it interrupted", job_id)
-
-        threading.Thread(target=retry, name=f"raypd-record-{job_id}", daemon=True).start()
+    def _record_ended_on(self, deployment: str) -> None:
+        """Before asking whether `deployment` is busy: write down its failed jobs the store refused."""
+        with self._lock:
+            waiting = [job_id for job_id, ended in self._unrecorded.items() if ended["deployment"] == deployment]
+        for job_id in waiting:
+            self._record_ended(job_id)
 
     def ended(self, job_id: str) -> Optional[dict[str, Any]]:
         """A job's end that this process knows but could not write down yet (storage failure)."""
         with self._lock:
             found = self._unrecorded.get(job_id)
-        return None if found is None else dict(found)
+        return None if found is None else {k: v for k, v in found.items() if k != "deployment"}
 
     def _run_job(
         self, ctx: JobContext, deployment: str, operation: str, actor: str, work: Work, finish: Finish,

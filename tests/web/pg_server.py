@@ -77,12 +77,23 @@ class PostgresServer:
             shutil.chown(self.log, self.user)
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
                   "--no-sync", "-E", "UTF8")
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Start the server (again, after `halt`) on the same data directory and port."""
         options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.socket_dir} "
                    "-c fsync=off -c full_page_writes=off -c synchronous_commit=off -c max_connections=200")
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.log),
                   "-w", "-t", "60", "start")
         self.running = True
-        return self
+
+    def halt(self) -> None:
+        """Stop the server, keeping its data: "fast" cuts every open connection, as a database restart or
+        failover does (not "immediate": with this server's synchronous_commit=off, recent commits
+        would be lost, which a real server with its default durability would keep)."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+        self.running = False
 
     def stop(self) -> None:
         if self.running:
