@@ -138,4 +138,5 @@ def test_the_module_entry_point_prints_one_line_for_a_5000_digit_integer(tmp_pat
     result = subprocess.run([sys.executable, "-m", "serve.benchmark", "compare", str(good), str(bad), "--out",
                              str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr
-    assert result.stderr == f"benchmark: {bad / 'requests.jsonl'} line 3: not standard JSON: an integer of 5000 digits\n"
+    expected = f"benchmark: {bad / 'requests.jsonl'} line 3: not standard JSON: an integer of 5000 digits\n"
+    assert result.stderr == expected
