@@ -24,6 +24,7 @@ from urllib.parse import quote, urlparse
 
 from serve.benchmark.events import ProgressReporter, write_result
 from serve.benchmark.loadgen import APIS, LoadConfig, run_load
+from serve.benchmark.runfiles import dumps, write_run
 from serve.benchmark.summary import CompareError, goodput, summarize
 from serve.benchmark.workload import (
     DISTRIBUTIONS,
@@ -188,8 +189,8 @@ def _job_in_cluster(args: argparse.Namespace, outputs: dict[str, Any], run_args:
     except KeyboardInterrupt:  # run() deleted the Job and its ConfigMap on the way out
         print("benchmark: interrupted; the Job and its ConfigMap were deleted", file=sys.stderr)
         return 130
-    _write_run(args.out, result.records, result.summary)
-    print(json.dumps(result.summary, indent=2))
+    write_run(args.out, result.records, result.summary)
+    print(dumps(result.summary, indent=2))
     return EXIT_OK
 
 
@@ -212,20 +213,13 @@ def _to_the_microsecond(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return records
 
 
-def _write_run(directory: Path, records: Sequence[dict[str, Any]], summary: dict[str, Any]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / "requests.jsonl", "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record) + "\n")
-    (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-
-
 def _table(summary: dict[str, Any], usd_per_hour: Optional[float] = None) -> str:
     def ms(value: Optional[float]) -> str:
         return "-" if value is None else f"{value:.1f}"
 
     r = summary["requests"]
-    lines = [f"requests: {r['sent']} sent, {r['completed']} completed, {r['failed']} failed"
+    pooled = " (all rates pooled)" if summary.get("sweep") else ""
+    lines = [f"requests{pooled}: {r['sent']} sent, {r['completed']} completed, {r['failed']} failed"
              + (f" {summary['errors']}" if summary["errors"] else "")]
     lines.append(f"{'':8}{'mean':>10}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}")
     for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
@@ -240,9 +234,34 @@ def _table(summary: dict[str, Any], usd_per_hour: Optional[float] = None) -> str
         # The summary does not keep the price (Contract 6 fixes its keys): say it here, with its source.
         priced = f" (at the --usd-per-hour given, {usd_per_hour:g}/h)" if usd_per_hour is not None else ""
         lines.append(f"USD per million output tokens: {summary['usd_per_million_output_tokens']:.4f}{priced}")
-    if "goodput" in summary:
-        lines.append(f"goodput: {summary['goodput']['rate']} requests/s")
+    lines.extend(_sweep_lines(summary))
     return "\n".join(lines)
+
+
+def _sweep_lines(summary: dict[str, Any]) -> list[str]:
+    """A sweep's line per rate (the table above pools every rate), then its goodput in words."""
+    def ms(value: Optional[float]) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    lines = []
+    for point in summary.get("sweep") or []:
+        r, slo = point["requests"], point["slo"]
+        attained = "" if slo["attained"] is None else f", SLO {slo['attained']:.1%} attained"
+        lines.append(f"rate {point['rate']:g}/s: {r['completed']}/{r['sent']} completed, "
+                     f"{point['request_rate']:.2f}/s, TTFT p50/p90 {ms(point['ttft_ms']['p50'])}/"
+                     f"{ms(point['ttft_ms']['p90'])} ms, TPOT p50/p90 {ms(point['tpot_ms']['p50'])}/"
+                     f"{ms(point['tpot_ms']['p90'])} ms{attained} ({point['dir']}/)")
+    if "goodput" in summary:
+        rate = summary["goodput"]["rate"]
+        share = f"{summary['goodput']['attainment_threshold']:.0%}"
+        if summary["slo"]["attained"] is None:
+            lines.append("goodput: n/a (no SLO given: pass --slo-ttft-ms and --slo-tpot-ms)")
+        elif rate is None:
+            lines.append(f"goodput: none (no swept rate met the SLOs for {share} of requests)")
+        else:
+            lines.append(f"goodput: {rate:g} requests/s (the highest swept rate meeting the SLOs for {share} "
+                         "of requests)")
+    return lines
 
 
 def _unreachable(records: Sequence[dict[str, Any]]) -> bool:
@@ -352,7 +371,7 @@ def _run(args: argparse.Namespace) -> int:
         summary["load"], summary["workload"] = load, workload
         if len(loads) > 1:
             rate = load["rate"]
-            _write_run(args.out / f"rate-{rate:g}", records, summary)
+            write_run(args.out / f"rate-{rate:g}", records, summary)
             sweep.append((rate, summary))
             all_records.extend({**r, "rate": rate} for r in records)
             wall += summary["wall_s"]
@@ -365,13 +384,13 @@ def _run(args: argparse.Namespace) -> int:
         summary["sweep"] = [{"rate": rate, "dir": f"rate-{rate:g}", **{k: s[k] for k in ("requests", "slo")},
                              "request_rate": s["request_rate"], "ttft_ms": s["ttft_ms"], "tpot_ms": s["tpot_ms"]}
                             for rate, s in sweep]
-    _write_run(args.out, all_records, summary)
+    write_run(args.out, all_records, summary)
     code = EXIT_RUN_FAILED if _unreachable(all_records) else EXIT_OK
     if progress is not None:
         progress.flush()
         write_result(sys.stdout, summary, all_records, code)
     else:
-        print(json.dumps(summary, indent=2) if args.json else _table(summary, args.usd_per_hour))
+        print(dumps(summary, indent=2) if args.json else _table(summary, args.usd_per_hour))
     if code == EXIT_RUN_FAILED:
         print(f"benchmark: {args.endpoint} was unreachable for every request", file=sys.stderr)
     return code

@@ -12,8 +12,8 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import logging
+import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -23,10 +23,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (the backend must be chosen first)
 
 from serve.benchmark.prices import COST_ROW, PriceRegionError, basis_for_region, price_notes, said  # noqa: E402
+from serve.benchmark.runfiles import read_run  # noqa: E402
 from serve.benchmark.summary import CompareError, tpot_ms  # noqa: E402
 
 log = logging.getLogger(__name__)
-MAX_RECORDS_BYTES = 512 * 1024 * 1024
 TABLE_ROWS = (
     ("requests completed", lambda s: s["requests"]["completed"], "{:d}"),
     ("requests failed", lambda s: s["requests"]["failed"], "{:d}"),
@@ -63,18 +63,8 @@ class Run:
 
     @classmethod
     def load(cls, directory: Path) -> "Run":
-        """A run directory: summary.json and requests.jsonl."""
-        try:
-            summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
-            records_path = directory / "requests.jsonl"
-            if records_path.stat().st_size > MAX_RECORDS_BYTES:
-                raise CompareError(f"{records_path} is larger than {MAX_RECORDS_BYTES} bytes")
-            records = [json.loads(line) for line in records_path.read_text(encoding="utf-8").splitlines()
-                       if line.strip()]
-        except (OSError, ValueError) as exc:
-            raise CompareError(f"{directory} is not a benchmark run directory: {exc}") from exc
-        if not isinstance(summary, dict):
-            raise CompareError(f"{directory} is not a benchmark run directory: summary.json is not an object")
+        """A run directory: summary.json and requests.jsonl, checked (serve.benchmark.runfiles)."""
+        summary, records = read_run(directory)
         return cls(directory.resolve().name or str(directory), summary, records)
 
 
@@ -121,7 +111,14 @@ def _conditions(summary: dict[str, Any]) -> str:
 
 
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    return a / b if a is not None and b is not None and b > 0 else None
+    """a / b, or None when either is absent, b is not positive, or the quotient is not finite."""
+    if a is None or b is None or not b > 0:
+        return None
+    try:
+        ratio = a / b
+    except OverflowError:  # an integer quotient beyond a float
+        return None
+    return ratio if math.isfinite(ratio) else None
 
 
 def _latency_facts(a: Run, b: Run) -> str:

@@ -15,6 +15,8 @@ completed so far in this sub-run. The records travel gzip-compressed and base64 
 parts of at most PART_CHARS characters, so no log line is long enough for a container runtime to
 split it. Lines that are not events (a warning a library printed) are ignored by the reader.
 
+Every line is standard JSON both ways (serve.benchmark.runfiles): a NaN or an infinity is refused
+when written and when read, so what a pod sends cannot put one into summary.json here.
 Standard library only: this file runs in the serving image (it is one of job.RUN_FILES).
 """
 
@@ -23,11 +25,12 @@ from __future__ import annotations
 import base64
 import gzip
 import io
-import json
 import time
 import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Mapping, Optional, Sequence
+
+from serve.benchmark.runfiles import dumps, loads
 
 PROGRESS_EVERY_S = 1.0
 # After the first minute, one line every 5 s: a 4-hour run's progress stays a few hundred KB of log.
@@ -99,7 +102,7 @@ class ProgressReporter:
     def flush(self, now: Optional[float] = None) -> None:
         snapshot = self.snapshot(now)
         self._last_line = self._clock() if now is None else now
-        self._write(json.dumps(snapshot))
+        self._write(dumps(snapshot))
 
 
 def progress_words(progress: Mapping[str, Any]) -> str:
@@ -117,13 +120,13 @@ def progress_words(progress: Mapping[str, Any]) -> str:
 
 def write_result(out: IO[str], summary: Mapping[str, Any], records: Sequence[Mapping[str, Any]], code: int) -> None:
     """The summary, the records in parts, and the end marker (the last line of a complete run)."""
-    out.write(json.dumps({"event": "summary", "summary": summary}) + "\n")
-    jsonl = "".join(json.dumps(record) + "\n" for record in records).encode("utf-8")
+    out.write(dumps({"event": "summary", "summary": summary}) + "\n")
+    jsonl = "".join(dumps(record) + "\n" for record in records).encode("utf-8")
     data = base64.b64encode(gzip.compress(jsonl, compresslevel=6)).decode("ascii")
     parts = [data[i:i + PART_CHARS] for i in range(0, len(data), PART_CHARS)] or [""]
     for number, part in enumerate(parts, start=1):
-        out.write(json.dumps({"event": "records", "part": number, "parts": len(parts), "data": part}) + "\n")
-    out.write(json.dumps({"event": "end", "code": code}) + "\n")
+        out.write(dumps({"event": "records", "part": number, "parts": len(parts), "data": part}) + "\n")
+    out.write(dumps({"event": "end", "code": code}) + "\n")
     out.flush()
 
 
@@ -134,7 +137,7 @@ def _events(text: str) -> list[dict[str, Any]]:
         if not line.startswith("{"):
             continue
         try:
-            document = json.loads(line)
+            document = loads(line)
         except ValueError:
             continue
         if isinstance(document, dict) and isinstance(document.get("event"), str):
@@ -184,7 +187,7 @@ def read_result(text: str) -> RunResult:
     if len(jsonl) > MAX_RECORDS_BYTES:
         raise EventsError(f"the benchmark's request records are larger than {MAX_RECORDS_BYTES} bytes")
     try:
-        records = [json.loads(line) for line in jsonl.decode("utf-8").splitlines() if line.strip()]
+        records = [loads(line) for line in jsonl.decode("utf-8").splitlines() if line.strip()]
     except ValueError as exc:
         raise EventsError(f"the benchmark's request records are not JSON lines: {exc}") from None
     if not all(isinstance(r, dict) for r in records):

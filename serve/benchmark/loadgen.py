@@ -8,8 +8,9 @@ requests in flight, for a saturation point. Both stop by themselves: after `requ
 the whole run is bounded by duration + timeout.
 
 Times are time.perf_counter() seconds from the run start; token counts come from the server's
-usage chunk (`stream_options.include_usage`). Every request sent yields one record, failed or
-not: nothing is dropped.
+usage chunk (`stream_options.include_usage`), checked by serve.benchmark.usage: an answer whose
+counts cannot be right is a failed request (error_kind "usage"), not a number. Every request sent
+yields one record, failed or not: nothing is dropped.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence
 
 import aiohttp
 
+from serve.benchmark.usage import UsageProblem, checked_usage
 from serve.benchmark.workload import RequestSpec
 
 log = logging.getLogger(__name__)
@@ -114,7 +116,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
     record["sent_s"] = sent - t0
     last: Optional[float] = None
     chunks = 0
-    usage: Optional[dict[str, Any]] = None
+    usage: Any = None  # the last non-null usage the server sent, unchecked until the answer is complete
     done = False
     try:
         async with asyncio.timeout(config.timeout_s):
@@ -142,7 +144,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
                     if isinstance(chunk, dict) and "error" in chunk:
                         record["error_kind"], record["error"] = "stream", str(chunk["error"])[:_ERROR_TEXT_LIMIT]
                         return record
-                    if isinstance(chunk, dict) and isinstance(chunk.get("usage"), dict):
+                    if isinstance(chunk, dict) and chunk.get("usage") is not None:  # null on the others
                         usage = chunk["usage"]
                     if _content(chunk):
                         if last is None:
@@ -171,14 +173,16 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
         record["error_kind"], record["error"] = "stream", "stream ended without data: [DONE]"
     elif chunks == 0:
         record["error_kind"], record["error"] = "stream", "no tokens in the answer"
+    elif usage is None:  # a server without include_usage support: count chunks, and say so
+        record.update(ok=True, completion_tokens=chunks, usage_source="chunks")
     else:
-        record["ok"] = True
-        if usage is not None:
-            record["prompt_tokens"] = usage.get("prompt_tokens")
-            record["completion_tokens"] = usage.get("completion_tokens")
-        else:  # a server without include_usage support: count chunks, and say so
-            record["completion_tokens"] = chunks
-            record["usage_source"] = "chunks"
+        try:
+            prompt_tokens, completion_tokens = checked_usage(usage, streamed_chunks=chunks,
+                                                             max_tokens=spec.max_tokens, prompt=spec.prompt)
+        except UsageProblem as exc:
+            record["error_kind"], record["error"] = "usage", str(exc)[:_ERROR_TEXT_LIMIT]
+        else:
+            record.update(ok=True, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     return record
 
 

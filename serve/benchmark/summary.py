@@ -37,12 +37,30 @@ def stats(values: Sequence[float]) -> dict[str, Optional[float]]:
     return result
 
 
+def tokens(record: Mapping[str, Any], key: str) -> int:
+    """record[key] when it is a token count (a non-negative integer), else 0."""
+    value = record.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def finite_ratio(numerator: float, denominator: Optional[float]) -> Optional[float]:
+    """numerator / denominator; None when the denominator is absent or not positive, or the
+    quotient is not a finite float."""
+    if denominator is None or not denominator > 0:
+        return None
+    try:
+        ratio = numerator / denominator
+    except OverflowError:
+        return None
+    return ratio if math.isfinite(ratio) else None
+
+
 def tpot_ms(record: Mapping[str, Any]) -> Optional[float]:
     """Time per output token after the first: (e2e - ttft) / (completion_tokens - 1)."""
-    tokens = record.get("completion_tokens")
-    if not record.get("ok") or record.get("ttft_ms") is None or not isinstance(tokens, int) or tokens < 2:
+    count = tokens(record, "completion_tokens")
+    if not record.get("ok") or record.get("ttft_ms") is None or count < 2:
         return None
-    return (record["e2e_ms"] - record["ttft_ms"]) / (tokens - 1)
+    return (record["e2e_ms"] - record["ttft_ms"]) / (count - 1)
 
 
 def meets_slo(record: Mapping[str, Any], slo_ttft_ms: float, slo_tpot_ms: float) -> bool:
@@ -66,19 +84,16 @@ def summarize(records: Sequence[Mapping[str, Any]], *, slo_ttft_ms: Optional[flo
     completed = [r for r in records if r.get("ok")]
     wall = wall_time_s(records) if wall_s is None else wall_s
 
-    def per_s(total: float) -> float:
-        return total / wall if wall > 0 else 0.0
+    def per_s(total: int) -> float:  # nothing in no time is a rate of 0 (Contract 6 keeps these numbers)
+        return finite_ratio(total, wall) or 0.0
 
     tpots = [t for t in (tpot_ms(r) for r in completed) if t is not None]
-    output_tokens = sum(r.get("completion_tokens") or 0 for r in completed)
-    output_per_s = per_s(output_tokens)
+    output_per_s = per_s(sum(tokens(r, "completion_tokens") for r in completed))
     attained: Optional[float] = None
     if slo_ttft_ms is not None and slo_tpot_ms is not None:
         attained = (sum(meets_slo(r, slo_ttft_ms, slo_tpot_ms) for r in records) / len(records)
                     if records else 0.0)
-    usd = None
-    if usd_per_hour is not None and output_per_s > 0:
-        usd = usd_per_hour / 3600 / output_per_s * 1_000_000
+    usd = None if usd_per_hour is None else finite_ratio(usd_per_hour / 3600 * 1_000_000, output_per_s)
     return {
         "requests": {"sent": len(records), "completed": len(completed), "failed": len(records) - len(completed)},
         "ttft_ms": stats([r["ttft_ms"] for r in completed]),
@@ -86,7 +101,7 @@ def summarize(records: Sequence[Mapping[str, Any]], *, slo_ttft_ms: Optional[flo
         "tpot_ms": stats(tpots),
         "e2e_ms": stats([r["e2e_ms"] for r in completed]),
         "request_rate": per_s(len(completed)),
-        "input_tokens_per_s": per_s(sum(r.get("prompt_tokens") or 0 for r in completed)),
+        "input_tokens_per_s": per_s(sum(tokens(r, "prompt_tokens") for r in completed)),
         "output_tokens_per_s": output_per_s,
         "slo": {"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "attained": attained},
         "usd_per_million_output_tokens": usd,

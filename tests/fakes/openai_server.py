@@ -17,6 +17,13 @@ max_tokens) tokens), `failure_rate` (that share of requests, drawn from a seeded
 `hang_s` (sleep that long before answering, to provoke client timeouts). `POST /v1/completions`
 (the legacy text API: `prompt`, chunks with `choices[0].text`) is served too.
 
+`usage` (a function of the true usage object) replaces what the streamed usage chunk carries, for
+the benchmark's checks of the counts: a server or a proxy in front of it that miscounts. The true
+object has OpenAI's shape, `{"prompt_tokens", "completion_tokens", "total_tokens"}` integers (vLLM:
+`UsageInfo` in vllm/entrypoints/openai/protocol.py); whatever the function returns is written with
+Python's json.dumps defaults, as a Python server writes it: float("nan") goes out as `NaN`, 1e400
+as `Infinity`, a missing key stays missing, None is vLLM's `"usage": null`.
+
 `server.streams` records what the server really did for each streamed answer (a `StreamTiming`:
 when the request was read, when each content chunk and the [DONE] line were written, on
 time.perf_counter, the clock the benchmark client uses in the same process). A sleep on a busy
@@ -245,6 +252,8 @@ class _Handler(BaseHTTPRequestHandler):
         owner.streams.append(timing)
         first = True
         for chunk in make_chunks(owner.model_id, request, reply):
+            if owner.usage is not None and "usage" in chunk:
+                chunk["usage"] = owner.usage(chunk["usage"])
             data = f"data: {json.dumps(chunk)}\n\n".encode("utf-8")
             if _is_content_chunk(chunk):
                 delay = owner.ttft_s if first else owner.itl_s
@@ -295,7 +304,8 @@ class OpenAIServer(LoopbackServer):
     def __init__(self, model_id: str, *, reply: str = DEFAULT_REPLY,
                  on_chat: Optional[Callable[[dict[str, Any]], None]] = None,
                  ttft_s: float = 0.0, itl_s: float = 0.0, output_tokens: Optional[int] = None,
-                 failure_rate: float = 0.0, hang_s: float = 0.0, seed: int = 0):
+                 failure_rate: float = 0.0, hang_s: float = 0.0, seed: int = 0,
+                 usage: Optional[Callable[[dict[str, int]], Any]] = None):
         self.model_id = model_id
         self.reply = reply
         self.on_chat = on_chat
@@ -304,6 +314,7 @@ class OpenAIServer(LoopbackServer):
         self.output_tokens = output_tokens
         self.failure_rate = failure_rate
         self.hang_s = hang_s
+        self.usage = usage
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.requests: list[tuple[str, str, Any]] = []

@@ -239,3 +239,25 @@ def test_job_with_out_runs_in_the_cluster_and_brings_every_record_back(tmp_path:
                      str(tmp_path / "bad"), "--", "--rate", "0", "--requests", "10"])
         assert code == 2 and "--rate" in capsys.readouterr().err
         assert len([r for r in kube.requests if r["method"] == "POST"]) == posts  # refused before any create
+
+
+def test_a_sweeps_table_prints_a_line_per_rate_and_goodput_in_words(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with OpenAIServer(MODEL, ttft_s=0.005, output_tokens=4) as server:
+        common = ["run", "--endpoint", server.url, "--model", MODEL, "--requests", "6", "--output-tokens", "4",
+                  "--input-tokens", "10", "--rate", "40,20"]
+        assert main([*common, "--out", str(tmp_path / "no-slo")]) == 0
+        no_slo = capsys.readouterr().out
+        assert main([*common, "--slo-ttft-ms", "5000", "--slo-tpot-ms", "5000", "--out", str(tmp_path / "slo")]) == 0
+        met = capsys.readouterr().out
+        assert main([*common, "--slo-ttft-ms", "0.001", "--slo-tpot-ms", "0.001", "--out", str(tmp_path / "t")]) == 0
+        unmet = capsys.readouterr().out
+    for printed in (no_slo, met, unmet):
+        assert "None" not in printed, printed
+        assert "requests (all rates pooled): 12 sent" in printed
+        for rate in ("20", "40"):
+            assert f"rate {rate}/s: 6/6 completed" in printed and f"(rate-{rate}/)" in printed, printed
+    assert "goodput: n/a (no SLO given" in no_slo and "attained" not in no_slo
+    assert "rate 40/s: 6/6 completed" in met and "SLO 100.0% attained" in met
+    assert "goodput: 40 requests/s (the highest swept rate meeting the SLOs for 90% of requests)" in met
+    assert "goodput: none (no swept rate met the SLOs for 90% of requests)" in unmet and "SLO 0.0% attained" in unmet
