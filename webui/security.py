@@ -19,7 +19,7 @@ import time
 from collections import deque
 from datetime import timedelta
 from typing import Any, Optional
-from urllib.parse import urlparse
+from urllib.parse import unquote_plus, urlparse
 
 from flask import Flask, Response, current_app, g, jsonify, redirect, request, session, url_for
 from flask.typing import ResponseReturnValue
@@ -36,6 +36,13 @@ CSRF_HEADER = "X-CSRF-Token"
 SESSION_COOKIE = "raypd_session"
 # Login attempts allowed per minute before answering 429 (the token is long; this stops scripts).
 LOGIN_ATTEMPTS_PER_MINUTE = 10
+# Query parameters that carry a credential. The app never reads one (the token goes in a header or
+# the login form), but a URL that carried one must not be handed on: not into the login redirect's
+# `next=`, the login page, browser history after login, or a log. Compared case-insensitively.
+CREDENTIAL_PARAMETERS = frozenset({
+    "token", "access_token", "auth_token", "raypd_token", "api_key", "apikey", "auth",
+    "authorization", "bearer", "password", "passphrase", "secret",
+})
 
 
 def session_secret(token: str) -> bytes:
@@ -70,8 +77,21 @@ def csrf_valid(given: Optional[str]) -> bool:
     return isinstance(expected, str) and bool(expected) and token_matches(expected, given)
 
 
+def without_credentials(target: str) -> str:
+    """`target` without its credential parameters (CREDENTIAL_PARAMETERS); every other parameter is
+    kept byte for byte, in its order (re-encoding could change what the page is asked for)."""
+    path, question, rest = target.partition("?")
+    if not question:
+        return target
+    query, hash_mark, fragment = rest.partition("#")
+    kept = [part for part in query.split("&")
+            if unquote_plus(part.partition("=")[0]).strip().lower() not in CREDENTIAL_PARAMETERS]
+    kept_query = "&".join(part for part in kept if part)
+    return path + ("?" + kept_query if kept_query else "") + hash_mark + fragment
+
+
 def safe_next(target: Optional[str]) -> str:
-    """Only same-site paths after login (no open redirect).
+    """Only same-site paths after login (no open redirect), and no credential in them.
 
     Browsers read a backslash as a slash and drop tabs and newlines from URLs, so "/" + backslash +
     "evil.example", or "/", a tab, "/evil.example", would leave the site although urlparse sees a
@@ -84,7 +104,7 @@ def safe_next(target: Optional[str]) -> str:
     parsed = urlparse(target)
     if parsed.scheme or parsed.netloc or not target.startswith("/") or target.startswith("//"):
         return "/"
-    return target
+    return without_credentials(target)
 
 
 class LoginThrottle:
@@ -173,7 +193,8 @@ def _authorize() -> Optional[ResponseReturnValue]:
         return response
     if not signed_in():
         if request.method in SAFE_METHODS:
-            return redirect(url_for("pages.login", next=request.full_path.rstrip("?")))
+            # safe_next drops a token sent in the URL (refused: it is never read from there).
+            return redirect(url_for("pages.login", next=safe_next(request.full_path.rstrip("?"))))
         return redirect(url_for("pages.login"))
     if request.method not in SAFE_METHODS and not csrf_valid(request.form.get(CSRF_FIELD)):
         from webui.pages import render_error  # late import: pages imports this module
