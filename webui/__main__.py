@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m webui",
         description="raypd web app: launch, inspect and tear down PD deployments.",
         epilog="Environment: RAYPD_HOME, RAYPD_ENGINE=auto|pulumi|offline, RAYPD_TOKEN, "
-               "PULUMI_BACKEND_URL, PULUMI_CONFIG_PASSPHRASE[_FILE]. See docs/webui.md.",
+               "PULUMI_BACKEND_URL, PULUMI_CONFIG_PASSPHRASE[_FILE], RAYPD_DATABASE_URL, "
+               "RAYPD_TRUSTED_PROXIES. See docs/webui.md.",
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
@@ -84,7 +85,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        server = make_server(app, args.host, args.port)
+        server = make_server(app, args.host, args.port, settings.trusted_proxies)
     except OSError as exc:
         print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         close_app(app)
@@ -101,6 +102,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           flush=True)
     if state.engines.banner:
         print(state.engines.banner, flush=True)
+    if settings.trusted_proxies:
+        print("Trusted proxies (X-Forwarded-For believed from): "
+              + ", ".join(str(network) for network in settings.trusted_proxies), flush=True)
     if args.host not in LOOPBACK:
         print(f"warning: listening on {args.host}, not loopback: anyone who can reach this port "
               "and knows the token can deploy; put TLS in front of it", flush=True)

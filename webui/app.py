@@ -78,7 +78,7 @@ def create_app(
     app = Flask(__name__)
     app.extensions["raypd"] = state
     cast(DefaultJSONProvider, app.json).sort_keys = False  # answers keep their documented key order
-    init_security(app, settings.token, settings.max_body_bytes)
+    init_security(app, settings.token, settings.max_body_bytes, settings.trusted_proxies)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     app.jinja_env.filters["when"] = _when

@@ -13,16 +13,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import io
+import ipaddress
 import secrets
 import threading
 import time
 from collections import deque
 from datetime import timedelta
-from typing import Any, Optional
-from urllib.parse import urlparse
+from typing import Any, Iterable, Optional, Union
+from urllib.parse import unquote_plus, urlparse
 
 from flask import Flask, Response, current_app, g, jsonify, redirect, request, session, url_for
 from flask.typing import ResponseReturnValue
+
+from webui.settings import IPNetwork
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -36,6 +39,13 @@ CSRF_HEADER = "X-CSRF-Token"
 SESSION_COOKIE = "raypd_session"
 # Login attempts allowed per minute before answering 429 (the token is long; this stops scripts).
 LOGIN_ATTEMPTS_PER_MINUTE = 10
+# Query parameters that carry a credential. The app never reads one (the token goes in a header or
+# the login form), but a URL that carried one must not be handed on: not into the login redirect's
+# `next=`, the login page, browser history after login, or a log. Compared case-insensitively.
+CREDENTIAL_PARAMETERS = frozenset({
+    "token", "access_token", "auth_token", "raypd_token", "api_key", "apikey", "auth",
+    "authorization", "bearer", "password", "passphrase", "secret",
+})
 
 
 def session_secret(token: str) -> bytes:
@@ -70,8 +80,21 @@ def csrf_valid(given: Optional[str]) -> bool:
     return isinstance(expected, str) and bool(expected) and token_matches(expected, given)
 
 
+def without_credentials(target: str) -> str:
+    """`target` without its credential parameters (CREDENTIAL_PARAMETERS); every other parameter is
+    kept byte for byte, in its order (re-encoding could change what the page is asked for)."""
+    path, question, rest = target.partition("?")
+    if not question:
+        return target
+    query, hash_mark, fragment = rest.partition("#")
+    kept = [part for part in query.split("&")
+            if unquote_plus(part.partition("=")[0]).strip().lower() not in CREDENTIAL_PARAMETERS]
+    kept_query = "&".join(part for part in kept if part)
+    return path + ("?" + kept_query if kept_query else "") + hash_mark + fragment
+
+
 def safe_next(target: Optional[str]) -> str:
-    """Only same-site paths after login (no open redirect).
+    """Only same-site paths after login (no open redirect), and no credential in them.
 
     Browsers read a backslash as a slash and drop tabs and newlines from URLs, so "/" + backslash +
     "evil.example", or "/", a tab, "/evil.example", would leave the site although urlparse sees a
@@ -84,11 +107,14 @@ def safe_next(target: Optional[str]) -> str:
     parsed = urlparse(target)
     if parsed.scheme or parsed.netloc or not target.startswith("/") or target.startswith("//"):
         return "/"
-    return target
+    return without_credentials(target)
 
 
 class LoginThrottle:
     """Wrong tokens per client address in the last minute; an address over the limit waits.
+
+    The client address is the peer's, or behind a trusted proxy the one it forwarded
+    (TrustedProxies): behind a load balancer the peer is the balancer, shared by everyone.
 
     Per address, so that someone guessing from one place cannot lock everyone else out; bounded in
     the number of addresses it remembers, so that guessing from many cannot fill the memory.
@@ -135,6 +161,7 @@ def signed_in() -> bool:
 
 
 def client_address() -> str:
+    """The client's address (REMOTE_ADDR, already resolved through trusted proxies)."""
     return request.remote_addr or "unknown"
 
 
@@ -173,7 +200,8 @@ def _authorize() -> Optional[ResponseReturnValue]:
         return response
     if not signed_in():
         if request.method in SAFE_METHODS:
-            return redirect(url_for("pages.login", next=request.full_path.rstrip("?")))
+            # safe_next drops a token sent in the URL (refused: it is never read from there).
+            return redirect(url_for("pages.login", next=safe_next(request.full_path.rstrip("?"))))
         return redirect(url_for("pages.login"))
     if request.method not in SAFE_METHODS and not csrf_valid(request.form.get(CSRF_FIELD)):
         from webui.pages import render_error  # late import: pages imports this module
@@ -192,6 +220,82 @@ def _harden(response: Response) -> Response:
     if request.endpoint != "static":
         response.headers["Cache-Control"] = "no-store"
     return response
+
+
+IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
+# Every forwarding header waitress knows (waitress/proxy_headers.py, PROXY_HEADERS), as WSGI keys.
+FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_HOST", "HTTP_X_FORWARDED_PROTO",
+                      "HTTP_X_FORWARDED_PORT", "HTTP_X_FORWARDED_BY", "HTTP_FORWARDED")
+PROXY_PEER_KEY = "raypd.proxy_peer"  # the proxy's own address, when REMOTE_ADDR was replaced
+
+
+def parse_address(text: str) -> Optional[IPAddress]:
+    """An address as proxies write it in X-Forwarded-For: `1.2.3.4`, `1.2.3.4:5678`, `2001:db8::1`,
+    `[2001:db8::1]:5678`, maybe quoted; an IPv4-mapped IPv6 address is its IPv4 one. None for
+    anything else ("unknown", an obfuscated identifier, garbage)."""
+    text = text.strip().strip('"')
+    if text.startswith("["):
+        text = text[1:].partition("]")[0]
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]  # IPv4 with a port
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def forwarded_client(peer: str, forwarded_for: str, trusted: Iterable[IPNetwork]) -> str:
+    """The client's address: the peer's own, unless the peer is a trusted proxy; then the
+    right-most X-Forwarded-For hop that is not a trusted proxy.
+
+    Right to left because each proxy appends the address it saw: the right-most entries were written
+    by our proxies, everything left of the first untrusted one may be the client's invention. An
+    entry that is not an address stops the walk at the last hop vouched for; with every hop trusted,
+    the left-most one is the client.
+    """
+    networks = tuple(trusted)
+
+    def is_trusted(address: Optional[IPAddress]) -> bool:
+        return address is not None and any(address in network for network in networks)
+
+    if not networks or not is_trusted(parse_address(peer)):
+        return peer
+    client = peer
+    for hop in reversed(forwarded_for.split(",")) if forwarded_for else ():
+        address = parse_address(hop)
+        if address is None:
+            break
+        client = str(address)
+        if not is_trusted(address):
+            break
+    return client
+
+
+class TrustedProxies:
+    """WSGI middleware: REMOTE_ADDR becomes the client's address when a trusted proxy sent the request
+    (`forwarded_client`); then every forwarding header is removed, so nothing later can believe one.
+
+    Done here rather than by waitress (webui/server.py says why) or werkzeug's ProxyFix: ProxyFix
+    believes a fixed number of hops from *any* peer, so behind a server that passes the headers on
+    it would let every client pick its own address (and so escape the login throttle).
+    """
+
+    def __init__(self, app: Any, trusted: Iterable[IPNetwork]):
+        self.app = app
+        self.trusted = tuple(trusted)
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        peer = environ.get("REMOTE_ADDR") or ""
+        client = forwarded_client(peer, environ.get("HTTP_X_FORWARDED_FOR", ""), self.trusted)
+        if client != peer:
+            environ[PROXY_PEER_KEY] = peer
+            environ["REMOTE_ADDR"] = client
+        for key in FORWARDING_HEADERS:
+            environ.pop(key, None)
+        return self.app(environ, start_response)
 
 
 class BoundedChunkedBody:
@@ -223,8 +327,10 @@ class BoundedChunkedBody:
         return self.app(environ, start_response)
 
 
-def init_security(app: Flask, token: str, max_body_bytes: int) -> None:
+def init_security(app: Flask, token: str, max_body_bytes: int,
+                  trusted_proxies: Iterable[IPNetwork] = ()) -> None:
     app.wsgi_app = BoundedChunkedBody(app.wsgi_app, max_body_bytes)  # type: ignore[method-assign]
+    app.wsgi_app = TrustedProxies(app.wsgi_app, trusted_proxies)  # type: ignore[method-assign]
     app.secret_key = session_secret(token)
     app.config.update(
         SESSION_COOKIE_NAME=SESSION_COOKIE,

@@ -14,12 +14,15 @@ into the project checkout, and nothing lands in temp dirs that outlive a request
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Union
+
+IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 ENGINE_CHOICES = ("auto", "pulumi", "offline")
 DEFAULT_HOST = "127.0.0.1"
@@ -57,6 +60,9 @@ class Settings:
     # RAYPD_DATABASE_URL (postgresql://...): the store is shared by every server using it (team
     # mode). None: SQLite under home. Its password is a secret: repr and messages never show it.
     database_url: Optional[str] = field(default=None, repr=False)
+    # RAYPD_TRUSTED_PROXIES: the load balancers / reverse proxies whose X-Forwarded-For is believed
+    # (webui/security.py, TrustedProxies). Empty: the header is believed from no one.
+    trusted_proxies: tuple[IPNetwork, ...] = ()
 
     # ---- derived paths ----
 
@@ -127,6 +133,7 @@ class Settings:
             passphrase=env.get("PULUMI_CONFIG_PASSPHRASE") or None,
             passphrase_file=Path(passphrase_file).expanduser() if passphrase_file else None,
             database_url=database_url,
+            trusted_proxies=parse_trusted_proxies(env.get("RAYPD_TRUSTED_PROXIES") or ""),
         )
         return settings.with_overrides(**overrides) if overrides else settings
 
@@ -149,6 +156,33 @@ def _database_url(value: str) -> Optional[str]:
     if not url.database:
         raise SettingsError("RAYPD_DATABASE_URL names no database (postgresql://user:password@host:port/DATABASE)")
     return value
+
+
+def parse_trusted_proxies(value: str) -> tuple[IPNetwork, ...]:
+    """RAYPD_TRUSTED_PROXIES: addresses or CIDRs, separated by commas or spaces.
+
+    Refused with a message naming the setting: a host name (the peer is known by its address only),
+    a CIDR with host bits set ("10.0.0.5/8": a typo for /32 or for 10.0.0.0/8?), and a network that
+    holds every address (then the header would be believed from anyone, clients included).
+    """
+    networks: list[IPNetwork] = []
+    for entry in value.replace(",", " ").split():
+        shown = entry if entry.isprintable() and len(entry) <= 64 else repr(entry[:64])
+        try:
+            network = ipaddress.ip_network(entry, strict=True)
+        except ValueError as exc:
+            reason = "has host bits set" if "host bits set" in str(exc) else "is not an IP address or CIDR"
+            raise SettingsError(
+                f"RAYPD_TRUSTED_PROXIES: {shown} {reason} (expected addresses or CIDRs of your load "
+                "balancers, e.g. 10.0.0.0/16, separated by commas)"
+            ) from None
+        if network.prefixlen == 0:
+            raise SettingsError(
+                f"RAYPD_TRUSTED_PROXIES: {shown} would trust every address, so any client could choose "
+                "its own address; name the load balancers' subnets"
+            )
+        networks.append(network)
+    return tuple(networks)
 
 
 def prepare_home(settings: Settings) -> None:
