@@ -31,6 +31,7 @@ from webui.api_models import (
     parse,
 )
 from webui.engines.base import OFFLINE_NOTICE, EngineError
+from webui.forms import parse_form_int
 from webui.openapi import openapi_document
 from webui.security import api_error
 from webui.service import Conflict, NotFound, public_job
@@ -256,7 +257,7 @@ def _after() -> int:
     for raw in (request.headers.get("Last-Event-ID"), request.args.get("after")):
         if raw is not None:
             try:
-                after = int(raw)
+                after = parse_form_int(raw)  # ASCII digits only: not 1_0, not full-width
             except ValueError:
                 raise BodyError([FieldError("Last-Event-ID", "must be an event sequence number")]) from None
             if not 0 <= after <= MAX_EVENT_SEQ:  # SQLite integers are 64-bit
@@ -270,7 +271,7 @@ def _window() -> Optional[float]:
     if raw is None:
         return None
     try:
-        seconds = int(raw)
+        seconds = parse_form_int(raw)
     except ValueError:
         seconds = 0
     if not 1 <= seconds <= MAX_WINDOW_SECONDS:

@@ -53,13 +53,24 @@ def test_a_chunked_body_within_the_limit_is_read_whole(server):
     assert status == 201 and answer["name"] == "small"
 
 
-@pytest.mark.parametrize("position", [str(2**63), str(2**64 + 5), "-1", "9" * 400, "1e3"])
+@pytest.mark.parametrize("position", [str(2**63), str(2**64 + 5), "-1", "9" * 400, "1e3", "1_0"])
 def test_event_stream_positions_beyond_an_event_number_are_400(client, position):
     create(client, "demo")
     job = client.post("/api/v1/deployments/demo/preview", headers=AUTH).get_json()["job"]
     response = client.get(f"/api/v1/jobs/{job}/events", headers={**AUTH, "Last-Event-ID": position})
     assert response.status_code == 400
     assert response.get_json()["errors"][0]["field"] == "Last-Event-ID"
+
+
+@pytest.mark.parametrize("query", ["after=1_0", "after=\uff11\uff10", "after=\u0661\u0660",
+                                   "window=1_0", "window=\uff15"])
+def test_event_stream_numbers_are_ascii_digits_only(client, query):
+    """int() reads `1_0`, full-width and Arabic-Indic digits; a position or window must not."""
+    create(client, "demo")
+    job = client.post("/api/v1/deployments/demo/preview", headers=AUTH).get_json()["job"]
+    response = client.get(f"/api/v1/jobs/{job}/events?{query}", headers=AUTH)
+    assert response.status_code == 400
+    assert response.get_json()["errors"][0]["field"] in ("Last-Event-ID", "window")
 
 
 def test_a_windowed_event_stream_ends_early_and_resumes_where_it_stopped(fake_app, fake_engine):
