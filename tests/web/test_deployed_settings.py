@@ -249,7 +249,9 @@ def test_a_store_that_refuses_the_write_gets_the_stack_put_back(fake_app, fake_e
 
     store.set_config = full_disk  # type: ignore[method-assign]
     answer = _discard(client, "disk")
-    assert answer.status_code == 500 and "Traceback" not in answer.get_data(as_text=True)
+    # a full disk is the store unavailable for now (webui/unavailable.py): 503 with Retry-After
+    assert answer.status_code == 503 and answer.headers.get("Retry-After")
+    assert "Traceback" not in answer.get_data(as_text=True)
     del store.set_config
     assert [spec.decode.replicas for spec, _, _ in fake_engine.configured] == [1, 2]  # written, then put back
     assert _detail(client, "disk")["spec"]["raypd:decode"]["replicas"] == 2

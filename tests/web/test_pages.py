@@ -200,7 +200,7 @@ def test_bad_value_shows_the_error_next_to_its_field(browser):
     assert response.status_code == 400
     body = text_of(response)
     assert "g6.8xlarge has 1" in field_error(body, "f-raypd-prefill-tensorParallelSize")
-    assert field_error(body, "f-raypd-decode-replicas") == "must be a whole number"
+    assert field_error(body, "f-raypd-decode-replicas") == "must be a whole number (digits 0-9)"
     assert 'value="2"' in body  # what was typed stays in the form
     assert browser.get("/api/v1/deployments").get_json()["deployments"] == []
 
