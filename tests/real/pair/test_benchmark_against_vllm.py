@@ -5,10 +5,15 @@ until the first content chunk (TTFT) and the last (e2e), and reads token counts 
 chunk. Behind the proxy the request first runs to completion on prefill (one token), then goes
 to decode, which pulls the KV and generates. vLLM's histograms time each engine's part from the
 moment its API server received the request. So, per request and so in the mean:
-- the client's TTFT is at least prefill's e2e plus decode's TTFT (the two legs are sequential),
-  and exceeds them only by the proxy's two HTTP hops and the scheduling delays of a busy 2-core box
-  (generous bound: 1 s plus half the servers' own time, as every process there slows together);
-- the time from first to last token is decode's own (the hop adds the same delay to both ends);
+- the client's TTFT is at least prefill's e2e plus decode's TTFT (the two legs are sequential);
+  what it adds on top (the proxy's two HTTP hops, the API servers' chat templating and
+  tokenization before vLLM's clock starts, and the scheduling delays of a busy 2-core box) is no
+  accuracy fact to assert: it grew from ~0.3 s to over 3 s per request with other work on the
+  machine. It is printed, as a measurement; a TTFT the client took too late is caught by the next
+  point instead, which holds under any load;
+- the time from first to last token is decode's own (the hop adds the same delay to both ends), so
+  a client that stamped its first token late (or its last early) shows a generation time shorter
+  (or longer) than decode's;
 - token counts are exact: the usage chunk is decode's count, and prefill made one token each.
 """
 
@@ -25,8 +30,6 @@ from tests.real.processes import wait_until
 
 REQUESTS = 20
 OUTPUT_TOKENS = 16
-HOP_ALLOWANCE_S = 1.0
-HOP_ALLOWANCE_SHARE = 0.5
 
 
 def _delta(after: str, before: str, name: str, **labels: str) -> float:
@@ -78,7 +81,7 @@ def test_benchmark_counts_and_latencies_agree_with_vllms_counters(real_pd_pair: 
     detail = f"client TTFT {client_ttft_s:.4f} s, prefill e2e {prefill_e2e_s:.4f} s + decode TTFT {decode_ttft_s:.4f} s"
     assert decode_ttft_s > 0 and prefill_e2e_s > 0, detail
     assert client_ttft_s >= 0.95 * servers_s, detail
-    assert client_ttft_s <= servers_s * (1 + HOP_ALLOWANCE_SHARE) + HOP_ALLOWANCE_S, detail
+    print(f"measured: {detail}; the hops and API-server work add {client_ttft_s - servers_s:.3f} s per request")
     assert summary["ttft_ms"]["mean"] is not None and abs(summary["ttft_ms"]["mean"] / 1000 - client_ttft_s) < 1e-6
 
     # first to last token: decode's own generation time, the hop's delay cancels out
