@@ -11,9 +11,9 @@ moment its API server received the request. So, per request and so in the mean:
   accuracy fact to assert: it grew from ~0.3 s to over 3 s per request with other work on the
   machine. It is printed, as a measurement; a TTFT the client took too late is caught by the next
   point instead, which holds under any load;
-- the time from first to last token is decode's own (the hop adds the same delay to both ends), so
-  a client that stamped its first token late (or its last early) shows a generation time shorter
-  (or longer) than decode's;
+- the time from first to last token is at least decode's own (the hop adds about the same delay to
+  both ends, and relaying each chunk more on a loaded machine), so a client that stamped its first
+  token late or its last early shows a generation time shorter than decode's;
 - token counts are exact: the usage chunk is decode's count, and prefill made one token each.
 """
 
@@ -90,4 +90,10 @@ def test_benchmark_counts_and_latencies_agree_with_vllms_counters(real_pd_pair: 
                            - _delta(decode, decode_before, "vllm:time_to_first_token_seconds_sum"))
     detail = f"first-to-last token: client {client_generation_s:.3f} s, decode {decode_generation_s:.3f} s"
     assert decode_generation_s > 0, detail
-    assert abs(client_generation_s - decode_generation_s) <= 0.25 * decode_generation_s + 0.05 * REQUESTS, detail
+    # The client cannot see the last token before decode made it, nor the first after it: a client
+    # that stamped its first token late (or its last early) falls short of decode's own time. What
+    # relaying each chunk adds on top grows with the machine's load (7 s over 16 s measured with two
+    # CPU hogs running): printed, not bounded.
+    assert client_generation_s >= 0.9 * decode_generation_s - 0.05 * REQUESTS, detail
+    assert all(r["ttft_ms"] <= r["e2e_ms"] for r in records)
+    print(f"measured: {detail}")
