@@ -148,6 +148,12 @@ class Conflict(Exception):
         self.field = field
 
 
+def busy_conflict(name: str, busy: Busy, advice: str) -> Conflict:
+    """The 409 for a deployment whose job is still running: one wording, the job named."""
+    return Conflict(f"{name} is busy: job {busy.job_id} is still running; {advice}",
+                    job=busy.job_id, field="job")
+
+
 def strip_token(config: Mapping[str, Any]) -> tuple[dict[str, Any], Optional[str]]:
     """Split the HF token from the rest of the config; an empty token means none."""
     rest = dict(config)
@@ -459,10 +465,7 @@ class DeploymentService:
                                       token_replaced=True if new_token is not None else None)
                 self._stale_listing()
         except Busy as busy:
-            raise Conflict(
-                f"{name} is busy: job {busy.job_id} is still running; change it when it has ended",
-                job=busy.job_id, field="job",
-            ) from None
+            raise busy_conflict(name, busy, "change it when it has ended") from None
         self.audit(actor, "change", name, "succeeded", ", ".join(changed) or "no change")
         return self.get(name)
 
@@ -495,10 +498,7 @@ class DeploymentService:
                 self._write_back(engine, record, spec, actor)
                 self._stale_listing()
         except Busy as busy:
-            raise Conflict(
-                f"{name} is busy: job {busy.job_id} is still running; discard when it has ended",
-                job=busy.job_id, field="job",
-            ) from None
+            raise busy_conflict(name, busy, "discard when it has ended") from None
         put_back = ", ".join(item["key"] for item in config_diff(record["config"], spec.public_config()))
         self.audit(actor, "discard", name, "succeeded",
                    f"back to the {DEPLOYED_LABEL[deployed_kind(record['engine'])]} settings: {put_back}"
@@ -645,10 +645,7 @@ class DeploymentService:
                 name, operation, engine.name, actor, RUNNING_STATUS[operation], work, finish,
             )
         except Busy as busy:
-            raise Conflict(
-                f"{name} is busy: job {busy.job_id} is still running; wait for it or cancel it",
-                job=busy.job_id, field="job",
-            ) from None
+            raise busy_conflict(name, busy, "wait for it or cancel it") from None
         self._stale_listing()
         self.audit(actor, f"{operation} requested", name, "accepted", f"job {job_id}{note}")
         return job_id
