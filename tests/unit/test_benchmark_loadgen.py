@@ -121,10 +121,11 @@ def test_open_loop_sends_on_schedule_whatever_the_answers_take() -> None:
     assert len(records) == len(specs) and all(r["ok"] for r in records)
     assert [r["scheduled_s"] for r in records] == schedule
     lateness = [r["sent_s"] - r["scheduled_s"] for r in records]
-    # The sends are as punctual as an ideal sender's (they spin the last 2 ms, so they are usually more
-    # punctual): at the median, in the tail where a stall delays both, and at the worst.
-    assert statistics.median(lateness) <= statistics.median(reference) + 0.001
-    assert _quantile(lateness, 0.85) <= _quantile(reference, 0.85) + 0.005
+    # Some 100 answers stream at once here, so on a busy machine the event loop runs behind and every
+    # sender in it is late by a loop turn or more (CI saw 45 ms at the ideal sender's median); a send
+    # then waits a turn more than the ideal one when it spins. What must hold is that the lateness never
+    # builds up: the last sends are as near their times as the ideal sender's, and so is the worst.
+    assert max(lateness[-20:]) <= max(reference[-20:]) + 0.05
     assert max(lateness) <= max(reference) + 0.05  # a closed loop would be seconds behind by the end
     # So the rate sent is the rate scheduled, as nearly as the ideal sender kept it.
     sent = sorted(r["sent_s"] for r in records)
@@ -136,6 +137,28 @@ def test_open_loop_sends_on_schedule_whatever_the_answers_take() -> None:
     assert all(s.done_s is not None and s.done_s - s.received_s >= 1.0 for s in held)
     excess = [r["e2e_ms"] / 1000 - ((s.done_s or 0.0) - s.received_s) for r, s in zip(records, held, strict=True)]
     assert min(excess) >= 0 and statistics.median(excess) < 0.05
+
+
+def test_sends_are_as_punctual_as_an_ideal_sender_when_the_loop_keeps_up() -> None:
+    """Where the loop is not saturated (few, quick answers), a send is as punctual as the ideal sender
+    that meets the same machine: at the median (a plain asyncio.sleep wakes up to 1 ms late, which this
+    catches), and in the tail where a stall delays both."""
+    config = LoadConfig("", MODEL, rate=40.0, seed=11)
+    specs = synthetic_workload(80, 20, 2)
+    schedule = poisson_arrivals(40.0, len(specs), config.seed)
+    reference = [0.0] * len(schedule)
+
+    async def load_beside_an_ideal_sender(url: str) -> list[dict[str, Any]]:
+        records, _ = await asyncio.gather(run_load(dataclasses.replace(config, endpoint=url), specs),
+                                          _ideal_sender(schedule, reference))
+        return records
+
+    with OpenAIServer(MODEL, ttft_s=0.005, itl_s=0.002, output_tokens=2) as server:
+        records = asyncio.run(load_beside_an_ideal_sender(server.url))
+    assert len(records) == len(specs) and all(r["ok"] for r in records)
+    lateness = [r["sent_s"] - r["scheduled_s"] for r in records]
+    assert statistics.median(lateness) <= statistics.median(reference) + 0.001, (lateness, reference)
+    assert _quantile(lateness, 0.85) <= _quantile(reference, 0.85) + 0.005
 
 
 def test_errors_and_timeouts_are_counted_never_dropped() -> None:
