@@ -61,6 +61,10 @@ def create_app(
     remember_secret(settings.passphrase)
     engines = engines or select_engines(settings, discover or find_pulumi_cli)
     store = Store(settings.store_location)
+    for engine in engines.engines.values():
+        attach = getattr(engine, "attach", None)
+        if attach is not None:
+            attach(store)  # stack settings files live in the store, shared by every server
     runner = JobRunner(store, workers=settings.workers)
     interrupted = runner.recover()
     if interrupted:
@@ -68,8 +72,9 @@ def create_app(
     service = DeploymentService(store, runner, engines)
     try:
         service.complete_deployed_records()
+        service.complete_stack_files(settings.workspaces_dir)
     except STORE_ERRORS as exc:  # the app still works; the next start tries again
-        logger.warning("could not complete the deployed-settings records: %s", error_text(exc))
+        logger.warning("could not complete the records an older raypd left: %s", error_text(exc))
     state = Raypd(
         settings=settings, store=store, runner=runner, engines=engines,
         service=service, benchmarks=BenchmarkService(service),

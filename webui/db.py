@@ -253,6 +253,18 @@ audit = Table(
     sqlite_autoincrement=True,
 )
 
+# Each stack's Pulumi settings file (Pulumi.<stack>.yaml) as the engine wrote it: its config, the
+# secrets encrypted by the secrets provider (never in clear), and the provider's own state
+# (`encryptionsalt`, or `secretsprovider` + `encryptedkey`). A DIY Pulumi backend keeps none of this
+# (the CLI reads it from the work dir), so it lives here, where every server sharing the store finds
+# it; each job writes it into a fresh work dir and reads it back (version 5).
+stack_files = Table(
+    "stack_files", metadata,
+    Column("stack", Text, primary_key=True),
+    Column("text", Text, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
 # Finished benchmarks (version 3): settings and summary as JSON, the records as gzip JSON lines.
 benchmark_runs = Table(
     "benchmark_runs", metadata,

@@ -12,6 +12,7 @@ import logging
 import shlex
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional
 
 from components import defaults
@@ -53,6 +54,7 @@ from webui.engines.base import (
     PendingOperations,
 )
 from webui.engines.select import EngineSet
+from webui.engines.workdir import legacy_stack_file, stack_file_name
 from webui.jobs import Busy, JobRunner
 from webui.jobstate import CHECK_OPERATIONS, OBSERVING_OPERATIONS
 from webui.pending_changes import (
@@ -417,16 +419,21 @@ class DeploymentService:
         with self._create_lock:
             if self.store.get_deployment(spec.stack) is not None:
                 raise Conflict(f"a deployment named {spec.stack} already exists")
-            try:
-                engine.create(spec, token)
-            except EngineError as exc:
-                self.audit(actor, "create", spec.stack, "failed", exc.message)
-                raise
+            # The row first: it is what makes the name taken on every server sharing the store, so
+            # two servers creating one name cannot both write its stack settings file.
             try:
                 self.store.create_deployment(spec.stack, engine.name, spec.public_config(), summarize(spec))
-                self._stale_listing()
             except NameTaken:
                 raise Conflict(f"a deployment named {spec.stack} already exists") from None
+            try:
+                engine.create(spec, token)
+            except BaseException as exc:
+                self.store.delete_deployment(spec.stack)  # nothing half-created
+                if isinstance(exc, EngineError):
+                    self.audit(actor, "create", spec.stack, "failed", exc.message)
+                raise
+            finally:
+                self._stale_listing()
         self.audit(actor, "create", spec.stack, "succeeded", None)
         return self.get(spec.stack)
 
@@ -571,6 +578,34 @@ class DeploymentService:
             logger.info("completed the deployed-settings records of %d deployment(s) an older raypd wrote",
                         completed)
         return completed
+
+    def complete_stack_files(self, workspaces_dir: Path) -> int:
+        """Move the stack settings files an older raypd kept under this server's RAYPD_HOME into the
+        store (at start), so every server can run the deployment's jobs. An offline deployment's
+        file is a function of its config, so one without a file anywhere gets it rebuilt; a real
+        one whose file is on another server is logged (start that server once to move it)."""
+        moved = 0
+        for row in self.store.stacks_without_file():
+            name, engine = row["name"], self.engines.get(row["engine"])
+            text = legacy_stack_file(workspaces_dir / name, name)
+            if text is not None:
+                self.store.save_stack_file(name, text)
+                (workspaces_dir / name / stack_file_name(name)).unlink(missing_ok=True)
+                moved += 1
+            elif row["engine"] == "offline" and engine is not None:
+                spec, problem = self._validated(row["config"], name)
+                if spec is None:
+                    logger.warning("no settings file for %s, and its config does not validate: %s", name, problem)
+                    continue
+                engine.create(spec, None)
+                moved += 1
+            else:
+                logger.warning("the Pulumi settings file of %s is not in the store: an older raypd kept it "
+                               "under the RAYPD_HOME of the server that created it; start that server once "
+                               "with this raypd to move it", name)
+        if moved:
+            logger.info("moved the stack settings files of %d deployment(s) into the store", moved)
+        return moved
 
     def start(self, name: str, operation: str, actor: str, force: bool = False,
               confirm: Optional[str] = None) -> str:

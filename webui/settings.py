@@ -6,10 +6,14 @@ Everything the app writes lives under one directory, RAYPD_HOME (default ~/.rayp
     passphrase             secrets-provider passphrase, 0600, made once (unless PULUMI_CONFIG_PASSPHRASE[_FILE])
     raypd.db               SQLite (WAL): deployments, jobs, progress events, audit log
                            (unless RAYPD_DATABASE_URL puts them in PostgreSQL: team mode)
-    workspaces/<stack>/    one Pulumi work dir per stack (generated Pulumi.yaml + stack settings)
+    work/<stack>.<random>/ a Pulumi work dir made for one engine call and removed after it
+    cli/<stack>/           the pid of a Pulumi CLI this server runs (to know, after a restart,
+                           whether one outlived it; meaningful on this host only)
 
-Keeping stack settings (with their encrypted secrets) under RAYPD_HOME means the web app never writes
-into the project checkout, and nothing lands in temp dirs that outlive a request.
+Each stack's settings file (Pulumi.<stack>.yaml: config and encrypted secrets) lives in the store,
+not here (webui/engines/workdir.py): nothing under one server's RAYPD_HOME is needed by another,
+and the web app never writes into the project checkout. (raypd before store version 5 kept it in
+workspaces/<stack>/; it is moved into the store at start.)
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024
 PASSPHRASE_FILE = "passphrase"
 DB_FILE = "raypd.db"
 STATE_DIR = "state"
-WORKSPACES_DIR = "workspaces"
+WORKSPACES_DIR = "workspaces"  # before store version 5 (legacy)
+WORK_DIR = "work"
+CLI_DIR = "cli"
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -63,6 +69,15 @@ class Settings:
     # RAYPD_TRUSTED_PROXIES: the load balancers / reverse proxies whose X-Forwarded-For is believed
     # (webui/security.py, TrustedProxies). Empty: the header is believed from no one.
     trusted_proxies: tuple[IPNetwork, ...] = ()
+    # RAYPD_SECRETS_PROVIDER (awskms://..., azurekeyvault://..., gcpkms://..., hashivault://...):
+    # new stacks encrypt their secrets with it instead of the passphrase (`pulumi stack init
+    # --secrets-provider`); the stack file then names it, so every server uses it.
+    secrets_provider: Optional[str] = None
+
+    @property
+    def team_mode(self) -> bool:
+        """Several servers share one store (RAYPD_DATABASE_URL)."""
+        return self.database_url is not None
 
     # ---- derived paths ----
 
@@ -101,7 +116,15 @@ class Settings:
         return Path(sys.prefix) if sys.prefix != sys.base_prefix else None
 
     def workspace_dir(self, stack: str) -> Path:
+        """Where raypd before store version 5 kept the stack's settings (read once, to move them)."""
         return self.workspaces_dir / stack
+
+    @property
+    def work_root(self) -> Path:
+        return self.home / WORK_DIR
+
+    def cli_dir(self, stack: str) -> Path:
+        return self.home / CLI_DIR / stack
 
     def with_overrides(self, **changes: object) -> "Settings":
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -134,6 +157,7 @@ class Settings:
             passphrase_file=Path(passphrase_file).expanduser() if passphrase_file else None,
             database_url=database_url,
             trusted_proxies=parse_trusted_proxies(env.get("RAYPD_TRUSTED_PROXIES") or ""),
+            secrets_provider=_secrets_provider(env.get("RAYPD_SECRETS_PROVIDER") or ""),
         )
         return settings.with_overrides(**overrides) if overrides else settings
 
@@ -156,6 +180,50 @@ def _database_url(value: str) -> Optional[str]:
     if not url.database:
         raise SettingsError("RAYPD_DATABASE_URL names no database (postgresql://user:password@host:port/DATABASE)")
     return value
+
+
+SECRETS_PROVIDER_SCHEMES = ("awskms", "azurekeyvault", "gcpkms", "hashivault")
+
+
+def _secrets_provider(value: str) -> Optional[str]:
+    """RAYPD_SECRETS_PROVIDER: a cloud secrets provider URL Pulumi knows (`passphrase` is the default
+    and needs no setting)."""
+    value = value.strip()
+    if not value or value == "passphrase":
+        return None
+    scheme = value.split("://", 1)[0] if "://" in value else ""
+    if scheme not in SECRETS_PROVIDER_SCHEMES or not value.isprintable() or len(value) > 1024:
+        shown = value[:64] if value.isprintable() else repr(value[:64])
+        raise SettingsError(
+            f"RAYPD_SECRETS_PROVIDER={shown} is not a secrets provider URL Pulumi knows "
+            f"({', '.join(s + '://...' for s in SECRETS_PROVIDER_SCHEMES)}, e.g. "
+            "awskms://alias/raypd?region=us-west-2), nor 'passphrase'"
+        )
+    return value
+
+
+def team_mode_problems(settings: Settings) -> list[str]:
+    """What stops servers sharing a store from running the real engine together: the state and the
+    secrets' key must be shared like the store is. Each problem says which setting to add."""
+    if not settings.team_mode:
+        return []
+    problems = []
+    backend = settings.backend_url or ""
+    if not backend or backend.startswith("file:"):
+        where = f"PULUMI_BACKEND_URL={backend}" if backend else f"the file backend under {settings.state_dir}"
+        problems.append(
+            f"team mode (RAYPD_DATABASE_URL) needs a Pulumi backend every server shares, not {where}: "
+            "two servers cannot share file:// state. Set PULUMI_BACKEND_URL=s3://<bucket>/<prefix> "
+            "(the same on every server; docs/webui.md, team mode)"
+        )
+    if settings.secrets_provider is None and settings.passphrase is None and settings.passphrase_file is None:
+        problems.append(
+            "team mode (RAYPD_DATABASE_URL) needs a secrets key every server shares, not a passphrase "
+            f"made for this server alone ({settings.default_passphrase_file}). Set "
+            "PULUMI_CONFIG_PASSPHRASE_FILE (the same passphrase on every server) or "
+            "RAYPD_SECRETS_PROVIDER=awskms://alias/<key>?region=<region>"
+        )
+    return problems
 
 
 def parse_trusted_proxies(value: str) -> tuple[IPNetwork, ...]:
@@ -189,10 +257,10 @@ def prepare_home(settings: Settings) -> None:
     """Create RAYPD_HOME's layout; make the passphrase file once, readable by its owner only."""
     settings.home.mkdir(parents=True, exist_ok=True)
     os.chmod(settings.home, 0o700)
-    settings.workspaces_dir.mkdir(exist_ok=True)
+    settings.work_root.mkdir(exist_ok=True)
     if settings.backend_url is None:
         settings.state_dir.mkdir(exist_ok=True)
-    if settings.passphrase is None and settings.passphrase_file is None:
+    if settings.passphrase is None and settings.passphrase_file is None and not settings.team_mode:
         path = settings.default_passphrase_file
         if not path.exists():
             # O_EXCL + mode 0600 at creation: the passphrase is never world-readable, not even briefly.
@@ -229,8 +297,8 @@ def pulumi_env(settings: Settings) -> dict[str, str]:
     }
     if settings.passphrase is not None:
         env["PULUMI_CONFIG_PASSPHRASE"] = settings.passphrase
-    else:
-        env["PULUMI_CONFIG_PASSPHRASE_FILE"] = str(
-            settings.passphrase_file or settings.default_passphrase_file
-        )
+    elif settings.passphrase_file is not None:
+        env["PULUMI_CONFIG_PASSPHRASE_FILE"] = str(settings.passphrase_file)
+    elif not settings.team_mode:  # team mode makes none for one server alone (team_mode_problems)
+        env["PULUMI_CONFIG_PASSPHRASE_FILE"] = str(settings.default_passphrase_file)
     return env

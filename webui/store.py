@@ -290,6 +290,38 @@ class Store:
             # Reports describe what was there; a new deployment of the same name starts clean.
             conn.execute(delete(db.checks).where(db.checks.c.deployment == name))
             conn.execute(delete(db.deployed_configs).where(db.deployed_configs.c.deployment == name))
+            conn.execute(delete(db.stack_files).where(db.stack_files.c.stack == name))
+
+    # ---- stack settings files (the engines' StackFiles) ----
+
+    def stack_file(self, stack: str) -> Optional[str]:
+        """The stack's Pulumi.<stack>.yaml as its engine last wrote it, or None."""
+        c = db.stack_files.c
+        with self._read() as conn:
+            return conn.execute(select(c.text).where(c.stack == stack)).scalar()
+
+    def save_stack_file(self, stack: str, text: str) -> None:
+        """Written as given: it holds ciphertext and provider state, which a mask would corrupt."""
+        with self._write() as conn:
+            self._upsert(conn, db.stack_files, {"stack": stack, "text": text, "updated_at": time.time()},
+                         ["stack"])
+
+    def delete_stack_file(self, stack: str) -> None:
+        with self._write() as conn:
+            conn.execute(delete(db.stack_files).where(db.stack_files.c.stack == stack))
+
+    def stacks_without_file(self) -> list[dict[str, Any]]:
+        """Deployments whose settings file the store lacks (an older raypd kept it in one server's
+        RAYPD_HOME): [{name, engine, config}]."""
+        d, f = db.deployments.c, db.stack_files.c
+        with self._read() as conn:
+            rows = conn.execute(
+                select(d.name, d.engine, d.config)
+                .select_from(db.deployments.outerjoin(db.stack_files, f.stack == d.name))
+                .where(f.stack.is_(None)).order_by(d.name)
+            ).mappings().all()
+        return [{"name": row["name"], "engine": row["engine"], "config": json.loads(row["config"])}
+                for row in rows]
 
     # ---- jobs ----
 

@@ -35,12 +35,27 @@ depends on it; it creates nothing anywhere:
   step in flight is abandoned (its pending operation stays), exit 1.
 
 State is one JSON file per stack under the file backend's directory (PULUMI_BACKEND_URL), in
-`fake-pulumi/<stack>.json`: config, resources (with a plaintext secret in the cluster's outputs,
-as a real export has), outputs, pending operations, history and the lock.
+`fake-pulumi/<stack>.json`: resources (with a plaintext secret in the cluster's outputs, as a real
+export has), outputs, pending operations, history, the lock and the secrets provider's state.
+
+Config is NOT in the backend, as with the real CLI and a DIY backend: it lives in the stack settings
+file `Pulumi.<stack>.yaml` in the work dir (the CLI's cwd), which `stack init` writes with the
+passphrase provider's `encryptionsalt` (or `secretsprovider` + `encryptedkey` for
+`--secrets-provider`), `config set-all` / `config rm-all` edit, every operation reads, and `stack rm`
+deletes (pkg/cmd/pulumi/stack/secrets.go GetSecretsManager; pkg/secrets/passphrase/manager.go).
+Secrets in it are `secure: v1:...` values, encrypted with a key from PULUMI_CONFIG_PASSPHRASE[_FILE]
+and the salt: no passphrase is the CLI's "passphrase must be set with ..." error, another
+passphrase its "incorrect passphrase". With no settings file an operation runs with no config, and
+the secrets provider falls back to the state (FallbackToState), as the real CLI does. The cipher is a
+keyed stand-in, not the CLI's AES-GCM: what matters here is that the value is not in clear and that
+only the same passphrase opens it.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import os
 import signal
@@ -50,6 +65,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import urlparse
+
+import yaml
 
 VERSION = os.environ.get("FAKE_PULUMI_VERSION", "v3.272.0")
 STEP_SECONDS = float(os.environ.get("FAKE_PULUMI_STEP_SECONDS", "0.05"))
@@ -107,7 +124,7 @@ class Fail(Exception):
 def parse(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
     words: list[str] = []
     flags: dict[str, Any] = {}
-    valued = {"--stack", "-s", "--color", "--exec-kind", "--event-log", "--page-size", "--page",
+    valued = {"--stack", "-s", "--color", "--exec-kind", "--event-log", "--page-size", "--page", "--secrets-provider",
               "--message", "--parallel", "--client", "--config-file"}
     repeated = {"--plaintext", "--secret"}
     i = 0
@@ -159,8 +176,125 @@ def load(stack: str) -> dict[str, Any]:
 def save(stack: str, state: dict[str, Any]) -> None:
     path = state_path(stack)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1))
+    kept = {key: value for key, value in state.items() if key != "config"}  # config is the work dir's
+    tmp.write_text(json.dumps(kept, indent=1))
     tmp.replace(path)  # a SIGKILL never leaves half a file
+
+
+# ---- the stack settings file (in the work dir) and its secrets ----
+
+NO_PASSPHRASE = ("error: passphrase must be set with PULUMI_CONFIG_PASSPHRASE or "
+                 "PULUMI_CONFIG_PASSPHRASE_FILE environment variables")
+
+
+def settings_path(stack: str) -> Path:
+    return Path.cwd() / f"Pulumi.{stack}.yaml"
+
+
+def read_settings(stack: str) -> dict[str, Any]:
+    path = settings_path(stack)
+    if not path.exists():
+        return {}
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return document if isinstance(document, dict) else {}
+
+
+def write_settings(stack: str, document: dict[str, Any]) -> None:
+    settings_path(stack).write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+
+
+def passphrase() -> Optional[str]:
+    if "PULUMI_CONFIG_PASSPHRASE" in os.environ:
+        return os.environ["PULUMI_CONFIG_PASSPHRASE"]
+    path = os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")
+    if path:
+        try:
+            return Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise Fail(f"error: unable to read PULUMI_CONFIG_PASSPHRASE_FILE: {exc}") from None
+    return None
+
+
+def _stream(key: bytes, nonce: bytes, size: int) -> bytes:
+    out = b""
+    counter = 0
+    while len(out) < size:
+        out += hashlib.sha256(key + nonce + counter.to_bytes(4, "big")).digest()
+        counter += 1
+    return out[:size]
+
+
+def encrypt(key: bytes, text: str) -> str:
+    nonce = os.urandom(12)
+    data = text.encode()
+    body = bytes(a ^ b for a, b in zip(data, _stream(key, nonce, len(data)), strict=True))
+    tag = hmac.new(key, nonce + body, hashlib.sha256).digest()[:16]
+    return "v1:" + base64.b64encode(nonce).decode() + ":" + base64.b64encode(body + tag).decode()
+
+
+def decrypt(key: bytes, value: str) -> str:
+    try:
+        _, nonce_text, body_text = value.split(":", 2)
+        nonce, sealed = base64.b64decode(nonce_text), base64.b64decode(body_text)
+    except ValueError:
+        raise Fail("error: failed to decrypt: malformed ciphertext") from None
+    body, tag = sealed[:-16], sealed[-16:]
+    if not hmac.compare_digest(tag, hmac.new(key, nonce + body, hashlib.sha256).digest()[:16]):
+        raise Fail("error: incorrect passphrase")
+    return bytes(a ^ b for a, b in zip(body, _stream(key, nonce, len(body)), strict=True)).decode()
+
+
+def new_secrets_state(provider: Optional[str]) -> dict[str, Any]:
+    """What `stack init` writes into a new settings file for the given --secrets-provider."""
+    if provider and provider != "passphrase":
+        return {"secretsprovider": provider, "encryptedkey": base64.b64encode(os.urandom(32)).decode()}
+    phrase = passphrase()
+    if phrase is None:
+        raise Fail(NO_PASSPHRASE)
+    salt = base64.b64encode(os.urandom(8)).decode()
+    key = hashlib.sha256(f"{phrase}:{salt}".encode()).digest()
+    return {"encryptionsalt": f"v1:{salt}:{encrypt(key, 'pulumi')}"}
+
+
+def secrets_key(document: dict[str, Any], state: dict[str, Any]) -> bytes:
+    """The key the settings file's secrets are sealed with; a file without a secrets provider takes
+    the one in the state (and keeps it: the CLI saves the file then)."""
+    if document.get("secretsprovider"):  # a cloud KMS stands behind this in the real CLI
+        return hashlib.sha256(f"{document['secretsprovider']}:{document.get('encryptedkey')}".encode()).digest()
+    if not document.get("encryptionsalt"):
+        fallback = (state.get("secrets_providers") or {}).get("state") or {}
+        if "encryptedkey" in fallback:
+            document.update(fallback)
+            return secrets_key(document, state)
+        if "salt" not in fallback:
+            document.update(new_secrets_state(None))
+        else:
+            document["encryptionsalt"] = fallback["salt"]
+    phrase = passphrase()
+    if phrase is None:
+        raise Fail(NO_PASSPHRASE)
+    _, salt, check = document["encryptionsalt"].split(":", 2)
+    key = hashlib.sha256(f"{phrase}:{salt}".encode()).digest()
+    if decrypt(key, check) != "pulumi":
+        raise Fail("error: incorrect passphrase")
+    return key
+
+
+def stack_config(stack: str, state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The settings file's config, secrets opened: {key: {"value", "secret"}} ({} without a file)."""
+    document = read_settings(stack)
+    entries = document.get("config") or {}
+    if not entries:
+        return {}
+    key: Optional[bytes] = None
+    config = {}
+    for name, value in entries.items():
+        if isinstance(value, dict) and "secure" in value:
+            key = key or secrets_key(document, state)
+            config[name] = {"value": decrypt(key, value["secure"]), "secret": True}
+        else:
+            config[name] = {"value": value if isinstance(value, str) else json.dumps(value), "secret": False}
+    return config
 
 
 def urn(stack: str, type_: str, name: str, parents: str = "") -> str:
@@ -326,6 +460,7 @@ def run_step(stack: str, state: dict[str, Any], kind: str, type_: str, name: str
 
 def operation(kind: str, stack: str, flags: dict[str, Any]) -> int:
     state = load(stack)
+    state["config"] = stack_config(stack, state)  # from the work dir's settings file; never saved
     if kind != "preview":
         if state.get("lock"):
             raise Fail("error: the stack is currently locked by 1 lock(s). Either wait for the other "
@@ -474,8 +609,13 @@ def main(argv: list[str]) -> int:
     if words[:2] == ["stack", "init"]:
         if state_path(words[2]).exists():
             raise Fail(f"error: stack '{words[2]}' already exists")
-        save(words[2], {"config": {}, "resources": [], "pending_operations": [], "outputs": {},
-                        "secret_outputs": [], "history": [], "lock": None})
+        secrets_state = new_secrets_state(flags.get("--secrets-provider"))
+        save(words[2], {"resources": [], "pending_operations": [], "outputs": {},
+                        "secret_outputs": [], "history": [], "lock": None,
+                        "secrets_providers": {"type": "cloud" if "secretsprovider" in secrets_state else "passphrase",
+                                              "state": secrets_state if "secretsprovider" in secrets_state
+                                              else {"salt": secrets_state["encryptionsalt"]}}})
+        write_settings(words[2], secrets_state)
         print(f"Created stack '{words[2]}'")
         return 0
     if words[:2] == ["stack", "select"]:
@@ -486,15 +626,30 @@ def main(argv: list[str]) -> int:
         if state["resources"] and not flags.get("--force"):
             raise Fail(f"error: '{stack}' still has resources; removal rejected")
         state_path(stack).unlink()
+        if not flags.get("--preserve-config"):
+            settings_path(stack).unlink(missing_ok=True)
         print(f"Stack '{stack}' has been removed!")
         return 0
     if words[:2] == ["config", "set-all"]:
         state = load(stack)
-        for secret, values in ((False, flags.get("--plaintext", [])), (True, flags.get("--secret", []))):
-            for item in values:
+        document = read_settings(stack)
+        config = document.setdefault("config", {})
+        for item in flags.get("--plaintext", []):
+            key, value = item.split("=", 1)
+            config[key] = value
+        if flags.get("--secret"):
+            sealing = secrets_key(document, state)
+            for item in flags["--secret"]:
                 key, value = item.split("=", 1)
-                state["config"][key] = {"value": value, "secret": secret}
-        save(stack, state)
+                config[key] = {"secure": encrypt(sealing, value)}
+        write_settings(stack, document)
+        return 0
+    if words[:2] == ["config", "rm-all"]:
+        load(stack)
+        document = read_settings(stack)
+        for key in words[2:]:
+            (document.get("config") or {}).pop(key, None)
+        write_settings(stack, document)
         return 0
     if words[:2] == ["stack", "output"]:
         state = load(stack)
@@ -521,7 +676,7 @@ def main(argv: list[str]) -> int:
             resources.append({**resource, "outputs": outputs})
         deployment: dict[str, Any] = {
             "manifest": {"time": now_text(), "magic": "", "version": VERSION.lstrip("v")},
-            "secrets_providers": {"type": "passphrase", "state": {"salt": "v1:ZmFrZQ=="}},
+            "secrets_providers": state.get("secrets_providers") or {"type": "passphrase", "state": {}},
             "resources": resources,
         }
         if state["pending_operations"]:

@@ -113,7 +113,9 @@ def test_duplicate_name_is_a_conflict(client):
 def test_bad_bodies_get_400_with_the_field_named(app, client, body, content_type, field):
     response = client.post("/api/v1/deployments", data=body, content_type=content_type, headers=AUTH)
     assert response.status_code == 400
-    assert list(app.extensions["raypd"].settings.workspaces_dir.iterdir()) == []
+    state = app.extensions["raypd"]
+    assert state.store.list_deployments() == [] and state.store.stack_file("demo") is None  # nothing half-made
+    assert list(state.settings.work_root.iterdir()) == []
     errors = response.get_json()["errors"]
     assert field in [e["field"] for e in errors], errors
     assert all(e["message"] for e in errors)

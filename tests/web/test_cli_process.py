@@ -47,7 +47,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> auto.PulumiCommand:
 def engine(tmp_path: Path, cli: auto.PulumiCommand) -> PulumiEngine:
     settings = settings_for(tmp_path / "home", engine="pulumi")
     prepare_home(settings)
-    engine = PulumiEngine(settings, cli)
+    engine = PulumiEngine(settings, cli, stack_files=Store(settings.db_path))
     engine.shutdown_grace, engine.terminate_grace = 5.0, 5.0
     return engine
 
@@ -70,7 +70,7 @@ def calls(tmp_path: Path) -> list[list[str]]:
 def mid_step(engine: PulumiEngine) -> int:
     """Wait until the CLI is inside a resource step; return its pid."""
     until(lambda: state_of(engine)["pending_operations"], "a step in flight")
-    return int((engine.settings.workspace_dir(STACK) / PID_FILE).read_text())
+    return int((engine.settings.cli_dir(STACK) / PID_FILE).read_text())
 
 
 def alive(pid: int) -> bool:
@@ -315,7 +315,8 @@ def test_pending_operations_block_up_and_destroy_and_are_listed_without_secrets(
     caplog.set_level(logging.DEBUG)
     created(engine)
     crash_mid_step(engine, monkeypatch)
-    raw = engine._select(STACK).export_stack()
+    with engine._stack(STACK) as selected:
+        raw = selected.export_stack()
     assert HF_TOKEN in json.dumps(raw.deployment)  # the export really holds the secret...
     pending = engine.pending_operations(STACK)
     assert pending == [{
@@ -370,7 +371,8 @@ def test_release_leaves_the_lock_of_a_cli_that_outlived_the_previous_server(engi
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "pulumi", "up"])
     try:
         until(lambda: b"pulumi" in Path(f"/proc/{orphan.pid}/cmdline").read_bytes(), "exec")
-        (engine.settings.workspace_dir(STACK) / PID_FILE).write_text(str(orphan.pid))
+        engine.settings.cli_dir(STACK).mkdir(parents=True)  # where that server's session kept it
+        (engine.settings.cli_dir(STACK) / PID_FILE).write_text(str(orphan.pid))
         assert engine.release(STACK) is None
     finally:
         orphan.kill()

@@ -119,8 +119,7 @@ def test_discard_puts_the_planned_settings_back_on_the_stack_and_in_the_store(ap
     assert detail["estimatedUsdPerHour"] == usd({}) and "decode: 1 replica " in detail["summary"]["topology"]
     assert _row(client, "back")["hasPendingChanges"] is False
     # The engine got it too: the offline stack file the next plan reads has the planned settings.
-    home = app.extensions["raypd"].settings.home
-    stack_file = yaml.safe_load((home / "workspaces" / "back" / "Pulumi.back.yaml").read_text())["config"]
+    stack_file = yaml.safe_load(app.extensions["raypd"].store.stack_file("back"))["config"]
     assert stack_file["raypd:decode"]["replicas"] == 1 and stack_file["raypd:model"]["maxModelLen"] == 4096
     audit = app.extensions["raypd"].store.audit_entries()
     line = next(entry for entry in audit if entry["action"] == "discard")
@@ -479,15 +478,24 @@ def test_an_older_raypd_home_is_completed_at_start(make_app, tmp_path, caplog):
     _up(client, "ancient")
     store = store_of(client)
     plan = store.deployed("filed")["plan"]
-    (home / "workspaces" / "filed" / "last-plan.json").write_text(json.dumps(plan))
+    legacy = home / "workspaces" / "filed"
+    legacy.mkdir(parents=True)
+    (legacy / "last-plan.json").write_text(json.dumps(plan))
+    # ... and the stack settings file there too: before version 5 only that server's home had it.
+    settings_file = store.stack_file("filed")
+    (legacy / "Pulumi.filed.yaml").write_text(settings_file)
     with store._engine.begin() as conn:
         conn.execute(db.deployed_configs.delete().where(db.deployed_configs.c.deployment == "ancient"))
-        command.downgrade(db.alembic_config(conn), "0003")  # summary and plan columns gone
+        command.downgrade(db.alembic_config(conn), "0003")  # summary and plan columns, stack files gone
     caplog.set_level(logging.INFO, logger="webui.service")
     again = make_app(home=home).test_client()
     assert "completed the deployed-settings records of 2 deployment(s)" in caplog.text
+    # The file moved into the store; "ancient" had none anywhere: an offline one is rebuilt from its config.
+    assert "moved the stack settings files of 2 deployment(s) into the store" in caplog.text
+    assert store_of(again).stack_file("filed") == settings_file and not (legacy / "Pulumi.filed.yaml").exists()
+    assert yaml.safe_load(store_of(again).stack_file("ancient"))["config"]["raypd:model"]
     upgraded = store_of(again)
-    assert upgraded.schema_version == "0004"
+    assert upgraded.schema_version == "0005"
     assert upgraded.deployed("filed")["plan"] == plan and upgraded.deployed("filed")["summary"]["gpus"] == 2
     assert not (home / "workspaces" / "filed" / "last-plan.json").exists()
     assert upgraded.deployed("ancient")["config"] == _detail(again, "ancient")["spec"]

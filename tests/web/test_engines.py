@@ -11,9 +11,10 @@ import json
 import stat
 import sys
 import threading
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 import yaml
@@ -47,7 +48,9 @@ from webui.engines.pulumi_engine import (
     write_config,
 )
 from webui.engines.select import select_engines
+from webui.engines.workdir import stack_work_dir
 from webui.settings import Settings, SettingsError, prepare_home, pulumi_env
+from webui.store import Store
 
 STACK = "urn:pulumi:demo::raypd::pulumi:pulumi:Stack::raypd-demo"
 VPC = "urn:pulumi:demo::raypd::raypd:network:Network$aws:ec2/vpc:Vpc::network-vpc"
@@ -294,10 +297,11 @@ class SteppedEngine(PulumiEngine):
         super().__init__(settings, command=FakeCommand())
         self.stack = stack
 
-    def _select(self, stack: str, command: Any = None) -> Any:
+    @contextmanager
+    def _stack(self, stack: str, command: Any = None, keep_changes: bool = True) -> Iterator[Any]:
         if isinstance(self.stack.fail, auto.StackNotFoundError):
             raise map_command_error(self.stack.fail, stack)
-        return self.stack
+        yield self.stack
 
 
 def run_job(engine: PulumiEngine, operation: str) -> tuple[Any, list[dict[str, Any]], JobContext]:
@@ -462,12 +466,26 @@ class FakeCommand:
     version = None
 
 
-def test_workspace_lives_under_raypd_home_and_runs_the_project_program(tmp_path):
+def test_each_call_gets_a_fresh_work_dir_with_the_stored_settings_and_runs_the_project_program(tmp_path):
     settings = settings_for(tmp_path / "home")
     prepare_home(settings)
-    workspace = PulumiEngine(settings, FakeCommand()).workspace("demo")
-    assert Path(workspace.work_dir) == settings.home / "workspaces" / "demo"
-    project = yaml.safe_load((Path(workspace.work_dir) / "Pulumi.yaml").read_text())
+    store = Store(settings.db_path)
+    store.save_stack_file("demo", "encryptionsalt: v1:c2FsdA==:v1:x:y\nconfig:\n  aws:region: us-east-2\n")
+    engine = PulumiEngine(settings, FakeCommand(), stack_files=store)
+    seen: list[Path] = []
+    with stack_work_dir(settings.work_root, "demo", store) as first:
+        workspace = engine.workspace(first)
+        seen.append(first)
+        assert (first / "Pulumi.demo.yaml").read_text() == store.stack_file("demo")
+        assert stat.S_IMODE((first / "Pulumi.demo.yaml").stat().st_mode) == 0o600
+        project = yaml.safe_load((first / "Pulumi.yaml").read_text())
+        (first / "Pulumi.demo.yaml").write_text("config:\n  aws:region: us-west-2\n")  # what a CLI wrote
+    with pytest.raises(OperationFailed), stack_work_dir(settings.work_root, "demo", store) as second:
+        seen.append(second)
+        (second / "Pulumi.demo.yaml").write_text("config: {}\n")
+        raise OperationFailed("the CLI failed")  # a failed call saves nothing back
+    assert seen[0] != seen[1] and not any(path.exists() for path in seen)
+    assert store.stack_file("demo") == "config:\n  aws:region: us-west-2\n"
     assert project["name"] == "raypd"
     assert Path(project["main"]) == settings.project_dir
     assert (Path(project["main"]) / "__main__.py").is_file()
@@ -476,6 +494,7 @@ def test_workspace_lives_under_raypd_home_and_runs_the_project_program(tmp_path)
     assert workspace.env_vars["PULUMI_BACKEND_URL"] == (settings.home / "state").as_uri()
     assert workspace.env_vars["PULUMI_CONFIG_PASSPHRASE_FILE"] == str(settings.home / "passphrase")
     assert "PULUMI_CONFIG_PASSPHRASE" not in workspace.env_vars
+    store.close()
 
 
 def test_outside_a_venv_the_language_host_is_not_pointed_at_the_system_prefix(tmp_path, monkeypatch):
@@ -574,8 +593,10 @@ def test_forcing_pulumi_without_a_cli_fails_at_start(tmp_path):
 def test_offline_stack_file_marks_the_token_secret_without_its_value(tmp_path):
     settings = settings_for(tmp_path)
     spec = DeploymentSpec.from_config({"raypd:hfToken": HF_TOKEN}, "demo")
-    OfflineEngine(settings).create(spec, HF_TOKEN)
-    text = (settings.workspace_dir("demo") / "Pulumi.demo.yaml").read_text()
+    store = Store(tmp_path / "store.db")
+    OfflineEngine(settings, stack_files=store).create(spec, HF_TOKEN)
+    text = store.stack_file("demo")
+    assert text is not None and not (settings.workspace_dir("demo") / "Pulumi.demo.yaml").exists()
     assert HF_TOKEN not in text
     document = yaml.safe_load(text)
     assert document == stack_file_document(spec)
@@ -591,18 +612,19 @@ def test_real_cli_creates_a_stack_with_an_encrypted_token(tmp_path):
         pytest.skip(f"needs the Pulumi CLI: {found.reason} (install: curl -fsSL https://get.pulumi.com | sh)")
     settings = settings_for(tmp_path / "home", engine="pulumi")
     prepare_home(settings)
-    engine = PulumiEngine(settings, found.command)
+    store = Store(settings.db_path)
+    engine = PulumiEngine(settings, found.command, stack_files=store)
     spec = DeploymentSpec.from_config({"raypd:hfToken": HF_TOKEN}, "clitest")
     engine.create(spec, HF_TOKEN)
-    stack = engine._select("clitest")
-    config = stack.get_all_config()
-    assert config["raypd:hfToken"].secret is True
-    settings_file = settings.workspace_dir("clitest") / "Pulumi.clitest.yaml"
-    assert HF_TOKEN not in settings_file.read_text()
-    assert json.loads(config["raypd:model"].value)["id"] == "qwen3.5-9b"
-    stack.workspace.remove_stack("clitest")
+    text = store.stack_file("clitest")
+    assert text is not None and HF_TOKEN not in text and "encryptionsalt" in text
+    with engine._stack("clitest") as stack:
+        config = stack.get_all_config()
+        assert config["raypd:hfToken"].secret is True
+        assert json.loads(config["raypd:model"].value)["id"] == "qwen3.5-9b"
+        stack.workspace.remove_stack("clitest")
     engine.remove("clitest")
-    assert not settings.workspace_dir("clitest").exists()
+    assert store.stack_file("clitest") is None
 
 
 @pytest.mark.needs_pulumi_cli
@@ -614,10 +636,10 @@ def test_real_cli_export_lists_pending_operations_and_blocks_up(tmp_path):
         pytest.skip(f"needs the Pulumi CLI: {found.reason} (install: curl -fsSL https://get.pulumi.com | sh)")
     settings = settings_for(tmp_path / "home", engine="pulumi")
     prepare_home(settings)
-    engine = PulumiEngine(settings, found.command)
+    engine = PulumiEngine(settings, found.command, stack_files=Store(settings.db_path))
     engine.create(DeploymentSpec.from_config({}, "pendtest"), None)
-    stack = engine._select("pendtest")
-    exported = stack.export_stack()
+    with engine._stack("pendtest") as stack:
+        exported = stack.export_stack()
     urn = "urn:pulumi:pendtest::raypd::eks:index:Cluster::cluster-eks"
     deployment = dict(exported.deployment or {})
     deployment["pending_operations"] = [{
@@ -625,14 +647,16 @@ def test_real_cli_export_lists_pending_operations_and_blocks_up(tmp_path):
                      "inputs": {"secret": "should-never-leave-the-export"}},
         "type": "creating",
     }]
-    stack.import_stack(auto.Deployment(version=exported.version, deployment=deployment))
+    with engine._stack("pendtest") as stack:
+        stack.import_stack(auto.Deployment(version=exported.version, deployment=deployment))
     pending = engine.pending_operations("pendtest")
     assert [(p["type"], p["name"], p["operation"]) for p in pending] == [
         ("eks:index:Cluster", "cluster-eks", "creating")]
     assert "should-never-leave-the-export" not in json.dumps(pending)
     with pytest.raises(PendingOperations):
         engine.run("pendtest", "up", JobContext("j", lambda record: None))
-    stack.workspace.remove_stack("pendtest", force=True)
+    with engine._stack("pendtest") as stack:
+        stack.workspace.remove_stack("pendtest", force=True)
     engine.remove("pendtest")
 
 
@@ -653,7 +677,7 @@ def test_the_offline_plan_subprocess_gets_only_what_python_needs(tmp_path, monke
         return real_popen(*args, **kwargs)
 
     monkeypatch.setattr(offline_module.subprocess, "Popen", popen)
-    engine = OfflineEngine(settings_for(tmp_path))
+    engine = OfflineEngine(settings_for(tmp_path), stack_files=Store(tmp_path / "store.db"))
     engine.create(DeploymentSpec.from_config({}, "demo"), None)
     result = engine.run("demo", "preview", JobContext("j", lambda record: None))
     assert result.resources  # the plan still ran

@@ -35,6 +35,18 @@ def test_unworkable_settings_stop_the_server_with_a_clear_message(tmp_path, args
     assert "Traceback" not in result.stderr
 
 
+def test_team_mode_with_a_cli_but_no_shared_backend_or_key_does_not_start(tmp_path):
+    from tests.fakes.pulumi_cli import install
+
+    cli = install(tmp_path / "cli")
+    result = run_webui(tmp_path, PATH=f"{cli / 'bin'}:/usr/bin:/bin",
+                       RAYPD_DATABASE_URL="postgresql://raypd:Sup3rSecret@127.0.0.1:1/raypd")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "PULUMI_BACKEND_URL=s3://" in result.stderr and "PULUMI_CONFIG_PASSPHRASE_FILE" in result.stderr
+    assert "Sup3rSecret" not in result.stderr + result.stdout
+    assert not (tmp_path / "home" / "passphrase").exists()  # no key made for one server alone
+
+
 def test_a_damaged_store_stops_the_server_with_the_file_and_what_to_do(tmp_path):
     home = tmp_path / "home"
     home.mkdir(mode=0o700)

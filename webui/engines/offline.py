@@ -4,9 +4,10 @@
 a crash or hang cannot take the web app down, and cancel is a kill. Its resources, in program
 order, become the same per-resource progress records the Automation API engine emits.
 
-Nothing is created in AWS, and the HF token is never written anywhere: the stack file under
-RAYPD_HOME/workspaces/<stack>/ marks it as a present-but-secret placeholder, which is all the plan
-needs (it renders the Kubernetes Secret reference, not the value).
+Nothing is created in AWS, and the HF token is never written anywhere: the stack's settings file
+(kept in the store, as the real engine's is: any server sharing the store plans any deployment)
+marks it as a present-but-secret placeholder, which is all the plan needs (it renders the
+Kubernetes Secret reference, not the value). Each plan reads that file from a fresh work dir.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -32,6 +34,7 @@ from webui.engines.base import (
     OperationResult,
     resource_record,
 )
+from webui.engines.workdir import StackFiles, stack_file_name, stack_work_dir
 from webui.redact import redact
 from webui.settings import Settings
 
@@ -78,21 +81,27 @@ class OfflineEngine:
     name = "offline"
     real = False
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, stack_files: Optional[StackFiles] = None):
         self.settings = settings
+        self._stack_files = stack_files
 
-    def stack_file(self, stack: str) -> Path:
-        return self.settings.workspace_dir(stack) / f"Pulumi.{stack}.yaml"
+    def attach(self, stack_files: StackFiles) -> None:
+        """Keep stack settings files in `stack_files` (the app's store)."""
+        self._stack_files = stack_files
+
+    @property
+    def stack_files(self) -> StackFiles:
+        if self._stack_files is None:
+            raise RuntimeError("the offline engine has no store for stack files (attach one)")
+        return self._stack_files
 
     def create(self, spec: DeploymentSpec, hf_token: Optional[str]) -> None:
         # hf_token is deliberately dropped: the plan only needs to know one is set.
         del hf_token
-        path = self.stack_file(spec.stack)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
+        self.stack_files.save_stack_file(
+            spec.stack,
             "# Written by the raypd web app (offline engine); the HF token is never stored here.\n"
             + yaml.safe_dump(stack_file_document(spec), sort_keys=False),
-            encoding="utf-8",
         )
 
     def configure(self, spec: DeploymentSpec, hf_token: Optional[str], removed: list[str]) -> None:
@@ -101,7 +110,8 @@ class OfflineEngine:
         self.create(spec, hf_token)
 
     def remove(self, stack: str) -> None:
-        shutil.rmtree(self.settings.workspace_dir(stack), ignore_errors=True)
+        self.stack_files.delete_stack_file(stack)
+        shutil.rmtree(self.settings.workspace_dir(stack), ignore_errors=True)  # an older raypd's
 
     def release(self, stack: str) -> None:
         """Nothing holds a lock offline."""
@@ -118,18 +128,21 @@ class OfflineEngine:
 
     def plan_of(self, spec: DeploymentSpec, ctx: JobContext) -> dict[str, Any]:
         """The offline plan (Contract 2) of any spec, e.g. a real deployment's: what it will create
-        and in which order, for the real engine's progress total and ETA. Written beside, never over,
-        a real stack's own settings file."""
-        path = self.settings.workspace_dir(spec.stack) / "offline-plan" / f"Pulumi.{spec.stack}.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(stack_file_document(spec), sort_keys=False), encoding="utf-8")
-        return self._run_plan(path, spec.stack, ctx)
+        and in which order, for the real engine's progress total and ETA. Written to a work dir of
+        its own, never over a stack's settings."""
+        self.settings.work_root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f"{spec.stack}.plan.", dir=self.settings.work_root) as work_dir:
+            path = Path(work_dir) / stack_file_name(spec.stack)
+            path.write_text(yaml.safe_dump(stack_file_document(spec), sort_keys=False), encoding="utf-8")
+            return self._run_plan(path, spec.stack, ctx)
 
     def _plan(self, stack: str, ctx: JobContext) -> dict[str, Any]:
-        path = self.stack_file(stack)
-        if not path.exists():
-            raise OperationFailed(f"the stack file for {stack} is missing ({path}); recreate the deployment")
-        return self._run_plan(path, stack, ctx)
+        with stack_work_dir(self.settings.work_root, stack, self.stack_files, keep_changes=False) as work_dir:
+            path = work_dir / stack_file_name(stack)
+            if not path.exists():
+                raise OperationFailed(f"the store holds no settings file for {stack}; save its settings "
+                                      "again (Change settings) or recreate the deployment")
+            return self._run_plan(path, stack, ctx)
 
     def _run_plan(self, path: Path, stack: str, ctx: JobContext) -> dict[str, Any]:
         env = {k: v for k, v in os.environ.items() if k in _PLAN_ENV}

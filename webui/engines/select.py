@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 from webui.engines.offline import OfflineEngine
 from webui.engines.pulumi_engine import CliDiscovery, PulumiEngine, find_pulumi_cli
-from webui.settings import Settings, SettingsError
+from webui.settings import Settings, SettingsError, team_mode_problems
 
 INSTALL_HINT = (
     "install it with `curl -fsSL https://get.pulumi.com | sh` or "
@@ -57,6 +57,9 @@ def select_engines(
         )
     found = discover()
     if found.found:
+        problems = team_mode_problems(settings)
+        if problems:
+            raise SettingsError("; and ".join(problems))
         real = PulumiEngine(settings, found.command)
         return EngineSet(real, {"pulumi": real, "offline": offline}, banner=None,
                          reason=f"Pulumi CLI at {found.where}")
