@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from components.errors import FieldError, SpecError
 from components.safe_documents import DocumentError, DuplicateKeyError, load_json
 from webui.api_models import (
+    MAX_WINDOW_SECONDS,
     BenchmarkRequest,
     BodyRefused,
     ChangeDeployment,
@@ -30,13 +31,13 @@ from webui.api_models import (
     dump,
     parse,
 )
+from webui.deployments.reads import FINAL_STATUSES, STORE_ERRORS
 from webui.engines.base import OFFLINE_NOTICE, EngineError
+from webui.errors import api_error
 from webui.forms import parse_form_int
 from webui.openapi import openapi_document
-from webui.security import api_error
 from webui.service import Conflict, NotFound, public_job
 from webui.state import raypd
-from webui.store import FINAL_STATUSES, STORE_ERRORS
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -44,7 +45,6 @@ KEEPALIVE_SECONDS = 15.0
 # `?window=N`: the stream ends after N seconds even if the job has not (the pages ask for it:
 # EventSource reconnects on its own and resumes after its Last-Event-ID), so a browser tab does not
 # hold a server thread for the whole of a 40-minute update. Without it the stream ends with the job.
-MAX_WINDOW_SECONDS = 300
 MAX_EVENT_SEQ = 2**63 - 1
 # A job's end record follows its final status by a moment; wait that long before closing.
 
@@ -282,10 +282,11 @@ def _window() -> Optional[float]:
 @bp.get("/jobs/<job_id>/events")
 def job_events(job_id: str) -> Response:
     app = raypd()
-    if app.store.get_job(job_id) is None:
+    reads = app.reads
+    if reads.job(job_id) is None:
         return api_error(404, "id", f"no job with id {job_id}")
     after = _after()
-    store, poll = app.store, app.settings.sse_poll_seconds
+    poll = app.settings.sse_poll_seconds
 
     window = _window()
 
@@ -301,7 +302,7 @@ def job_events(job_id: str) -> Response:
                 yield f"data: {json.dumps(record, separators=(',', ':'))}\n\n"
                 return
             try:
-                events = store.events_after(job_id, last)
+                events = reads.events_after(job_id, last)
             except STORE_ERRORS:
                 events = []  # the store is failing; the runner ends the job, and the loop says so
             for event in events:
@@ -312,13 +313,13 @@ def job_events(job_id: str) -> Response:
             if events:
                 quiet_since = time.monotonic()
                 continue
-            job = store.get_job(job_id)
+            job = reads.job(job_id)
             if job is None:
                 return
             if job["status"] in FINAL_STATUSES:
                 # The end event is committed with the final status, but it may have landed between
                 # the read above and this one: send what is left, then close.
-                for event in store.events_after(job_id, last):
+                for event in reads.events_after(job_id, last):
                     yield f"id: {event['seq']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
                 return
             if time.monotonic() - quiet_since > KEEPALIVE_SECONDS:

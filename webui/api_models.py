@@ -21,6 +21,9 @@ from components.errors import FieldError
 from components.spec import MAX_STACK_NAME, NAMESPACE, REGION_KEY, DeploymentSpec
 from serve.benchmark.workload import MAX_PROMPT_WORDS, PRESETS
 
+# The longest window a client may ask the event stream to wait for new events (GET .../events?window=).
+MAX_WINDOW_SECONDS = 300
+
 SCHEMA_REF = "#/components/schemas/{model}"
 STACK_NAME_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 

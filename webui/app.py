@@ -17,9 +17,10 @@ from webui.benchmarking import BenchmarkService
 from webui.engines.base import OFFLINE_NOTICE
 from webui.engines.pulumi_engine import CliDiscovery, find_pulumi_cli
 from webui.engines.select import EngineSet, select_engines
+from webui.errors import api_error, render_error
 from webui.jobs import JobRunner
 from webui.redact import remember_secret
-from webui.security import api_error, init_security
+from webui.security import init_security
 from webui.service import DeploymentService, NotFound, status_tone
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
@@ -109,7 +110,7 @@ def create_app(
                 413: f"request body larger than {settings.max_body_bytes} bytes",
             }.get(status, exc.description or exc.name)
             return api_error(status, field, message)
-        return pages.render_error(status, exc.description or exc.name)
+        return render_error(status, exc.description or exc.name)
 
     @app.errorhandler(NotFound)
     def _unknown(exc: NotFound) -> Any:
@@ -117,7 +118,7 @@ def create_app(
         # the answer to a refused form of a deployment that does not exist).
         if request.path.startswith("/api/"):
             return api_error(404, "name", str(exc))
-        return pages.render_error(404, f"{str(exc)[:1].upper()}{str(exc)[1:]}.")
+        return render_error(404, f"{str(exc)[:1].upper()}{str(exc)[1:]}.")
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Any:
@@ -127,7 +128,7 @@ def create_app(
             if request.path.startswith("/api/"):
                 response = api_error(503, "store", reason)
             else:
-                body, status = pages.render_error(503, reason)
+                body, status = render_error(503, reason)
                 response = app.make_response((body, status))
             response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
             return response
@@ -135,7 +136,7 @@ def create_app(
         logger.exception("unhandled error on %s %s", request.method, request.path)
         if request.path.startswith("/api/"):
             return api_error(500, "server", "internal error (see the server log)")
-        return pages.render_error(500, "Something went wrong on the server; the log has details.")
+        return render_error(500, "Something went wrong on the server; the log has details.")
 
     return app
 

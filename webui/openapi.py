@@ -19,6 +19,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from components.spec import MAX_STACK_NAME
 from webui import api_models as m
+from webui.api_models import MAX_WINDOW_SECONDS
 
 _NAME = {
     "name": "name", "in": "path", "required": True,
@@ -91,7 +92,6 @@ def _read(operation_id: str, summary: str, model: type[BaseModel]) -> dict[str, 
 
 
 def _paths() -> dict[str, Any]:
-    from webui.api import MAX_WINDOW_SECONDS  # here: webui.api imports this module
 
     return {
         "/deployments": {

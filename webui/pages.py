@@ -38,12 +38,13 @@ from webui.benchmarking import (
     request_from_form,
     values_from_settings,
 )
+from webui.deployments.reads import ACTIVE_STATUSES
 from webui.diagram import architecture_svg
 from webui.engines.base import EngineError
+from webui.errors import render_error
 from webui.security import client_address, csrf_token, csrf_valid, safe_next, token_matches
 from webui.service import Conflict, NotFound
 from webui.state import raypd
-from webui.store import ACTIVE_STATUSES
 from webui.summary import rayservice_yaml, summarize
 
 bp = Blueprint("pages", __name__)
@@ -52,10 +53,6 @@ OPERATION_LABELS = {"preview": "Preview", "up": "Deploy", "refresh": "Refresh", 
                     "preflight": "Preflight", "verify": "Verify", "benchmark": "Benchmark",
                     "clear-pending": "Clear pending operations"}
 FORCE_FIELD = "force"  # the "launch anyway" box: launch despite a failed preflight
-
-
-def render_error(status: int, message: str) -> tuple[str, int]:
-    return render_template("error.html", status=status, message=message), status
 
 
 # ---- login ----
@@ -83,7 +80,7 @@ def login_post() -> Any:
     session.clear()
     session.permanent = True
     session["auth"] = True
-    session["sid"] = app.store.start_session()
+    session["sid"] = app.start_session()
     csrf_token()
     app.service.audit(g.actor, "login", "web", "succeeded", None)
     return redirect(target)
@@ -93,7 +90,7 @@ def login_post() -> Any:
 def logout() -> ResponseReturnValue:
     session_id = session.get("sid")
     if isinstance(session_id, str):
-        raypd().store.end_session(session_id)  # a copy of the cookie must not outlive the logout
+        raypd().end_session(session_id)  # a copy of the cookie must not outlive the logout
     session.clear()
     return redirect(url_for("pages.login"))
 
@@ -150,7 +147,7 @@ def new_deployment_post() -> Any:
         spec, _ = app.service.validate(name, config)
     except SpecError as exc:
         errors = errors + [e for e in exc.errors if e.field not in {x.field for x in errors}]
-    if spec is not None and app.store.get_deployment(spec.stack) is not None:
+    if spec is not None and app.reads.exists(spec.stack):
         errors.append(FieldError(forms.NAME_FIELD, f"a deployment named {spec.stack} already exists"))
     if errors or spec is None:
         return _render_form(values, errors, draft, status=400)
@@ -188,22 +185,17 @@ def deployment(name: str) -> Any:
         plan = plan_deployment(spec) if spec else None
         checks = app.service.checks(name)  # here too: a tear-down may remove the record meanwhile
     except NotFound:
-        gone = app.store.get_job(request.args.get("job", ""))
-        if gone and gone["deployment"] == name and gone["operation"] == "destroy" and gone["status"] in (
+        gone = app.reads.job_of(name, request.args.get("job"))
+        if gone and gone["operation"] == "destroy" and gone["status"] in (
                 "succeeded", "running"):
             # The tear-down finished before this page loaded (offline it takes milliseconds); a
             # record is removed only by a succeeded destroy, whose job may still be recording its end.
             return redirect(url_for("pages.index", removed=name))
         return render_error(404, f"There is no deployment named “{name}”. It may have been torn down.")
-    wanted = request.args.get("job")
-    job = None
-    if wanted:
-        job = app.store.get_job(wanted)
-        if job is not None and job["deployment"] != name:
-            job = None
+    job = app.reads.job_of(name, request.args.get("job"))
     if job is None and detail["jobs"]:
-        job = app.store.get_job(detail["jobs"][0]["id"])
-    events = app.store.events_after(job["id"], 0, limit=2000) if job else []
+        job = app.reads.job(detail["jobs"][0]["id"])
+    events = app.reads.events_after(job["id"], 0, limit=2000) if job else []
     job_summary = (job.get("summary") or {}) if job else {}
     # A preview says what an update would do while settings are pending; once they are deployed
     # or discarded an update would do none of it.
@@ -239,18 +231,13 @@ def _render_benchmark(name: str, values: Optional[dict[str, str]], errors: list[
     app = raypd()
     detail = app.service.get(name, jobs=20)
     record = app.service.record(name)
-    job = None
-    wanted = request.args.get("job")
-    if wanted:
-        job = app.store.get_job(wanted)
-        if job is not None and job["deployment"] != name:
-            job = None
+    job = app.reads.job_of(name, request.args.get("job"))
     if job is None:  # a benchmark still running is what this tab is about
         latest = next((j for j in detail["jobs"] if j["operation"] == "benchmark"), None)
         if latest is not None and latest["status"] in ACTIVE_STATUSES:
-            job = app.store.get_job(latest["id"])
+            job = app.reads.job(latest["id"])
     # The newest events: a benchmark logs its progress every few seconds for hours.
-    events = app.store.latest_events(job["id"], limit=500) if job else []
+    events = app.reads.latest_events(job["id"], limit=500) if job else []
     all_runs = app.benchmarks.runs()["runs"]
     own = [run for run in all_runs if run["deployment"] == name]
     others = [run for run in all_runs if run["deployment"] != name]

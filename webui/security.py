@@ -22,9 +22,10 @@ from datetime import timedelta
 from typing import Any, Iterable, Optional, Union
 from urllib.parse import unquote_plus, urlparse
 
-from flask import Flask, Response, current_app, g, jsonify, redirect, request, session, url_for
+from flask import Flask, Response, current_app, g, redirect, request, session, url_for
 from flask.typing import ResponseReturnValue
 
+from webui.errors import api_error, render_error
 from webui.settings import IPNetwork
 
 CSP = (
@@ -165,12 +166,6 @@ def client_address() -> str:
     return request.remote_addr or "unknown"
 
 
-def api_error(status: int, field: str, message: str, **extra: Any) -> Response:
-    response = jsonify({"errors": [{"field": field, "message": message}], **extra})
-    response.status_code = status
-    return response
-
-
 def _actor(kind: str) -> str:
     return f"{kind}@{request.remote_addr or 'unknown'}"
 
@@ -204,7 +199,6 @@ def _authorize() -> Optional[ResponseReturnValue]:
             return redirect(url_for("pages.login", next=safe_next(request.full_path.rstrip("?"))))
         return redirect(url_for("pages.login"))
     if request.method not in SAFE_METHODS and not csrf_valid(request.form.get(CSRF_FIELD)):
-        from webui.pages import render_error  # late import: pages imports this module
 
         return render_error(400, "This form has expired. Reload the page and try again.")
     g.actor = _actor("browser")

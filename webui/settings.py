@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
+from webui.db import DatabaseUrlError, parse_url
+
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 ENGINE_CHOICES = ("auto", "pulumi", "offline")
@@ -168,8 +170,6 @@ def _database_url(value: str) -> Optional[str]:
     value = value.strip()
     if not value:
         return None
-    from webui.db import DatabaseUrlError, parse_url
-
     try:
         url = parse_url(value)  # remembers the password as a secret
     except DatabaseUrlError as exc:

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 from flask import current_app
 
 from webui.benchmarking import BenchmarkService
+from webui.deployments.reads import Reads
 from webui.engines.select import EngineSet
 from webui.jobs import JobRunner
 from webui.security import LoginThrottle
@@ -91,6 +92,17 @@ class Raypd:
     drafts: TokenDrafts = field(default_factory=TokenDrafts)
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     fragments: FragmentCache = field(default_factory=FragmentCache)
+    reads: Reads = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reads = Reads(self.store)
+
+    def start_session(self) -> str:
+        """A login: the session id the cookie carries (the store lists live ones)."""
+        return self.store.start_session()
+
+    def end_session(self, session_id: str) -> None:
+        self.store.end_session(session_id)
 
     def close(self) -> None:
         # Cancel every job first (the real engine SIGINTs its CLIs), give the CLIs a bounded time
