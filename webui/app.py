@@ -14,6 +14,7 @@ from components import catalogue
 from components.checks import report_verdict
 from webui import api, pages
 from webui.benchmarking import BenchmarkService
+from webui.deployments.lifecycle import tone
 from webui.engines.base import OFFLINE_NOTICE
 from webui.engines.pulumi_engine import CliDiscovery, find_pulumi_cli
 from webui.engines.select import EngineSet, select_engines
@@ -21,7 +22,7 @@ from webui.errors import api_error, render_error
 from webui.jobs import JobRunner
 from webui.redact import remember_secret
 from webui.security import init_security
-from webui.service import DeploymentService, NotFound, status_tone
+from webui.service import DeploymentService, NotFound
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
 from webui.store import STORE_ERRORS, Store, error_text
@@ -89,7 +90,7 @@ def create_app(
     app.register_blueprint(api.bp)
     app.jinja_env.filters["when"] = _when
     app.jinja_env.filters["usd"] = _usd
-    app.jinja_env.filters["tone"] = status_tone
+    app.jinja_env.filters["tone"] = tone
     app.jinja_env.filters["verdict"] = report_verdict  # a report's badge: ok | failed | not checked
     app.jinja_env.globals["OFFLINE_NOTICE"] = OFFLINE_NOTICE
     app.jinja_env.globals["price_basis"] = catalogue.price_basis  # said next to every cost shown

@@ -34,6 +34,7 @@ from webui.api_models import (
     dump,
     parse,
 )
+from webui.deployments.lifecycle import Standing
 from webui.engines.base import OFFLINE_NOTICE, JobContext, OperationCancelled, OperationFailed, OperationResult
 from webui.forms import Field, parse_form_float, parse_form_int
 from webui.jobstate import Operation
@@ -255,7 +256,7 @@ class BenchmarkService:
             return f"the {record['engine']} engine is not available on this server"
         if not engine.real:
             return NEEDS_A_RUNNING_DEPLOYMENT
-        if record["status"] != "deployed" and self._previous_status(record["name"]) != "deployed":
+        if Standing.DEPLOYED not in (record["status"], self._previous_status(record["name"])):
             return (f"{record['name']} is {record['status']}, not deployed: a benchmark needs its endpoint "
                     "serving; Deploy it first")
         return None  # (a check or a benchmark running now is not a reason: the deployment stays up)

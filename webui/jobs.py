@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
+from webui.deployments.lifecycle import Standing
 from webui.engines.base import EngineError, JobContext, OperationCancelled, OperationResult
 from webui.jobstate import JobStatus
 from webui.redact import redact
@@ -341,7 +342,7 @@ class JobRunner:
         return self.store.get_job(job_id) or job
 
     def _restore_status(self, job: dict[str, Any]) -> None:
-        status = job.get("previousStatus") or "created"
+        status = job.get("previousStatus") or Standing.CREATED.value
         self.store.update_deployment(job["deployment"], status=status)
 
     def shutdown(self, wait: bool = True) -> None:

@@ -17,11 +17,12 @@ from typing import Any, Literal, Mapping, Optional
 
 from components.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER
 from webui.change import config_diff
+from webui.deployments.lifecycle import Standing
 
 SettingsKind = Literal["deployed", "planned", "pending"]
 
 # What the deployed settings are called: a real up deploys; an offline up only plans.
-DEPLOYED_LABEL = {"deployment": "deployed", "plan": "planned (offline)"}
+DEPLOYED_LABEL = {"deployment": Standing.DEPLOYED.value, "plan": Standing.PLANNED.value}
 
 TOKEN_REPLACED = (
     "a new HF token was written to the stack since the last Deploy; Discard keeps it: raypd never "

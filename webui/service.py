@@ -43,6 +43,7 @@ from webui.api_models import (
 )
 from webui.change import config_diff, consequences, cost_change
 from webui.checking import Checker
+from webui.deployments.lifecycle import RUNNING_STATUS, STANDING, Standing, settle
 from webui.engines.base import (
     OFFLINE_NOTICE,
     OPERATIONS,
@@ -56,7 +57,7 @@ from webui.engines.base import (
 from webui.engines.select import EngineSet
 from webui.engines.workdir import legacy_stack_file, stack_file_name
 from webui.jobs import Busy, JobRunner
-from webui.jobstate import CHECK_OPERATIONS, OBSERVING_OPERATIONS
+from webui.jobstate import CHECK_OPERATIONS
 from webui.pending_changes import (
     DEPLOYED_LABEL,
     deployed_kind,
@@ -74,31 +75,9 @@ from webui.summary import summarize
 logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")
 
-RUNNING_STATUS = {"preview": "previewing", "up": "updating", "refresh": "refreshing",
-                  "destroy": "destroying", "preflight": "checking", "verify": "verifying",
-                  "clear-pending": "clearing pending operations", "benchmark": "benchmarking"}
 LIST_TTL_SECONDS = 1.0
-# Operations that change nothing in the cloud: whatever their outcome, a failed or cancelled one
-# leaves the deployment's status as it was (a deployed stack stays "deployed"; the job shows why).
-READ_ONLY_OPERATIONS = ("preview", "refresh", "clear-pending")
-# Statuses that say what exists; a preview or refresh leaves them as they were.
-STANDING = ("planned (offline)", "deployed")
 # What may refuse Discard's writes: the engine (the stack's config) or the store.
 WRITE_BACK_ERRORS: tuple[type[BaseException], ...] = (EngineError, *STORE_ERRORS)
-
-
-def status_tone(status: Optional[str]) -> str:
-    """How a deployment or job status reads at a glance (the badge colour), from the rules above."""
-    status = status or "unknown"
-    if status in STANDING or status == "succeeded":
-        return "ok"
-    if "failed" in status or status == "interrupted":
-        return "bad"
-    if status in RUNNING_STATUS.values() or status in ACTIVE_STATUSES:
-        return "busy"
-    if "cancel" in status:
-        return "warn"
-    return "neutral"
 
 
 class PreflightBlocked(EngineError):
@@ -629,7 +608,7 @@ class DeploymentService:
         spec, problem = self.spec_of(record)
         # What runs now (the settings of the last successful up), for the preflight's quota counts
         # and its update-headroom peak; None for a stack that was never deployed.
-        deployed = self.deployed_spec(name) if record["status"] == "deployed" else None
+        deployed = self.deployed_spec(name) if record["status"] == Standing.DEPLOYED else None
         last = self.store.deployed(name) if operation == "preview" and not engine.real else None
         deployed_plan = last["plan"] if last is not None else None
 
@@ -763,7 +742,8 @@ class DeploymentService:
         self, ctx: JobContext, name: str, spec: Optional[DeploymentSpec],
         deployed: Optional[DeploymentSpec], problem: Optional[str], counted: bool,
     ) -> Report:
-        ctx.emit({"kind": "status", "status": "checking", "message": "preflight: checking AWS and the model fit"})
+        ctx.emit({"kind": "status", "status": RUNNING_STATUS["preflight"],
+                  "message": "preflight: checking AWS and the model fit"})
         if spec is None:
             report = Report.of("preflight", [Check.failed(
                 "instance-types", "Configuration", problem or "the configuration does not validate",
@@ -776,7 +756,7 @@ class DeploymentService:
         return self._record_report(ctx, name, report, counted)
 
     def _verify(self, ctx: JobContext, name: str, engine: Any, counted: bool) -> Report:
-        ctx.emit({"kind": "status", "status": "verifying", "message": "verify: checking what really runs"})
+        ctx.emit({"kind": "status", "status": RUNNING_STATUS["verify"], "message": "verify: checking what really runs"})
         self.checker.forget(name)
         return self._record_report(ctx, name, self.checker.verify(engine, name), counted)
 
@@ -806,7 +786,7 @@ class DeploymentService:
             status = {"available": False, "reason": f"the {record['engine']} engine is not available here"}
         else:
             try:
-                status = self.checker.status(engine, name, deployed=record["status"] == "deployed")
+                status = self.checker.status(engine, name, deployed=record["status"] == Standing.DEPLOYED)
             except EngineError as exc:
                 status = {"available": False, "reason": exc.message}
         return dump(LiveStatus.model_validate(status))
@@ -818,31 +798,21 @@ class DeploymentService:
     ) -> None:
         """Move the deployment to where the operation left it (called on the job's thread)."""
         job = self.store.get_job(job_id) or {}
-        previous = job.get("previousStatus") or "created"
+        previous = job.get("previousStatus") or Standing.CREATED.value
         self.checker.forget(name)
         self._stale_listing()
         blocked = job_id in self._blocked_jobs
         self._blocked_jobs.discard(job_id)
-        if operation in OBSERVING_OPERATIONS or blocked or (
-                operation in READ_ONLY_OPERATIONS and status != "succeeded"):
-            # Checks and benchmarks only look, and a launch its preflight stopped never started: what exists
-            # is as it was, whatever they found.
-            self.store.update_deployment(name, status=previous)
-            return
-        if status != "succeeded" or result is None:
-            self.store.update_deployment(name, status=f"{operation} {status}")
-            return
-        if operation == "destroy":
+        settled = settle(operation, status, previous, real=engine.real, blocked=blocked,
+                         has_result=result is not None)
+        if settled.removed:
             engine.remove(name)
             self.store.delete_deployment(name)
             return
-        fields: dict[str, Any] = {}
-        if operation == "up":
-            fields["status"] = "deployed" if engine.real else "planned (offline)"
-        elif operation == "preview":
-            fields["status"] = previous if previous in STANDING else "previewed"
-        else:  # refresh: what exists has not changed, only what is recorded about it
-            fields["status"] = previous
+        if not settled.records or result is None:
+            self.store.update_deployment(name, status=settled.status)
+            return
+        fields: dict[str, Any] = {"status": settled.status}
         if self._records_what_exists(name, operation, engine):
             if result.outputs is not None:
                 fields["outputs"] = result.outputs
@@ -873,7 +843,7 @@ class DeploymentService:
         record = self.store.get_deployment(job["deployment"])
         if job["status"] == "interrupted" and record is not None and record["lastJob"] == job_id:
             self.store.update_deployment(
-                job["deployment"], status=job.get("previousStatus") or "created",
+                job["deployment"], status=job.get("previousStatus") or Standing.CREATED.value,
             )
         result = self.runner.cancel(job_id, actor, release)
         self._stale_listing()

@@ -42,6 +42,7 @@ from serve.benchmark.job import LABEL as BENCHMARK_LABEL
 from serve.benchmark.job import job_name_for
 from webui import db
 from webui.db import STORE_ERRORS, DatabaseUrlError, error_text, safe_url
+from webui.deployments.lifecycle import Standing
 from webui.jobstate import ACTIVE, FINAL, INITIAL, JobStatus, allowed_from
 from webui.redact import redact, redact_value
 
@@ -195,7 +196,7 @@ class Store:
 
     def create_deployment(
         self, name: str, engine: str, config: dict[str, Any], summary: dict[str, Any],
-        status: str = "created",
+        status: str = Standing.CREATED.value,
     ) -> None:
         now = time.time()
         try:
