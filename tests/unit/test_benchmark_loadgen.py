@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import statistics
 import sys
 import time
@@ -104,21 +103,30 @@ async def _ideal_sender(offsets: list[float], lateness: list[float]) -> None:
     await asyncio.gather(*tasks)
 
 
-def test_open_loop_sends_on_schedule_whatever_the_answers_take() -> None:
-    # 1 s answers at 100 req/s: a closed loop would fall behind by seconds; open loop keeps the schedule.
-    config = LoadConfig("", MODEL, rate=100.0, seed=3)
-    specs = synthetic_workload(200, 20, 6)
-    schedule = poisson_arrivals(100.0, len(specs), config.seed)
+def _open_loop_beside_an_ideal_sender(rate: float, seed: int, count: int, output_tokens: int,
+                                      server: OpenAIServer) -> tuple[list[dict[str, Any]], list[float], list[float]]:
+    """An open-loop run against `server` with the ideal sender in the same event loop, on the same
+    schedule: (records, schedule, the ideal sender's lateness per send)."""
+    config = LoadConfig(server.url, MODEL, rate=rate, seed=seed)
+    specs = synthetic_workload(count, 20, output_tokens)
+    schedule = poisson_arrivals(rate, len(specs), seed)
     reference = [0.0] * len(schedule)
 
-    async def load_beside_an_ideal_sender(url: str) -> list[dict[str, Any]]:
-        records, _ = await asyncio.gather(run_load(dataclasses.replace(config, endpoint=url), specs),
-                                          _ideal_sender(schedule, reference))
+    async def both() -> list[dict[str, Any]]:
+        records, _ = await asyncio.gather(run_load(config, specs), _ideal_sender(schedule, reference))
         return records
 
-    with OpenAIServer(MODEL, ttft_s=0.5, itl_s=0.1, output_tokens=6) as server:
-        records = asyncio.run(load_beside_an_ideal_sender(server.url))
+    with server:
+        records = asyncio.run(both())
     assert len(records) == len(specs) and all(r["ok"] for r in records)
+    return records, schedule, reference
+
+
+def test_open_loop_sends_on_schedule_whatever_the_answers_take() -> None:
+    # 1 s answers at 100 req/s: a closed loop would fall behind by seconds; open loop keeps the schedule.
+    specs = synthetic_workload(200, 20, 6)
+    server = OpenAIServer(MODEL, ttft_s=0.5, itl_s=0.1, output_tokens=6)
+    records, schedule, reference = _open_loop_beside_an_ideal_sender(100.0, 3, len(specs), 6, server)
     assert [r["scheduled_s"] for r in records] == schedule
     lateness = [r["sent_s"] - r["scheduled_s"] for r in records]
     # Some 100 answers stream at once here, so on a busy machine the event loop runs behind and every
@@ -143,19 +151,8 @@ def test_sends_are_as_punctual_as_an_ideal_sender_when_the_loop_keeps_up() -> No
     """Where the loop is not saturated (few, quick answers), a send is as punctual as the ideal sender
     that meets the same machine: at the median (a plain asyncio.sleep wakes up to 1 ms late, which this
     catches), and in the tail where a stall delays both."""
-    config = LoadConfig("", MODEL, rate=40.0, seed=11)
-    specs = synthetic_workload(80, 20, 2)
-    schedule = poisson_arrivals(40.0, len(specs), config.seed)
-    reference = [0.0] * len(schedule)
-
-    async def load_beside_an_ideal_sender(url: str) -> list[dict[str, Any]]:
-        records, _ = await asyncio.gather(run_load(dataclasses.replace(config, endpoint=url), specs),
-                                          _ideal_sender(schedule, reference))
-        return records
-
-    with OpenAIServer(MODEL, ttft_s=0.005, itl_s=0.002, output_tokens=2) as server:
-        records = asyncio.run(load_beside_an_ideal_sender(server.url))
-    assert len(records) == len(specs) and all(r["ok"] for r in records)
+    server = OpenAIServer(MODEL, ttft_s=0.005, itl_s=0.002, output_tokens=2)
+    records, _, reference = _open_loop_beside_an_ideal_sender(40.0, 11, 80, 2, server)
     lateness = [r["sent_s"] - r["scheduled_s"] for r in records]
     assert statistics.median(lateness) <= statistics.median(reference) + 0.001, (lateness, reference)
     assert _quantile(lateness, 0.85) <= _quantile(reference, 0.85) + 0.005

@@ -34,7 +34,7 @@ from webui.engines.base import (
     OperationResult,
     resource_record,
 )
-from webui.engines.workdir import StackFiles, stack_file_name, stack_work_dir
+from webui.engines.workdir import StackFiles, UsesStackFiles, stack_file_name, stack_work_dir
 from webui.redact import redact
 from webui.settings import Settings
 
@@ -77,23 +77,13 @@ def _clean_stderr(stderr: str) -> str:
     return "\n".join(lines[-20:])
 
 
-class OfflineEngine:
+class OfflineEngine(UsesStackFiles):
     name = "offline"
     real = False
 
     def __init__(self, settings: Settings, stack_files: Optional[StackFiles] = None):
         self.settings = settings
         self._stack_files = stack_files
-
-    def attach(self, stack_files: StackFiles) -> None:
-        """Keep stack settings files in `stack_files` (the app's store)."""
-        self._stack_files = stack_files
-
-    @property
-    def stack_files(self) -> StackFiles:
-        if self._stack_files is None:
-            raise RuntimeError("the offline engine has no store for stack files (attach one)")
-        return self._stack_files
 
     def create(self, spec: DeploymentSpec, hf_token: Optional[str]) -> None:
         # hf_token is deliberately dropped: the plan only needs to know one is set.

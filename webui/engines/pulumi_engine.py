@@ -62,7 +62,7 @@ from webui.engines.base import (
 )
 from webui.engines.cli_process import CliSession, cli_alive
 from webui.engines.events import EventTranslator, expected_total_from, strip_markup, urn_name
-from webui.engines.workdir import StackFiles, stack_work_dir
+from webui.engines.workdir import StackFiles, UsesStackFiles, stack_work_dir
 from webui.redact import MASK, redact
 from webui.settings import Settings, pulumi_env
 
@@ -283,7 +283,7 @@ def _in_background(call: Callable[[], Any], what: str) -> threading.Thread:
 
 # ---- the engine ----
 
-class PulumiEngine:
+class PulumiEngine(UsesStackFiles):
     name = "pulumi"
     real = True
     operations = ENGINE_OPERATIONS
@@ -297,16 +297,6 @@ class PulumiEngine:
         self.terminate_grace = TERMINATE_GRACE_SECONDS
         self._sessions_lock = threading.Lock()
         self._sessions: set[CliSession] = set()
-
-    def attach(self, stack_files: StackFiles) -> None:
-        """Keep stack settings files in `stack_files` (the app's store)."""
-        self._stack_files = stack_files
-
-    @property
-    def stack_files(self) -> StackFiles:
-        if self._stack_files is None:
-            raise RuntimeError("the Pulumi engine has no store for stack files (attach one)")
-        return self._stack_files
 
     def project_settings(self) -> auto.ProjectSettings:
         options = {"toolchain": "pip"}

@@ -35,6 +35,21 @@ class StackFiles(Protocol):
         """Forget the stack's file (after the stack was removed)."""
 
 
+class UsesStackFiles:
+    """An engine keeping its stacks' settings files in a `StackFiles` (the app attaches its store)."""
+
+    _stack_files: Optional[StackFiles] = None
+
+    def attach(self, stack_files: StackFiles) -> None:
+        self._stack_files = stack_files
+
+    @property
+    def stack_files(self) -> StackFiles:
+        if self._stack_files is None:
+            raise RuntimeError(f"{type(self).__name__} has no store for stack files (attach one)")
+        return self._stack_files
+
+
 def stack_file_name(stack: str) -> str:
     return f"Pulumi.{stack}.yaml"
 
