@@ -253,8 +253,8 @@ def test_offline_destroy_removes_the_deployment(client):
 @pytest.mark.slow
 def test_invalid_stack_file_fails_the_job_with_a_readable_error(app, client):
     create(client, "broken")
-    stack_file = app.extensions["raypd"].settings.workspace_dir("broken") / "Pulumi.broken.yaml"
-    stack_file.write_text("config:\n  raypd:prefill:\n    tensorParallelSize: 4\n", encoding="utf-8")
+    # A settings file the program refuses (as a hand edit of the stored file would be).
+    app.extensions["raypd"].store.save_stack_file("broken", "config:\n  raypd:prefill:\n    tensorParallelSize: 4\n")
     job_id = client.post("/api/v1/deployments/broken/preview", headers=AUTH).get_json()["job"]
     job = wait_for_job(client, job_id)
     assert job["status"] == "failed"
