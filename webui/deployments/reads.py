@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from webui.jobstate import ACTIVE, FINAL
-from webui.store import STORE_ERRORS, Store
+from webui.store import ACTIVE_STATUSES, FINAL_STATUSES, STORE_ERRORS, Store
 
+# What views compare job statuses with, and the store's failures the event stream rides out: the
+# store's own, handed on so no view imports the store.
 __all__ = ["ACTIVE_STATUSES", "FINAL_STATUSES", "STORE_ERRORS", "Reads"]
-
-ACTIVE_STATUSES: tuple[str, ...] = tuple(status.value for status in ACTIVE)
-FINAL_STATUSES: tuple[str, ...] = tuple(status.value for status in FINAL)
 
 
 class Reads:
