@@ -34,10 +34,9 @@ from webui.api_models import (
     dump,
     parse,
 )
-from webui.deployments.lifecycle import Standing
+from webui.deployments.lifecycle import Operation, Standing
 from webui.engines.base import OFFLINE_NOTICE, JobContext, OperationCancelled, OperationFailed, OperationResult
 from webui.forms import Field, parse_form_float, parse_form_int
-from webui.jobstate import Operation
 from webui.service import Conflict, DeploymentService, NotFound, iso_time
 from webui.store import STORE_ERRORS, error_text
 

@@ -20,9 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
-from webui.deployments.lifecycle import Standing
+from webui.deployments.lifecycle import JobStatus, Standing
 from webui.engines.base import EngineError, JobContext, OperationCancelled, OperationResult
-from webui.jobstate import JobStatus
 from webui.redact import redact
 from webui.store import (
     ACTIVE_STATUSES,

@@ -43,7 +43,7 @@ from webui.api_models import (
 )
 from webui.change import config_diff, consequences, cost_change
 from webui.checking import Checker
-from webui.deployments.lifecycle import RUNNING_STATUS, STANDING, Standing, settle
+from webui.deployments.lifecycle import CHECK_OPERATIONS, RUNNING_STATUS, STANDING, Standing, settle
 from webui.engines.base import (
     OFFLINE_NOTICE,
     OPERATIONS,
@@ -57,7 +57,6 @@ from webui.engines.base import (
 from webui.engines.select import EngineSet
 from webui.engines.workdir import legacy_stack_file, stack_file_name
 from webui.jobs import Busy, JobRunner
-from webui.jobstate import CHECK_OPERATIONS
 from webui.pending_changes import (
     DEPLOYED_LABEL,
     deployed_kind,

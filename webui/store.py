@@ -10,8 +10,8 @@ It lives in SQLite (WAL) under RAYPD_HOME by default, or in PostgreSQL (RAYPD_DA
 mode: several servers share it). SQL is built with SQLAlchemy Core from `webui.db`'s tables, so one
 code path serves both; the schema is migrated by Alembic when the store opens.
 
-A job's status only moves along `webui.jobstate.TRANSITIONS`, checked in the UPDATE itself (so a
-second server or a late worker cannot move it backwards), and a job's final status, its "end"
+A job's status only moves along `webui.deployments.lifecycle.TRANSITIONS`, checked in the UPDATE
+itself (so a second server or a late worker cannot move it backwards), and a job's final status, its "end"
 event and its audit line are committed in one transaction: whoever sees the final status can read
 the end event, and the other way round.
 """
@@ -42,8 +42,7 @@ from serve.benchmark.job import LABEL as BENCHMARK_LABEL
 from serve.benchmark.job import job_name_for
 from webui import db
 from webui.db import STORE_ERRORS, DatabaseUrlError, error_text, safe_url
-from webui.deployments.lifecycle import Standing
-from webui.jobstate import ACTIVE, FINAL, INITIAL, JobStatus, allowed_from
+from webui.deployments.lifecycle import ACTIVE, FINAL, INITIAL, JobStatus, Standing, allowed_from
 from webui.redact import redact, redact_value
 
 logger = logging.getLogger(__name__)
