@@ -27,6 +27,7 @@ from webui.checking import Checker
 from webui.deployments.errors import Conflict, NotFound, busy_conflict
 from webui.deployments.lifecycle import CHECK_OPERATIONS, RUNNING_STATUS, Standing
 from webui.deployments.reads import DeploymentReads, validated
+from webui.deployments.records import JobRecord
 from webui.deployments.workflow import Work, Workflow
 from webui.engines.base import OPERATIONS, Engine, EngineError, EngineUnavailable, OperationResult
 from webui.engines.select import EngineSet
@@ -266,7 +267,7 @@ class Deployments(DeploymentReads):
         self.audit(actor, f"{operation} requested", name, "accepted", f"job {job_id}{note}")
         return job_id
 
-    def cancel(self, job_id: str, actor: str) -> dict[str, Any]:
+    def cancel(self, job_id: str, actor: str) -> JobRecord:
         job = self.job(job_id)
         engine: Optional[Engine] = self.engines.get(job["engine"])
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, List, Mapping, Optional
+from typing import Any, List, Mapping, Optional, cast
 
 from components.errors import SpecError
 from components.spec import DeploymentSpec, validate_stack_name
@@ -20,6 +20,7 @@ from webui.checking import Checker
 from webui.deployments import views
 from webui.deployments.errors import NotFound
 from webui.deployments.lifecycle import Standing
+from webui.deployments.records import DeploymentRecord, JobRecord
 from webui.engines.base import OFFLINE_NOTICE, Engine, EngineError, EngineUnavailable
 from webui.engines.select import EngineSet
 from webui.jobs import JobRunner
@@ -44,10 +45,10 @@ class Reads:
     def __init__(self, store: Store):
         self._store = store
 
-    def job(self, job_id: str) -> Optional[dict[str, Any]]:
+    def job(self, job_id: str) -> Optional[JobRecord]:
         return self._store.get_job(job_id) if job_id else None
 
-    def job_of(self, deployment: str, job_id: Optional[str]) -> Optional[dict[str, Any]]:
+    def job_of(self, deployment: str, job_id: Optional[str]) -> Optional[JobRecord]:
         """The job with this id if it is one of `deployment`'s, else None."""
         job = self.job(job_id or "")
         return job if job is not None and job["deployment"] == deployment else None
@@ -96,7 +97,7 @@ class DeploymentReads:
     def _list_rows(self) -> List[dict[str, Any]]:  # `list` here would name the method above
         return [views.list_row(row) for row in self.store.list_deployments()]
 
-    def record(self, name: str) -> dict[str, Any]:
+    def record(self, name: str) -> DeploymentRecord:
         try:
             validate_stack_name(name)
         except SpecError:  # every deployment was created with a valid name: junk never reaches the store
@@ -148,19 +149,19 @@ class DeploymentReads:
         )
         return detail, plan
 
-    def job(self, job_id: str) -> dict[str, Any]:
+    def job(self, job_id: str) -> JobRecord:
         job = self.store.get_job(job_id)
         if job is None:
             raise NotFound(f"no job with id {job_id}")
         return self.as_known(job)
 
-    def as_known(self, job: dict[str, Any]) -> dict[str, Any]:
+    def as_known(self, job: JobRecord) -> JobRecord:
         """The job as this process knows it: an end the store could not take yet (a full disk)
         is answered from memory, so nobody waits on a "running" job that has stopped."""
         ended = self.runner.ended(job["id"])
         if ended is None or job["status"] not in ACTIVE_STATUSES:
             return job
-        return {**job, **ended}
+        return cast(JobRecord, {**job, **ended})
 
     def deployed_spec(self, name: str) -> Optional[DeploymentSpec]:
         """The settings of the last successful up, validated (None: never deployed, or they no

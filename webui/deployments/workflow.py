@@ -129,7 +129,7 @@ class Workflow:
         planned = [r for r in plan["resources"] if isinstance(r, dict)]
         preview = next((job for job in self.store.jobs_for(name, limit=20)
                         if job["operation"] == "preview" and job["status"] == "succeeded"), None)
-        changes = ((preview or {}).get("summary") or {}).get("changes")
+        changes = ((preview["summary"] if preview is not None else None) or {}).get("changes")
         progress = ProgressPlan(
             planned, durations_for(planned, self.store.resource_durations("pulumi", "up")),
             planned_total(planned, changes),
@@ -157,7 +157,8 @@ class Workflow:
                 "instance-types", "Configuration", problem or "the configuration does not validate",
                 "create the deployment again with a configuration this raypd accepts")])
         else:
-            zone = (self.store.get_deployment(name) or {}).get("outputs") or {}
+            stored = self.store.get_deployment(name)
+            zone = (stored["outputs"] if stored is not None else None) or {}
             deployed_zone = zone.get("availabilityZone") if deployed is not None else None
             report = self.checker.preflight(
                 spec, deployed, deployed_zone if isinstance(deployed_zone, str) else None)
@@ -174,8 +175,8 @@ class Workflow:
         deploys: Optional[tuple[dict[str, Any], dict[str, Any]]] = None,
     ) -> None:
         """Move the deployment to where the operation left it (called on the job's thread)."""
-        job = self.store.get_job(job_id) or {}
-        previous = job.get("previousStatus") or Standing.CREATED.value
+        job = self.store.get_job(job_id)
+        previous = (job["previousStatus"] if job is not None else None) or Standing.CREATED.value
         self.checker.forget(name)
         self.reads.stale_listing()
         blocked = job_id in self._blocked_jobs
