@@ -11,6 +11,13 @@ Times are time.perf_counter() seconds from the run start; token counts come from
 usage chunk (`stream_options.include_usage`), checked by serve.benchmark.usage: an answer whose
 counts cannot be right is a failed request (error_kind "usage"), not a number. Every request sent
 yields one record, failed or not: nothing is dropped.
+
+Connections are kept for reuse, as real clients keep them, but only for POOL_IDLE_S: a server
+closes an idle keep-alive connection after its own timeout (uvicorn's default and vLLM's
+VLLM_HTTP_TIMEOUT_KEEP_ALIVE are 5 s), and a request written onto one it has just closed fails
+("Server disconnected"; POSTs are not retried). An answer is read to its end after `data: [DONE]`
+(the chunked body's last chunk), so its connection can be reused; what happens to the
+connection after [DONE] cannot fail a complete answer.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ _ERROR_TEXT_LIMIT = 300
 _YIELD_EVERY_LINES = 8
 _SPIN_S = 0.002  # the last 2 ms before a scheduled send are spent yielding, not sleeping
 _MAX_SPINS = 1_000_000  # a bound on the yielding loop (2 ms is far fewer iterations)
+POOL_IDLE_S = 2.0  # under the 5 s keep-alive of uvicorn and vLLM, with room for a late event loop
+_DRAIN_S = 5.0  # how long the rest of a body after [DONE] may take before the connection is dropped
 OnRecord = Callable[[Mapping[str, Any]], None]
 
 
@@ -118,6 +127,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
     chunks = 0
     usage: Any = None  # the last non-null usage the server sent, unchecked until the answer is complete
     done = False
+    done_at: Optional[float] = None  # the answer ends at [DONE], not when its connection is settled
     try:
         async with asyncio.timeout(config.timeout_s):
             async with session.post(url, json=body, headers=headers) as response:
@@ -138,7 +148,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
                         continue
                     data = line[5:].strip()
                     if data == b"[DONE]":
-                        done = True
+                        done, done_at = True, now
                         break
                     chunk = json.loads(data)
                     if isinstance(chunk, dict) and "error" in chunk:
@@ -153,10 +163,13 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
                             record["itl_ms"].append((now - last) * 1000)
                         last = now
                         chunks += 1
+                if done:
+                    await _drain(response)
     except aiohttp.ConnectionTimeoutError as exc:  # before TimeoutError: it is one, but nothing was sent
         record["error_kind"], record["error"] = "connect", f"connect timed out: {exc}"[:_ERROR_TEXT_LIMIT]
     except TimeoutError:
-        record["error_kind"], record["error"] = "timeout", f"no complete answer within {config.timeout_s:g} s"
+        if not done:  # the run's timeout may end a slow body after [DONE]: the answer was complete
+            record["error_kind"], record["error"] = "timeout", f"no complete answer within {config.timeout_s:g} s"
     except aiohttp.ClientConnectorError as exc:
         record["error_kind"], record["error"] = "connect", str(exc)[:_ERROR_TEXT_LIMIT]
     except aiohttp.ClientError as exc:
@@ -164,7 +177,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
     except ValueError as exc:
         record["error_kind"], record["error"] = "stream", f"malformed chunk: {exc}"[:_ERROR_TEXT_LIMIT]
     finally:
-        end = time.perf_counter()
+        end = done_at if done_at is not None else time.perf_counter()
         record["end_s"] = end - t0
         record["e2e_ms"] = (end - sent) * 1000
     if record["error_kind"] is not None:
@@ -184,6 +197,15 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
         else:
             record.update(ok=True, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     return record
+
+
+async def _drain(response: aiohttp.ClientResponse) -> None:
+    """Read the body's end after [DONE]; a server that never ends it only loses the connection."""
+    try:
+        async with asyncio.timeout(_DRAIN_S):
+            await response.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:  # the answer was complete: its connection is dropped
+        log.debug("the body after [DONE] did not end cleanly: %s", exc)
 
 
 async def _reported(sending: Awaitable[dict[str, Any]], on_record: Optional[OnRecord]) -> dict[str, Any]:
@@ -218,7 +240,7 @@ async def run_load(config: LoadConfig, specs: Sequence[RequestSpec],
     if (config.rate is None) == (config.concurrency is None):
         raise ValueError("exactly one of rate and concurrency")
     url = request_url(config.endpoint, config.api)
-    connector = aiohttp.TCPConnector(limit=0, force_close=False,
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=POOL_IDLE_S,
                                      ssl=config.ssl_context if config.ssl_context is not None else True)
     records: list[dict[str, Any]] = []
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(config.timeout_s, 10.0))

@@ -24,6 +24,16 @@ object has OpenAI's shape, `{"prompt_tokens", "completion_tokens", "total_tokens
 Python's json.dumps defaults, as a Python server writes it: float("nan") goes out as `NaN`, 1e400
 as `Infinity`, a missing key stays missing, None is vLLM's `"usage": null`.
 
+Connections, for the benchmark client's keep-alive handling: `end_delay_s` waits that long between
+`data: [DONE]` and the chunked body's last chunk (a proxy relaying the end late; longer than the
+client waits is a body that never ends), `server.connections` counts the TCP connections accepted.
+`idle_close_s` plays a server's keep-alive timeout at the moment it bites a client: uvicorn (vLLM,
+5 s: VLLM_HTTP_TIMEOUT_KEEP_ALIVE in vllm/envs.py) closes a connection idle that long, and a
+client that writes a request onto it before it has read the close gets no answer ("Server
+disconnected"). Here the connection stays open until the next request comes, and a request that
+comes after `idle_close_s` of idleness is dropped unanswered (counted in `server.dropped`), so the
+race a loaded machine loses now and then happens every time.
+
 `server.streams` records what the server really did for each streamed answer (a `StreamTiming`:
 when the request was read, when each content chunk and the [DONE] line were written, on
 time.perf_counter, the clock the benchmark client uses in the same process). A sleep on a busy
@@ -35,6 +45,7 @@ from __future__ import annotations
 
 import json
 import random
+import select
 import sys
 import threading
 import time
@@ -191,6 +202,24 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
 
+    def setup(self) -> None:
+        super().setup()
+        self.answered_s: Optional[float] = None
+        with self.server.owner._lock:
+            self.server.owner.connections += 1
+
+    def handle_one_request(self) -> None:
+        owner = self.server.owner
+        if owner.idle_close_s is not None and self.answered_s is not None:
+            select.select([self.connection], [], [])  # the next request (or the client's close)
+            if time.perf_counter() - self.answered_s > owner.idle_close_s:
+                with owner._lock:
+                    owner.dropped += 1
+                self.close_connection = True  # unread, so the close resets: no answer, as after a real one
+                return
+        super().handle_one_request()
+        self.answered_s = time.perf_counter()
+
     def _send_json(self, status: int, document: Any) -> None:
         body = json.dumps(document).encode("utf-8")
         self.send_response(status)
@@ -264,6 +293,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(data)
         timing.done_s = time.perf_counter()
         self._write_chunk(b"data: [DONE]\n\n")
+        if owner.end_delay_s:
+            time.sleep(owner.end_delay_s)
         self._write_chunk(b"")
 
     def _write_chunk(self, data: bytes) -> None:
@@ -305,7 +336,8 @@ class OpenAIServer(LoopbackServer):
                  on_chat: Optional[Callable[[dict[str, Any]], None]] = None,
                  ttft_s: float = 0.0, itl_s: float = 0.0, output_tokens: Optional[int] = None,
                  failure_rate: float = 0.0, hang_s: float = 0.0, seed: int = 0,
-                 usage: Optional[Callable[[dict[str, int]], Any]] = None):
+                 usage: Optional[Callable[[dict[str, int]], Any]] = None,
+                 end_delay_s: float = 0.0, idle_close_s: Optional[float] = None):
         self.model_id = model_id
         self.reply = reply
         self.on_chat = on_chat
@@ -315,6 +347,10 @@ class OpenAIServer(LoopbackServer):
         self.failure_rate = failure_rate
         self.hang_s = hang_s
         self.usage = usage
+        self.end_delay_s = end_delay_s
+        self.idle_close_s = idle_close_s
+        self.connections = 0
+        self.dropped = 0
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.requests: list[tuple[str, str, Any]] = []

@@ -12,6 +12,16 @@ this is written from the protocol (NixlConnector in pull mode), not from vLLM's 
    over NIXL and generates, and its answer (streamed or not) is relayed as it comes.
 
 A prefill that fails is relayed as is (its status and body), so a client sees the real error.
+
+Two connection rules an HTTP proxy in front of vLLM must keep (both were seen failing requests):
+- no upstream connection is reused: vLLM's uvicorn closes an idle keep-alive connection after
+  VLLM_HTTP_TIMEOUT_KEEP_ALIVE (5 s, vllm/envs.py), and a request written onto a pooled
+  connection it has just closed fails with "Server disconnected" (aiohttp retries only idempotent
+  methods, and these are POSTs). A shorter client idle time only narrows that race on a loaded
+  machine; a fresh loopback connection per leg costs well under a millisecond and removes it;
+- a client that hangs up mid-relay (or right after `data: [DONE]`, before the last chunk of
+  the chunked body) ends that relay quietly: nothing is left to tell it.
+Every other failure of a leg is logged with the leg's name, its time and its traceback.
 """
 
 from __future__ import annotations
@@ -20,7 +30,8 @@ import argparse
 import copy
 import json
 import logging
-from typing import Any
+import time
+from typing import Any, Awaitable, Callable
 
 import aiohttp
 from aiohttp import web
@@ -57,10 +68,27 @@ async def _relay(request: web.Request, upstream: aiohttp.ClientResponse) -> web.
         if name.lower() not in _HOP_HEADERS:
             response.headers[name] = value
     await response.prepare(request)
-    async for chunk in upstream.content.iter_any():
-        await response.write(chunk)
-    await response.write_eof()
+    try:
+        async for chunk in upstream.content.iter_any():
+            await response.write(chunk)
+        await response.write_eof()
+    except ConnectionResetError:  # aiohttp's ClientConnectionResetError is one: the client left
+        log.info("the client closed the connection before the relay of %s ended", request.path)
     return response
+
+
+@web.middleware
+async def log_failures(request: web.Request,
+                       handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    """aiohttp answers a handler's exception with 500 (504 for a TimeoutError) and logs no cause."""
+    start = time.monotonic()
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except BaseException:
+        log.exception("%s %s failed after %.3f s", request.method, request.path, time.monotonic() - start)
+        raise
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
@@ -93,13 +121,15 @@ async def passthrough_get(request: web.Request) -> web.StreamResponse:
 
 
 async def _session(app: web.Application) -> Any:
-    app["session"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+    connector = aiohttp.TCPConnector(force_close=True)  # see the module's docstring
+    app["session"] = aiohttp.ClientSession(connector=connector,
+                                           timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
     yield
     await app["session"].close()
 
 
 def make_app(prefill: str, decode: str) -> web.Application:
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[log_failures])
     app["prefill"], app["decode"] = prefill.rstrip("/"), decode.rstrip("/")
     app.cleanup_ctx.append(_session)
     app.router.add_post("/v1/chat/completions", completions)

@@ -11,6 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from serve.benchmark import loadgen
 from serve.benchmark.loadgen import LoadConfig, poisson_arrivals, run_load
 from serve.benchmark.workload import synthetic_workload
 from tests.fakes.openai_server import OpenAIServer
@@ -205,3 +206,46 @@ def test_fixed_concurrency_keeps_n_in_flight_and_stops_at_the_duration() -> None
     # before it: had one, its worker would have sent another (allowing a stall of 50 ms in between).
     assert all(r["scheduled_s"] <= 0.4 for r in records)
     assert ends[-3] >= 0.4 - 0.05
+
+
+def test_an_answer_ends_at_done_and_its_connection_is_reused() -> None:
+    # The body's last chunk comes 2 s after [DONE] (a proxy relaying the end late): the answer is
+    # complete at [DONE], and reading the rest keeps the connection for the next request.
+    with OpenAIServer(MODEL, output_tokens=2, end_delay_s=2.0) as server:
+        records = run(LoadConfig(server.url, MODEL, concurrency=1), 3, output_tokens=2)
+        connections = server.connections
+    assert [r["ok"] for r in records] == [True] * 3, records
+    assert all(r["e2e_ms"] < 2000.0 for r in records), [r["e2e_ms"] for r in records]
+    assert connections == 1
+
+
+def test_a_body_that_never_ends_after_done_costs_its_connection_not_the_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loadgen, "_DRAIN_S", 0.3)
+    with OpenAIServer(MODEL, output_tokens=2, end_delay_s=30.0) as server:
+        records = run(LoadConfig(server.url, MODEL, concurrency=1, timeout_s=20.0), 2, output_tokens=2)
+        connections = server.connections
+    assert [(r["ok"], r["error_kind"]) for r in records] == [(True, None)] * 2, records
+    assert all(r["e2e_ms"] < 10_000.0 for r in records)
+    assert connections == 2  # each unfinished body's connection was dropped, never reused
+
+
+@pytest.mark.parametrize("pool_idle_s, all_answered", [(0.3, True), (30.0, False)])
+def test_no_request_goes_onto_a_connection_idle_past_the_pool_time(
+        monkeypatch: pytest.MonkeyPatch, pool_idle_s: float, all_answered: bool) -> None:
+    # The server drops a request that comes on a connection idle over 0.8 s (its keep-alive timeout
+    # at the moment the client has not yet read the close). A pool that keeps connections 0.3 s never
+    # writes onto one; the control, a 30 s pool (aiohttp's default is 15 s), does, and those fail.
+    monkeypatch.setattr(loadgen, "POOL_IDLE_S", pool_idle_s)
+    rate, count, seed = 1.0, 8, 6
+    gaps = [b - a for a, b in pairwise(poisson_arrivals(rate, count, seed))]
+    assert any(gap > 1.5 for gap in gaps), gaps  # the schedule has idle gaps the server's timeout bites
+    with OpenAIServer(MODEL, output_tokens=2, idle_close_s=0.8) as server:
+        records = run(LoadConfig(server.url, MODEL, rate=rate, seed=seed), count, output_tokens=2)
+        dropped = server.dropped
+    failed = [r for r in records if not r["ok"]]
+    if all_answered:
+        assert failed == [] and dropped == 0, failed
+    else:
+        assert failed and dropped == len(failed), (failed, dropped)
+        assert all(r["error_kind"] == "transport" for r in failed), failed
