@@ -46,7 +46,8 @@ def test_a_disk_that_fills_during_a_job_ends_it_failed_with_the_reason(fake_app,
     assert '"kind":"end"' in stream and "disk is full" in stream
 
     disk.full = False  # space freed: the failure is written down, and the deployment is free again
-    until(lambda: state.store.get_job(job_id)["status"] == "failed", "the job to fail")
-    assert state.runner.ended(job_id) is None
+    # The retry thread writes the row, then forgets the failure it held in memory: wait for both.
+    until(lambda: state.store.get_job(job_id)["status"] == "failed" and state.runner.ended(job_id) is None,
+          "the job's failure to be written down and forgotten by the runner")
     assert client.get("/api/v1/deployments/full", headers=AUTH).get_json()["status"] != "refreshing"
     assert client.post("/api/v1/deployments/full/refresh", headers=AUTH).status_code == 202
