@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.plan import plan_spec
 from components.spec import DeploymentSpec
+from webui.change import plan_diff
 
 EKS_CLUSTER = "eks:index:Cluster"
 AWS_CLUSTER = "aws:eks/cluster:Cluster"
@@ -48,3 +50,14 @@ def test_the_upgrade_policy_is_explicit_and_follows_the_versions_support(referen
     spec = DeploymentSpec.from_config({}, "dev")
     assert cluster_inputs(reference_plan)["upgradePolicy"] == {"supportType": spec.support_type}
     assert spec.support_type == "STANDARD"  # 1.35 is in standard support until 2027-03-27
+
+
+def test_a_cidr_change_updates_only_the_eks_cluster_in_place():
+    def plan(config: dict[str, Any]) -> dict[str, Any]:
+        return plan_spec(DeploymentSpec.from_config(config, "dev"))
+
+    steps = plan_diff(plan({}), plan({"raypd:apiAccessCidrs": NARROW}))
+    changed = {(s["type"], s["name"]): s["op"] for s in steps if s["op"] != "same"}
+    assert changed == {(EKS_CLUSTER, "cluster-eks"): "update", (AWS_CLUSTER, "cluster-eks"): "update"}
+    (child,) = [s for s in steps if s["type"] == AWS_CLUSTER]
+    assert [k for k in child["keys"] if k.startswith("publicAccessCidrs")]

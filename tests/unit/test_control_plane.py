@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from components import defaults
+from components.changes import Kind, assess
 from components.errors import SpecError
 from components.spec import DeploymentSpec, eks_support_type
+from components.topology import plan_deployment
 
 KEY = "raypd:apiAccessCidrs"
 
@@ -135,6 +137,26 @@ def test_cidr_errors_come_with_the_other_keys_errors_of_the_same_config():
     with pytest.raises(SpecError) as caught:
         DeploymentSpec.from_config({KEY: ["10.0.0.1/8"], "raypd:adminRoleArns": ["nope"]}, "dev")
     assert {e.field for e in caught.value.errors} == {f"{KEY}[0]", "raypd:adminRoleArns[0]"}
+
+
+# ---- the change preview ----
+
+def _plan(config: dict[str, Any]):
+    return plan_deployment(DeploymentSpec.from_config(config, "dev"))
+
+
+def test_narrowing_the_api_access_is_an_in_place_cluster_update_without_downtime():
+    result = assess(_plan({}), _plan({KEY: ["203.0.113.0/24"]}), "us-east-2a")
+    (effect,) = result.effects
+    assert (effect.subject, effect.kind, effect.downtime_seconds) == (KEY, Kind.IN_PLACE, 0.0)
+    assert "updated in place" in effect.detail and "pulumi up" in effect.detail
+    assert result.chosen.downtime_seconds == 0 and not result.chosen.extra_nodes
+    assert not result.disruptive
+
+
+def test_the_same_ranges_in_the_same_order_are_no_change():
+    same = assess(_plan({KEY: ["203.0.113.0/24"]}), _plan({KEY: ["203.0.113.0/24"]}), "us-east-2a")
+    assert same.kind == Kind.NO_SERVING_EFFECT
 
 
 # ---- the upgrade policy ----
