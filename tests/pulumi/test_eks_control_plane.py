@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.plan import plan_spec
+from components.plan import plan_spec, render_summary
 from components.spec import DeploymentSpec
 from webui.change import plan_diff
 
@@ -61,3 +61,10 @@ def test_a_cidr_change_updates_only_the_eks_cluster_in_place():
     assert changed == {(EKS_CLUSTER, "cluster-eks"): "update", (AWS_CLUSTER, "cluster-eks"): "update"}
     (child,) = [s for s in steps if s["type"] == AWS_CLUSTER]
     assert [k for k in child["keys"] if k.startswith("publicAccessCidrs")]
+
+
+def test_the_readable_plan_shows_the_control_plane_settings(make_plan):
+    summary = render_summary(make_plan({"raypd:apiAccessCidrs": NARROW}).document)
+    (line,) = [line for line in summary.splitlines() if line.startswith("Control plane:")]
+    assert line == ("Control plane: Kubernetes 1.35, public API from 203.0.113.0/24, 198.51.100.7/32, "
+                    "private endpoint on, logs api, audit, authenticator, upgrade policy STANDARD")
