@@ -31,12 +31,13 @@ from webui.api_models import (
     dump,
     parse,
 )
+from webui.deployments.errors import Conflict, NotFound
 from webui.deployments.reads import FINAL_STATUSES, STORE_ERRORS
+from webui.deployments.views import public_job
 from webui.engines.base import OFFLINE_NOTICE, EngineError
 from webui.errors import api_error
 from webui.forms import parse_form_int
 from webui.openapi import openapi_document
-from webui.service import Conflict, NotFound, public_job
 from webui.state import raypd
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")

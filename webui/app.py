@@ -14,7 +14,10 @@ from components import catalogue
 from components.checks import report_verdict
 from webui import api, pages
 from webui.benchmarking import BenchmarkService
+from webui.deployments.commands import Deployments
+from webui.deployments.errors import NotFound
 from webui.deployments.lifecycle import tone
+from webui.deployments.upgrades import complete_deployed_records, complete_stack_files
 from webui.engines.base import OFFLINE_NOTICE
 from webui.engines.pulumi_engine import CliDiscovery, find_pulumi_cli
 from webui.engines.select import EngineSet, select_engines
@@ -22,7 +25,6 @@ from webui.errors import api_error, render_error
 from webui.jobs import JobRunner
 from webui.redact import remember_secret
 from webui.security import init_security
-from webui.service import DeploymentService, NotFound
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
 from webui.store import STORE_ERRORS, Store, error_text
@@ -71,10 +73,10 @@ def create_app(
     interrupted = runner.recover()
     if interrupted:
         logger.warning("%d job(s) were interrupted by the last shutdown", len(interrupted))
-    service = DeploymentService(store, runner, engines)
-    try:
-        service.complete_deployed_records()
-        service.complete_stack_files(settings.workspaces_dir)
+    service = Deployments(store, runner, engines)
+    try:  # (before the app serves: nothing was listed yet)
+        complete_deployed_records(store, engines)
+        complete_stack_files(store, engines, settings.workspaces_dir)
     except STORE_ERRORS as exc:  # the app still works; the next start tries again
         logger.warning("could not complete the records an older raypd left: %s", error_text(exc))
     state = Raypd(

@@ -34,11 +34,12 @@ from webui.api_models import (
     dump,
     parse,
 )
-from webui.deployments.lifecycle import Standing
+from webui.deployments.commands import Deployments
+from webui.deployments.errors import Conflict, NotFound
+from webui.deployments.lifecycle import Operation, Standing
+from webui.deployments.views import iso_time
 from webui.engines.base import OFFLINE_NOTICE, JobContext, OperationCancelled, OperationFailed, OperationResult
 from webui.forms import Field, parse_form_float, parse_form_int
-from webui.jobstate import Operation
-from webui.service import Conflict, DeploymentService, NotFound, iso_time
 from webui.store import STORE_ERRORS, error_text
 
 logger = logging.getLogger(__name__)
@@ -244,7 +245,7 @@ def cost_notes_of(runs: Sequence[Mapping[str, Any]]) -> list[str]:
 class BenchmarkService:
     """Start benchmarks and read their runs; pages and the API call only this for the tab."""
 
-    def __init__(self, deployments: DeploymentService, benchmarker: Optional[Benchmarker] = None):
+    def __init__(self, deployments: Deployments, benchmarker: Optional[Benchmarker] = None):
         self.deployments = deployments
         self.store = deployments.store
         self.benchmarker = benchmarker or Benchmarker()

@@ -20,9 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
-from webui.deployments.lifecycle import Standing
+from webui.deployments.lifecycle import JobStatus, Standing
+from webui.deployments.records import JobRecord
 from webui.engines.base import EngineError, JobContext, OperationCancelled, OperationResult
-from webui.jobstate import JobStatus
 from webui.redact import redact
 from webui.store import (
     ACTIVE_STATUSES,
@@ -81,7 +81,7 @@ class JobRunner:
         self._lock = threading.Lock()
         self._contexts: dict[str, JobContext] = {}
 
-    def recover(self) -> list[dict[str, Any]]:
+    def recover(self) -> list[JobRecord]:
         """Mark jobs a previous server left queued/running as interrupted (call once at start).
 
         Embedded, that is every such job (one server per RAYPD_HOME). In team mode it is only the
@@ -96,7 +96,7 @@ class JobRunner:
             self._heartbeat.start()
         return interrupted
 
-    def _interrupt_orphans(self) -> list[dict[str, Any]]:
+    def _interrupt_orphans(self) -> list[JobRecord]:
         interrupted = self.store.interrupt_active_jobs(stale_after=self.stale_seconds)
         for job in interrupted:
             audit_logger.info(
@@ -303,7 +303,7 @@ class JobRunner:
             before_commit=announce,
         )
 
-    def cancel(self, job_id: str, actor: str, release: Callable[[], None]) -> dict[str, Any]:
+    def cancel(self, job_id: str, actor: str, release: Callable[[], None]) -> JobRecord:
         """Stop a queued or running job; an interrupted one is closed (after releasing its lock).
 
         Returns the job as it stands. Running jobs end as "cancelled" when their engine stops.
@@ -341,7 +341,7 @@ class JobRunner:
                               actor, job["deployment"], job_id)
         return self.store.get_job(job_id) or job
 
-    def _restore_status(self, job: dict[str, Any]) -> None:
+    def _restore_status(self, job: JobRecord) -> None:
         status = job.get("previousStatus") or Standing.CREATED.value
         self.store.update_deployment(job["deployment"], status=status)
 

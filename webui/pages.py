@@ -1,7 +1,8 @@
 """Server-rendered pages: list, new deployment (form -> preview -> launch), deployment, login.
 
-Views are thin: they turn form posts into the service's calls and render templates. Every page
-extends base.html; the little JavaScript there is lives in static/app.js (the CSP forbids inline).
+Views are thin: they turn form posts into calls of `app.service` (webui/deployments) and render
+templates. Every page extends base.html; the little JavaScript there is lives in static/app.js (the
+CSP forbids inline).
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ from webui.benchmarking import (
     request_from_form,
     values_from_settings,
 )
+from webui.deployments.errors import Conflict, NotFound
 from webui.deployments.reads import ACTIVE_STATUSES
 from webui.diagram import architecture_svg
 from webui.engines.base import EngineError
 from webui.errors import render_error
 from webui.security import client_address, csrf_token, csrf_valid, safe_next, token_matches
-from webui.service import Conflict, NotFound
 from webui.state import raypd
 from webui.summary import rayservice_yaml, summarize
 
@@ -181,8 +182,8 @@ def new_deployment_post() -> Any:
 def deployment(name: str) -> Any:
     app = raypd()
     try:
-        detail, spec = app.service.get_with_spec(name, jobs=20)  # spec None: see detail["warnings"]
-        plan = plan_deployment(spec) if spec else None
+        # The plan the page draws, built once with the detail (None: see detail["warnings"]).
+        detail, plan = app.service.get_with_plan(name, jobs=20)
         checks = app.service.checks(name)  # here too: a tear-down may remove the record meanwhile
     except NotFound:
         gone = app.reads.job_of(name, request.args.get("job"))

@@ -11,11 +11,11 @@ from typing import Any, Callable, Optional
 from flask import current_app
 
 from webui.benchmarking import BenchmarkService
+from webui.deployments.commands import Deployments
 from webui.deployments.reads import Reads
 from webui.engines.select import EngineSet
 from webui.jobs import JobRunner
 from webui.security import LoginThrottle
-from webui.service import DeploymentService
 from webui.settings import Settings
 from webui.store import Store
 
@@ -87,7 +87,7 @@ class Raypd:
     store: Store
     runner: JobRunner
     engines: EngineSet
-    service: DeploymentService
+    service: Deployments  # webui/deployments: every deployment operation the views ask for
     benchmarks: BenchmarkService
     drafts: TokenDrafts = field(default_factory=TokenDrafts)
     throttle: LoginThrottle = field(default_factory=LoginThrottle)

@@ -10,8 +10,8 @@ It lives in SQLite (WAL) under RAYPD_HOME by default, or in PostgreSQL (RAYPD_DA
 mode: several servers share it). SQL is built with SQLAlchemy Core from `webui.db`'s tables, so one
 code path serves both; the schema is migrated by Alembic when the store opens.
 
-A job's status only moves along `webui.jobstate.TRANSITIONS`, checked in the UPDATE itself (so a
-second server or a late worker cannot move it backwards), and a job's final status, its "end"
+A job's status only moves along `webui.deployments.lifecycle.TRANSITIONS`, checked in the UPDATE
+itself (so a second server or a late worker cannot move it backwards), and a job's final status, its "end"
 event and its audit line are committed in one transaction: whoever sees the final status can read
 the end event, and the other way round.
 """
@@ -30,7 +30,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Union
+from typing import Any, Callable, Iterator, Mapping, Optional, Union, cast
 
 from sqlalchemy import and_, case, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql as pg_dialect
@@ -42,8 +42,8 @@ from serve.benchmark.job import LABEL as BENCHMARK_LABEL
 from serve.benchmark.job import job_name_for
 from webui import db
 from webui.db import STORE_ERRORS, DatabaseUrlError, error_text, safe_url
-from webui.deployments.lifecycle import Standing
-from webui.jobstate import ACTIVE, FINAL, INITIAL, JobStatus, allowed_from
+from webui.deployments.lifecycle import ACTIVE, FINAL, INITIAL, JobStatus, Standing, allowed_from
+from webui.deployments.records import DeployedRecord, DeploymentRecord, JobRecord, ListedDeployment
 from webui.redact import redact, redact_value
 
 logger = logging.getLogger(__name__)
@@ -209,7 +209,7 @@ class Store:
             raise NameTaken(name) from None
 
     def _deployment_row(self, row: RowMapping, full: bool) -> dict[str, Any]:
-        record = {
+        record: dict[str, Any] = {
             "name": row["name"],
             "engine": row["engine"],
             "status": row["status"],
@@ -227,14 +227,14 @@ class Store:
             record["resources"] = _loads(row["resources"])
         return record
 
-    def get_deployment(self, name: str) -> Optional[dict[str, Any]]:
+    def get_deployment(self, name: str) -> Optional[DeploymentRecord]:
         with self._read() as conn:
             row = conn.execute(
                 select(db.deployments).where(db.deployments.c.name == name)
             ).mappings().first()
-        return None if row is None else self._deployment_row(row, full=True)
+        return None if row is None else cast(DeploymentRecord, self._deployment_row(row, full=True))
 
-    def list_deployments(self) -> list[dict[str, Any]]:
+    def list_deployments(self) -> list[ListedDeployment]:
         """Every deployment as the list shows it, in one query: `summary` is the deployed settings'
         (None when an older raypd recorded none) once an up recorded what it deployed, else the
         stack's own; `deployed` holds when, the token flag and whether the stack's config differs."""
@@ -262,7 +262,7 @@ class Store:
                 "configDiffers": row["config"] is not None
                 and json.loads(row["config"]) != json.loads(row["deployed_config"]),
             }
-            listed.append(record)
+            listed.append(cast(ListedDeployment, record))
         return listed
 
     _DEPLOYMENT_FIELDS = ("status", "outputs", "resources", "config", "summary", "last_operation",
@@ -362,7 +362,7 @@ class Store:
             raise JobActive(self.active_job(deployment)) from None
         return job_id
 
-    def _job_row(self, row: Mapping[Any, Any]) -> dict[str, Any]:
+    def _job_row(self, row: Mapping[Any, Any]) -> JobRecord:
         return {
             "id": row["id"],
             "deployment": row["deployment"],
@@ -380,12 +380,12 @@ class Store:
             "finishedAt": row["finished_at"],
         }
 
-    def get_job(self, job_id: str) -> Optional[dict[str, Any]]:
+    def get_job(self, job_id: str) -> Optional[JobRecord]:
         with self._read() as conn:
             row = conn.execute(select(db.jobs).where(db.jobs.c.id == job_id)).mappings().first()
         return None if row is None else self._job_row(row)
 
-    def jobs_for(self, deployment: str, limit: int = 20) -> list[dict[str, Any]]:
+    def jobs_for(self, deployment: str, limit: int = 20) -> list[JobRecord]:
         """This deployment's jobs, newest first: a deployment made with the name of a removed one
         does not inherit that one's history (the jobs stay in the store, and in the audit log)."""
         j, d = db.jobs, db.deployments
@@ -468,7 +468,7 @@ class Store:
 
     def interrupt_active_jobs(
         self, orphans_only: Optional[bool] = None, stale_after: float = INSTANCE_STALE_SECONDS,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JobRecord]:
         """Mark jobs no live server runs as interrupted, with what to do next, each with its end
         event and audit line. Embedded (SQLite: one server per RAYPD_HOME) that is every active job
         at start-up; shared (team mode, `orphans_only`) only jobs whose server stopped being seen."""
@@ -656,7 +656,7 @@ class Store:
             self._upsert(conn, db.deployed_configs, self._deployed_values(deployment, config, summary, plan, job),
                          ["deployment"])
 
-    def deployed(self, deployment: str) -> Optional[dict[str, Any]]:
+    def deployed(self, deployment: str) -> Optional[DeployedRecord]:
         """{config, summary, plan, job, time, tokenReplaced} of the last successful up, or None
         when nothing was ever deployed (or planned, offline). `summary` and `plan` may be None in
         rows written before version 4."""

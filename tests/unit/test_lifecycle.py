@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from webui.deployments.lifecycle import RUNNING_STATUS, STANDING, Standing, parse, settle, tone
-from webui.jobstate import ENGINE_OPERATIONS, OBSERVING_OPERATIONS, JobStatus
+from webui.deployments.lifecycle import (
+    ENGINE_OPERATIONS,
+    OBSERVING_OPERATIONS,
+    RUNNING_STATUS,
+    STANDING,
+    JobStatus,
+    Standing,
+    parse,
+    settle,
+    tone,
+)
 
 WEBUI = Path(__file__).resolve().parents[2] / "webui"
 

@@ -1,6 +1,7 @@
 """The web app's layering, checked from its source (issue 16 §4): views reach deployments and jobs
-through the service and `app.reads`, never the store; no import circle hides behind an import
-inside a function."""
+through `app.service` (webui/deployments) and `app.reads`, never the store; no import circle hides
+behind an import inside a function; webui/service.py and webui/jobstate.py stay split up, and no
+module of webui/deployments/ grows past MAX_LINES."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import pytest
 
 WEBUI = Path(__file__).resolve().parents[2] / "webui"
 VIEWS = ("pages.py", "api.py")
+# Split up in issue 16 §4: the deployments package holds what they held.
+GONE = ("service.py", "jobstate.py")
+MAX_LINES = 320  # a module of webui/deployments/ longer than this is doing two jobs again
 
 
 def _imported(node: ast.AST) -> list[str]:
@@ -51,8 +55,38 @@ def test_no_webui_module_imports_another_inside_a_function():
     assert late_imports(WEBUI) == [], "an import inside a function hides a circle; move what both need"
 
 
+def gone_modules(root: Path) -> list[str]:
+    return [name for name in GONE if (root / name).exists()]
+
+
+def long_modules(package: Path, limit: int = MAX_LINES) -> list[str]:
+    """Modules of `package` over `limit` lines."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            found.append(f"{path.relative_to(package)}: {lines} lines")
+    return found
+
+
+def test_the_old_service_and_jobstate_modules_stay_gone():
+    assert gone_modules(WEBUI) == [], "their code lives in webui/deployments/ (no shim modules)"
+
+
+def test_no_module_of_the_deployments_package_grows_past_the_limit():
+    assert long_modules(WEBUI / "deployments") == [], f"split it: no module over {MAX_LINES} lines"
+
+
 def test_the_checks_find_a_planted_store_call_and_late_import(tmp_path):
     (tmp_path / "pages.py").write_text("def view(app):\n    from webui.store import Store\n"
                                        "    return app.store.get_job(1)\n")
     assert store_uses(tmp_path, "pages.py") == ["line 2: import webui.store", "line 3: .store"]
     assert late_imports(tmp_path) == ["pages.py:2 webui.store"]
+
+
+def test_the_checks_find_a_planted_old_module_and_a_long_one(tmp_path):
+    (tmp_path / "service.py").write_text("")
+    (tmp_path / "deployments").mkdir()
+    (tmp_path / "deployments" / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    assert gone_modules(tmp_path) == ["service.py"]
+    assert long_modules(tmp_path / "deployments") == [f"big.py: {MAX_LINES + 1} lines"]

@@ -487,7 +487,7 @@ def test_an_older_raypd_home_is_completed_at_start(make_app, tmp_path, caplog):
     with store._engine.begin() as conn:
         conn.execute(db.deployed_configs.delete().where(db.deployed_configs.c.deployment == "ancient"))
         command.downgrade(db.alembic_config(conn), "0003")  # summary and plan columns, stack files gone
-    caplog.set_level(logging.INFO, logger="webui.service")
+    caplog.set_level(logging.INFO, logger="webui.deployments.upgrades")
     again = make_app(home=home).test_client()
     assert "completed the deployed-settings records of 2 deployment(s)" in caplog.text
     # The file moved into the store; "ancient" had none anywhere: an offline one is rebuilt from its config.
@@ -519,14 +519,14 @@ def test_a_tear_down_that_removes_the_record_while_the_page_is_drawn_redirects_t
     job = browser.delete("/api/v1/deployments/brief", headers=AUTH).get_json()["job"]
     assert fake_engine.started.wait(PATIENCE_S)
     service = fake_app.extensions["raypd"].service
-    drawn = service.get_with_spec
+    drawn = service.get_with_plan
 
     def then_removed(name: str, jobs: int = 10) -> Any:
         answer = drawn(name, jobs)
         service.store.delete_deployment(name)  # the destroy finished just now
         return answer
 
-    service.get_with_spec = then_removed  # type: ignore[method-assign]
+    service.get_with_plan = then_removed  # type: ignore[method-assign]
     page = browser.get(f"/deployments/brief?job={job}")
     assert page.status_code == 302 and page.headers["Location"].endswith("/?removed=brief")
     fake_engine.gate.set()

@@ -389,3 +389,33 @@ def test_admin_roles_from_the_form_become_a_list_and_a_bad_one_is_named_next_to_
     spec = browser.get("/api/v1/deployments/admins").get_json()["spec"]
     assert spec["raypd:adminRoleArns"] == ["arn:aws:iam::123456789012:role/raypd-web",
                                           "arn:aws:iam::123456789012:role/ci"]
+
+
+def test_the_deployment_page_plans_the_deployment_once_per_request(browser, monkeypatch):
+    """The detail's connect commands, the deployed summary, the diagram and the RayService YAML all
+    come from one plan (webui/deployments/reads.py get_with_plan): a second plan_deployment is a
+    regression. Counted wherever the function is bound, so a new `from ... import` is counted too."""
+    import sys
+
+    from components import topology
+
+    original = topology.plan_deployment
+    calls: list[str] = []
+
+    def counted(spec):
+        calls.append(spec.stack)
+        return original(spec)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith(("webui", "components")) and \
+                getattr(module, "plan_deployment", None) is original:
+            monkeypatch.setattr(module, "plan_deployment", counted)
+    create(browser, "once")
+    for deployed in (False, True):
+        if deployed:  # an offline up: the page now draws the planned (deployed) settings
+            job = browser.post("/api/v1/deployments/once/up", headers=AUTH).get_json()["job"]
+            assert wait_for_job(browser, job)["status"] == "succeeded"
+        calls.clear()
+        page = browser.get("/deployments/once")
+        assert page.status_code == 200 and "kind: RayService" in page.get_data(as_text=True)
+        assert calls == ["once"], f"planned {len(calls)} times (deployed: {deployed})"

@@ -131,7 +131,7 @@ def test_the_connect_curl_command_is_safe_to_paste_whatever_the_model_id(tmp_pat
     import json
     import subprocess
 
-    from webui.service import connect_info
+    from webui.deployments.views import connect_info
 
     hostile = "x';touch${IFS}pwned;echo${IFS}'$(touch${IFS}pwned2)`touch${IFS}pwned3`"
     spec = _with_model_id(hostile)

@@ -10,7 +10,15 @@ import threading
 import pytest
 
 from webui import db
-from webui.jobstate import ACTIVE, FINAL, TRANSITIONS, IllegalTransition, JobStatus, Operation, allowed_from
+from webui.deployments.lifecycle import (
+    ACTIVE,
+    FINAL,
+    TRANSITIONS,
+    IllegalTransition,
+    JobStatus,
+    Operation,
+    allowed_from,
+)
 from webui.store import AuditLine, NameTaken, Store, StoreError
 
 

@@ -18,6 +18,7 @@ from flask.testing import FlaskClient
 from pulumi import automation as auto
 
 from tests.fakes.pulumi_cli import install
+from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, HF_TOKEN, create, settings_for, wait_for_job
 from webui.app import close_app, create_app
 from webui.engines.offline import OfflineEngine
@@ -36,7 +37,9 @@ def _job(client: FlaskClient, name: str, operation: str) -> dict[str, Any]:
     else:
         answer = client.post(f"/api/v1/deployments/{name}/{operation}", headers=AUTH)
     assert answer.status_code == 202, answer.get_json()
-    return wait_for_job(client, answer.get_json()["job"])
+    # A preflight and the engine's plan or up in a subprocess, on PostgreSQL: over a minute seen
+    # on a loaded 2-core machine. The wait ends when the job does; the bound only stops a hang.
+    return wait_for_job(client, answer.get_json()["job"], timeout=3 * PATIENCE_S)
 
 
 def _patch(client: FlaskClient, name: str, config: dict[str, Any]) -> None:

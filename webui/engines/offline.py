@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 OFFLINE_SECRET = {"secure": "offline-placeholder"}
 # Where raypd before store version 4 kept the plan of the last successful `up`, beside the stack
 # file. That plan now lives in the store (a second server sharing it must see it too); a file left
-# by an older raypd is moved there once, at start (DeploymentService.complete_deployed_records).
+# by an older raypd is moved there once, at start (webui/deployments/upgrades.py).
 LEGACY_PLAN_FILE = "last-plan.json"
 # All a plan subprocess gets from this process's environment: what Python needs to start and
 # find the project. Nothing else (the access token, the Pulumi passphrase, cloud credentials,

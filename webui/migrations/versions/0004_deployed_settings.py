@@ -14,7 +14,7 @@ Benchmark tab and the API must keep showing what runs. So the row now also keeps
 
 Rows written before this version get NULL summary and plan and no token flag; the app fills the
 summaries in at start (it needs the app's code to compute them) and moves old last-plan.json files
-into `plan` (DeploymentService.complete_deployed_records).
+into `plan` (webui/deployments/upgrades.py, complete_deployed_records).
 
 Revision ID: 0004
 Revises: 0003

@@ -8,7 +8,7 @@ do not keep stack config (the CLI reads it from the work dir; pkg/cmd/pulumi/sta
 falls back to the state only for the secrets provider, never for config), so the store keeps it.
 
 Files an older raypd left under RAYPD_HOME/workspaces/ are moved in at start
-(DeploymentService.complete_stack_files).
+(webui/deployments/upgrades.py, complete_stack_files).
 
 Revision ID: 0005
 Revises: 0004

@@ -1,0 +1,291 @@
+"""The deployment commands (create, change, discard, start, submit, cancel) and the `Deployments`
+facade the app attaches: the views call only it, one call per request.
+
+The rules live once: which engine a deployment belongs to, which statuses an operation moves it
+through, what the audit log says, and that the HF token goes to the engine's `create` and nowhere
+else (not the store, not the summary). Reads are `DeploymentReads`' (reads.py), job bodies the
+workflow's (workflow.py), response shapes views.py's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Mapping, Optional
+
+from components.errors import FieldError, SpecError
+from components.spec import (
+    HF_TOKEN_KEY,
+    NAMESPACE,
+    REGION_KEY,
+    SECRET_PLACEHOLDER,
+    DeploymentSpec,
+    validate_stack_name,
+)
+from webui.change import config_diff
+from webui.checking import Checker
+from webui.deployments.errors import Conflict, NotFound, busy_conflict
+from webui.deployments.lifecycle import CHECK_OPERATIONS, RUNNING_STATUS, Standing
+from webui.deployments.reads import DeploymentReads, validated
+from webui.deployments.records import JobRecord
+from webui.deployments.workflow import Work, Workflow
+from webui.engines.base import OPERATIONS, Engine, EngineError, EngineUnavailable, OperationResult
+from webui.engines.select import EngineSet
+from webui.jobs import Busy, JobRunner
+from webui.pending_changes import DEPLOYED_LABEL, deployed_kind, discard_target, left_after_discard
+from webui.redact import remember_secret
+from webui.store import STORE_ERRORS, NameTaken, Store
+from webui.summary import summarize
+
+logger = logging.getLogger(__name__)
+audit_logger = logging.getLogger("raypd.audit")
+
+# What may refuse Discard's writes: the engine (the stack's config) or the store.
+WRITE_BACK_ERRORS: tuple[type[BaseException], ...] = (EngineError, *STORE_ERRORS)
+
+
+def strip_token(config: Mapping[str, Any]) -> tuple[dict[str, Any], Optional[str]]:
+    """Split the HF token from the rest of the config; an empty token means none."""
+    rest = dict(config)
+    token = rest.pop(HF_TOKEN_KEY, None)
+    if token is None or token == "":
+        return rest, None
+    if not isinstance(token, str):
+        raise SpecError.single(HF_TOKEN_KEY, "must be a string (the Hugging Face access token)")
+    rest[HF_TOKEN_KEY] = token
+    return rest, token
+
+
+def check_config_keys(config: Mapping[str, Any]) -> None:
+    """Only Contract 1 keys: the web app does not pass other providers' config through."""
+    problems = [
+        FieldError(str(key), "unknown key; only aws:region and raypd:* keys are accepted")
+        for key in config
+        if key != REGION_KEY and not str(key).startswith(f"{NAMESPACE}:")
+    ]
+    if problems:
+        raise SpecError(problems)
+
+
+class Deployments(DeploymentReads):
+    def __init__(self, store: Store, runner: JobRunner, engines: EngineSet,
+                 checker: Optional[Checker] = None):
+        super().__init__(store, runner, engines, checker)
+        self.workflow = Workflow(self)
+        self._create_lock = threading.Lock()
+
+    def validate(self, name: Any, config: Mapping[str, Any]) -> tuple[DeploymentSpec, Optional[str]]:
+        """Name and Contract 1 config -> (spec, HF token); every problem as a FieldError."""
+        problems: list[FieldError] = []
+        stack = ""
+        try:
+            stack = validate_stack_name(name)  # whole-name match: "demo\n" is refused there
+        except SpecError as exc:
+            problems.extend(exc.errors)
+        try:
+            check_config_keys(config)
+            rest, token = strip_token(config)
+            spec = DeploymentSpec.from_config(rest, stack or "dev", strict=True)
+        except SpecError as exc:
+            problems.extend(exc.errors)
+        if problems:
+            raise SpecError(problems)
+        remember_secret(token)  # from now on masked in every event, error and log line
+        return spec, token
+
+    def create(self, name: Any, config: Mapping[str, Any], actor: str) -> dict[str, Any]:
+        spec, token = self.validate(name, config)
+        engine: Engine = self.engines.default
+        with self._create_lock:
+            if self.store.get_deployment(spec.stack) is not None:
+                raise Conflict(f"a deployment named {spec.stack} already exists")
+            # The row first: it is what makes the name taken on every server sharing the store, so
+            # two servers creating one name cannot both write its stack settings file.
+            try:
+                self.store.create_deployment(spec.stack, engine.name, spec.public_config(), summarize(spec))
+            except NameTaken:
+                raise Conflict(f"a deployment named {spec.stack} already exists") from None
+            try:
+                engine.create(spec, token)
+            except BaseException as exc:
+                self.store.delete_deployment(spec.stack)  # nothing half-created
+                if isinstance(exc, EngineError):
+                    self.audit(actor, "create", spec.stack, "failed", exc.message)
+                raise
+            finally:
+                self.stale_listing()
+        self.audit(actor, "create", spec.stack, "succeeded", None)
+        return self.get(spec.stack)
+
+    def change(self, name: str, patch: Mapping[str, Any], actor: str) -> dict[str, Any]:
+        """Merge Contract 1 keys over the deployment's config (`None` resets a key to its default)
+        and write it to the stack: validated first, refused while a job runs, no cloud action."""
+        record = self.record(name)
+        engine: Optional[Engine] = self.engines.get(record["engine"])
+        if engine is None:
+            raise EngineUnavailable(f"the {record['engine']} engine of {name} is not available here")
+        check_config_keys(patch)
+        merged = dict(record["config"])
+        for key, value in patch.items():
+            if value is None:
+                merged.pop(key, None)
+            elif key != HF_TOKEN_KEY or value != SECRET_PLACEHOLDER:
+                merged[key] = value
+        new_token = patch.get(HF_TOKEN_KEY)
+        if new_token is not None and (not isinstance(new_token, str) or not new_token.strip()):
+            raise SpecError.single(HF_TOKEN_KEY, "must be the new token, or null to remove it")
+        if new_token == SECRET_PLACEHOLDER:
+            new_token = None  # "[secret]" as shown: keep the token the stack has
+        if new_token is not None:
+            merged[HF_TOKEN_KEY] = SECRET_PLACEHOLDER  # the spec only needs to know one is set
+        spec = DeploymentSpec.from_config(merged, name, strict=True)
+        if new_token is not None:
+            remember_secret(new_token)
+        public = spec.public_config()
+        removed = sorted(set(record["config"]) - set(public))
+        changed = [item["key"] for item in config_diff(record["config"], public)]
+        try:
+            with self.runner.idle(name):
+                engine.configure(spec, new_token, removed)
+                # A new token is one the deployed stack did not run with, whatever the configs say.
+                self.store.set_config(name, public, summarize(spec),
+                                      token_replaced=True if new_token is not None else None)
+                self.stale_listing()
+        except Busy as busy:
+            raise busy_conflict(name, busy, "change it when it has ended") from None
+        self.audit(actor, "change", name, "succeeded", ", ".join(changed) or "no change")
+        return self.get(name)
+
+    def discard(self, name: str, actor: str) -> dict[str, Any]:
+        """Put the stack's config back to the deployed settings (offline: the planned ones): the
+        engine first, then the store, refused while a job runs; no cloud action. Nothing is half
+        done: if the engine or the store refuses, the stack gets the config it had.
+
+        The HF token is the exception Discard cannot undo: raypd never keeps a token, so one
+        replaced or removed since the deploy stays as it is now, and stays listed as pending."""
+        record = self.record(name)
+        engine = self.engine_of(name, record)
+        try:
+            with self.runner.idle(name):
+                record = self.record(name)  # as it is now that nothing can change it
+                deployed = self.store.deployed(name)
+                if deployed is None:
+                    raise Conflict(
+                        f"{name} was never deployed: there are no deployed settings to go back to "
+                        "(change its settings, or tear it down)", field="deployed")
+                target = discard_target(deployed["config"], record["config"])
+                kept = left_after_discard(deployed["config"], record["config"], deployed["tokenReplaced"])
+                if not config_diff(target, record["config"]):
+                    raise Conflict(f"nothing to discard: {kept}" if kept else (
+                        f"nothing to discard: {name}'s settings are the deployed ones"), field="pending")
+                spec, problem = validated(target, name)
+                if spec is None:
+                    raise Conflict(f"the deployed settings of {name} no longer validate ({problem}); "
+                                   "change the settings instead", field="deployed")
+                self._write_back(engine, record, spec, actor)
+                self.stale_listing()
+        except Busy as busy:
+            raise busy_conflict(name, busy, "discard when it has ended") from None
+        put_back = ", ".join(item["key"] for item in config_diff(record["config"], spec.public_config()))
+        self.audit(actor, "discard", name, "succeeded",
+                   f"back to the {DEPLOYED_LABEL[deployed_kind(record['engine'])]} settings: {put_back}"
+                   + (f"; {kept}" if kept else ""))
+        return self.get(name)
+
+    def _write_back(self, engine: Engine, record: Mapping[str, Any], spec: DeploymentSpec, actor: str) -> None:
+        """Discard's writes: the stack's config through its engine (the token left as the stack has
+        it, keys the deployed config lacks removed), then the store. Either failing puts the stack
+        back to the config the store still holds."""
+        name = record["name"]
+        public = spec.public_config()
+        removed = sorted(set(record["config"]) - set(public))
+        try:
+            engine.configure(spec, None, removed)
+            self.store.set_config(name, public, summarize(spec),
+                                  token_replaced=False if HF_TOKEN_KEY not in public else None)
+        except WRITE_BACK_ERRORS as exc:
+            self._restore_stack(engine, record, public)
+            if isinstance(exc, EngineError):  # (a store that refuses writes cannot take an audit row either)
+                self.audit(actor, "discard", name, "failed", exc.message)
+            raise
+
+    def _restore_stack(self, engine: Engine, record: Mapping[str, Any], written: Mapping[str, Any]) -> None:
+        """Best effort: the stack's config as the store holds it (a token Discard removed cannot
+        come back: the store never had it, and the log says so)."""
+        name = record["name"]
+        current, problem = self.spec_of(record)
+        if current is None:
+            logger.error("discard of %s failed and the stack's config could not be put back: %s", name, problem)
+            return
+        try:
+            engine.configure(current, None, sorted(set(written) - set(record["config"])))
+        except EngineError as exc:
+            logger.error("discard of %s failed, and so did putting the stack's config back (%s): "
+                         "save the settings again with Change settings", name, exc.message)
+            return
+        if HF_TOKEN_KEY in record["config"] and HF_TOKEN_KEY not in written:
+            logger.error("discard of %s failed after the HF token was removed from the stack: "
+                         "set it again with Change settings", name)
+
+    def start(self, name: str, operation: str, actor: str, force: bool = False,
+              confirm: Optional[str] = None) -> str:
+        """Queue one operation as a job, its body the workflow's (Workflow.work)."""
+        if operation not in OPERATIONS and operation not in CHECK_OPERATIONS:
+            raise NotFound(f"unknown operation {operation}")
+        record = self.record(name)
+        engine = self.engine_of(name, record)
+        if operation == "clear-pending":
+            if not engine.real:
+                raise Conflict(f"{name} is an offline plan: nothing was created, nothing is pending",
+                               field="operation")
+            if confirm != name:
+                raise SpecError.single("confirm", (
+                    f"type the deployment name ({name}) to confirm that you checked the pending "
+                    "resources in the AWS console: clearing drops them from the state"))
+        # What an up that succeeds will have deployed: the config it started from.
+        deploys = (record["config"], record["summary"]) if operation == "up" else None
+        work = self.workflow.work(name, operation, record, engine, force)
+        return self.submit(name, operation, engine, actor, work,
+                           " (force)" if force and operation == "up" else "", deploys=deploys)
+
+    def submit(self, name: str, operation: str, engine: Engine, actor: str, work: Work, note: str = "",
+               deploys: Optional[tuple[dict[str, Any], dict[str, Any]]] = None) -> str:
+        """Queue `work` as the deployment's one job: the deployment's status follows it, the list
+        is refreshed, the audit log says who asked. `deploys`: an up's (config, summary) at its
+        start, recorded as deployed if it succeeds."""
+
+        def finish(job_id: str, status: str, result: Optional[OperationResult]) -> None:
+            self.workflow.finish(job_id, name, operation, engine, status, result, deploys)
+
+        try:
+            job_id = self.runner.submit(
+                name, operation, engine.name, actor, RUNNING_STATUS[operation], work, finish,
+            )
+        except Busy as busy:
+            raise busy_conflict(name, busy, "wait for it or cancel it") from None
+        self.stale_listing()
+        self.audit(actor, f"{operation} requested", name, "accepted", f"job {job_id}{note}")
+        return job_id
+
+    def cancel(self, job_id: str, actor: str) -> JobRecord:
+        job = self.job(job_id)
+        engine: Optional[Engine] = self.engines.get(job["engine"])
+
+        def release() -> None:
+            if engine is not None:
+                engine.release(job["deployment"])
+
+        record = self.store.get_deployment(job["deployment"])
+        if job["status"] == "interrupted" and record is not None and record["lastJob"] == job_id:
+            self.store.update_deployment(
+                job["deployment"], status=job.get("previousStatus") or Standing.CREATED.value,
+            )
+        result = self.runner.cancel(job_id, actor, release)
+        self.stale_listing()
+        self.audit(actor, "cancel requested", job["deployment"], result["status"], f"job {job_id}")
+        return result
+
+    def audit(self, actor: str, action: str, target: str, result: str, detail: Optional[str]) -> None:
+        self.store.add_audit(actor, action, target, result, detail)
+        audit_logger.info("actor=%s action=%r target=%s result=%s%s", actor, action, target, result,
+                          f" detail={detail!r}" if detail else "")

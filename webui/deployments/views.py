@@ -1,0 +1,211 @@
+"""Contract 4's response shapes: what a deployment, its list row, a job and its checks look like
+to the API and the pages. Pure functions of the store's records (webui/deployments/records.py) and
+the plan; no store, no engine."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from typing import Any, Mapping, Optional, Union
+
+from components import defaults
+from components.outputs import render_stack_outputs
+from components.spec import DeploymentSpec
+from components.topology import DeploymentPlan, as_plan
+from webui.api_models import (
+    ChecksView,
+    DeployedSettings,
+    DeploymentRow,
+    DeploymentView,
+    JobView,
+    LastReport,
+    PendingSettings,
+    dump,
+)
+from webui.change import cost_change
+from webui.deployments.lifecycle import CHECK_OPERATIONS
+from webui.engines.base import OFFLINE_NOTICE
+from webui.pending_changes import (
+    DEPLOYED_LABEL,
+    deployed_kind,
+    pending_changes,
+    settings_kind,
+    token_replaced,
+)
+from webui.summary import summarize
+
+
+def iso_time(timestamp: Optional[float]) -> Optional[str]:
+    if timestamp is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
+
+
+def engine_fields(engine: str) -> dict[str, Any]:
+    fields: dict[str, Any] = {"engine": engine}
+    if engine == "offline":
+        fields["notice"] = OFFLINE_NOTICE
+    return fields
+
+
+def connect_info(shown: Union[DeploymentPlan, DeploymentSpec],
+                 outputs: Optional[Mapping[str, Any]]) -> dict[str, str]:
+    """How to reach the endpoint: the port-forward command and a chat completion with curl.
+    Pass the plan when the request has one (given a spec, it is planned here)."""
+    plan = as_plan(shown)
+    spec = plan.spec
+    planned = render_stack_outputs(
+        plan, availability_zone=spec.availability_zone or "",
+        cluster_name=spec.effective_cluster_name,
+    )
+    port_forward = (outputs or {}).get("portForwardCommand") or planned["portForwardCommand"]
+    port = defaults.SERVE_PORT
+    # Every value that lands in a command people paste is shell-quoted, whatever the spec allowed.
+    payload = json.dumps({"model": spec.model.id, "messages": [{"role": "user", "content": "Hello!"}],
+                          "max_tokens": 64})
+    curl = (
+        f"curl -s http://localhost:{port}/v1/chat/completions \\\n"
+        "  -H 'Content-Type: application/json' \\\n"
+        f"  -d {shlex.quote(payload)}"
+    )
+    kubeconfig = (
+        f"aws eks update-kubeconfig --region {shlex.quote(spec.region)} "
+        f"--name {shlex.quote(spec.effective_cluster_name)}"
+    )
+    return {"portForward": port_forward, "curl": curl, "kubeconfig": kubeconfig,
+            "openaiBaseUrl": planned["openaiBaseUrl"]}
+
+
+def list_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of the list (the list page, GET /deployments)."""
+    deployed = row["deployed"]
+    # What runs (or was planned) is what the list shows, the store's `summary` says; the
+    # stack's own settings only when nothing was ever deployed (`settings`: "pending").
+    summary = row["summary"] or {}
+    return dump(DeploymentRow(
+        name=row["name"],
+        **engine_fields(row["engine"]),
+        status=row["status"],
+        settings=settings_kind(row["engine"], deployed is not None),
+        hasPendingChanges=deployed is not None and (deployed["configDiffers"] or deployed["tokenReplaced"]),
+        deployedAt=iso_time(deployed["time"]) if deployed is not None else None,
+        modelId=summary.get("modelId"),
+        mode=summary.get("mode"),
+        topology=summary.get("topology"),
+        region=summary.get("region"),
+        gpus=summary.get("gpus"),
+        estimatedUsdPerHour=summary.get("usdPerHour"),
+        lastOperation=row["lastOperation"],
+        lastResult=row["lastResult"],
+        lastOperationAt=iso_time(row["lastOperationAt"]),
+        lastJob=row["lastJob"],
+        createdAt=iso_time(row["createdAt"]),
+    ))
+
+
+def deployed_view(engine: str, deployed: Mapping[str, Any],
+                  plan: Optional[DeploymentPlan]) -> DeployedSettings:
+    """The deployed settings; `plan` is theirs (None when they no longer validate)."""
+    summary = deployed["summary"] or (summarize(plan) if plan is not None else {})
+    kind = deployed_kind(engine)
+    return DeployedSettings(
+        kind=kind, label=DEPLOYED_LABEL[kind], at=iso_time(deployed["time"]), job=deployed["job"],
+        spec=deployed["config"], summary=summary, estimatedUsdPerHour=summary.get("usdPerHour"),
+    )
+
+
+def pending_view(record: Mapping[str, Any], deployed: Optional[Mapping[str, Any]],
+                 deployed_settings: Optional[DeployedSettings]) -> Optional[PendingSettings]:
+    """The stack's settings that no up has deployed: all of them when none ran, else the ones
+    that differ (None when nothing does). Costs from the stored summaries, as the list shows them."""
+    current, summary = record["config"], record["summary"]
+    if deployed is None or deployed_settings is None:
+        changes: list[dict[str, Any]] = []
+        before = None
+        replaced = False
+    else:
+        changes = pending_changes(deployed["config"], current, deployed["tokenReplaced"])
+        if not changes:
+            return None
+        before = deployed_settings.estimatedUsdPerHour
+        replaced = token_replaced(deployed["config"], current, deployed["tokenReplaced"])
+    return PendingSettings.model_validate({
+        "spec": current, "summary": summary, "estimatedUsdPerHour": summary.get("usdPerHour"),
+        "changes": changes, "usdPerHour": cost_change(before, summary.get("usdPerHour")),
+        "hfTokenReplaced": replaced,
+    })
+
+
+def deployment_view(record: Mapping[str, Any], *, warnings: list[str],
+                    deployed: Optional[DeployedSettings], pending: Optional[PendingSettings],
+                    plan: Optional[DeploymentPlan], jobs: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """One deployment (GET /deployments/<name>, the deployment page); `plan` is the one the page
+    draws (the deployed settings' when something is deployed, else the stack's own)."""
+    return dump(DeploymentView(
+        name=record["name"],
+        **engine_fields(record["engine"]),
+        status=record["status"],
+        spec=record["config"],
+        summary=record["summary"],
+        warnings=warnings,
+        estimatedUsdPerHour=record["summary"].get("usdPerHour"),
+        deployed=deployed,
+        pending=pending,
+        outputs=record["outputs"],
+        resources=record["resources"],
+        connect=connect_info(plan, record["outputs"]) if plan is not None else None,
+        pendingChanges=(
+            {"config": pending.changes, "usdPerHour": pending.usdPerHour}
+            if pending is not None and deployed is not None else None),
+        lastOperation=record["lastOperation"],
+        lastResult=record["lastResult"],
+        lastOperationAt=iso_time(record["lastOperationAt"]),
+        createdAt=iso_time(record["createdAt"]),
+        jobs=[job_view(job) for job in jobs],
+    ))
+
+
+def checks_view(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The last report of each kind (None where that kind never ran), with its job and time."""
+    answer: dict[str, Any] = {}
+    for kind in CHECK_OPERATIONS:
+        item = stored.get(kind)
+        answer[kind] = None if item is None else LastReport.model_validate(
+            {**item["report"], "job": item["job"], "at": iso_time(item["time"])})
+    return dump(ChecksView(**answer))
+
+
+def public_job(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A job as Contract 4 shows it (plus when, who and a hint where there is one)."""
+    return dump(job_view(job))
+
+
+def job_view(job: Mapping[str, Any]) -> JobView:
+    """The `JobView` model of a stored job: keys that do not apply are left unset, not null."""
+    answer: dict[str, Any] = {
+        "id": job["id"],
+        "deployment": job["deployment"],
+        "operation": job["operation"],
+        "engine": job["engine"],
+        "status": job["status"],
+        "progress": dict(job["progress"]),
+        "error": job["error"],
+        "createdAt": iso_time(job["createdAt"]),
+        "startedAt": iso_time(job["startedAt"]),
+        "finishedAt": iso_time(job["finishedAt"]),
+        "actor": job["actor"],
+    }
+    if job.get("hint"):
+        answer["hint"] = job["hint"]
+    summary = dict(job.get("summary") or {})
+    reports = summary.pop("reports", None) or {}
+    if summary:
+        answer["summary"] = summary
+    if reports:
+        answer["reports"] = reports  # every Contract 5 report the job made (preflight, verify)
+    if job["operation"] in CHECK_OPERATIONS and job["operation"] in reports:
+        answer["result"] = reports[job["operation"]]
+    if job["engine"] == "offline":
+        answer["notice"] = OFFLINE_NOTICE
+    return JobView.model_validate(answer)
