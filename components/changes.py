@@ -452,6 +452,16 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
             "the token Secret is updated; running engines keep the token they started with and "
             "use the new one at their next start",
         ))
+    if before.api_access_cidrs != after.api_access_cidrs:
+        # EKS UpdateClusterConfig (resourcesVpcConfig.publicAccessCidrs): "your cluster continues
+        # to function during the update", a few minutes in UPDATING; no new control plane.
+        effects.append(Effect(
+            "raypd:apiAccessCidrs", Kind.IN_PLACE,
+            "the EKS cluster's public endpoint access list is updated in place (a few minutes; the "
+            "cluster and serving keep running, nodes use the private endpoint); from then on only "
+            "the listed ranges reach the Kubernetes API: include where pulumi up and the web app "
+            "run, or the rest of this update and every later one fail",
+        ))
     if before.admin_role_arns != after.admin_role_arns:
         effects.append(Effect("raypd:adminRoleArns", Kind.NO_SERVING_EFFECT,
                               "EKS access entries are added or removed; nothing restarts"))
@@ -555,6 +565,8 @@ EXAMPLES: tuple[tuple[str, str, dict[str, Any], dict[str, Any]], ...] = (
     ("raypd:clusterName / aws:region", "another cluster", {}, {"raypd:clusterName": "other"}),
     ("raypd:hfToken", "a first token", {}, {"raypd:hfToken": "hf_new"}),
     ("raypd:hfToken", "another token", {"raypd:hfToken": "hf_old"}, {"raypd:hfToken": "hf_new"}),
+    ("raypd:apiAccessCidrs", "0.0.0.0/0 -> 203.0.113.0/24", {},
+     {"raypd:apiAccessCidrs": ["203.0.113.0/24"]}),
     ("raypd:adminRoleArns", "add a role", {}, {"raypd:adminRoleArns": ["arn:aws:iam::123456789012:role/ci"]}),
     ("raypd:upgradeStrategy", "inPlace -> newCluster", {}, {"raypd:upgradeStrategy": "newCluster"}),
 )

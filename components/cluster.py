@@ -2,7 +2,13 @@
 
 Mirrors the reference cluster: API authentication (access entries, no aws-auth ConfigMap), an OIDC
 provider, public + private API endpoint, nodes only in private subnets, and the managed add-ons
-vpc-cni, kube-proxy and coredns. pulumi-eks (4.x) creates vpc-cni and kube-proxy as managed add-ons
+vpc-cni, kube-proxy and coredns. Locked down beyond the reference: the public endpoint answers only
+`raypd:apiAccessCidrs` (the nodes reach the API through the private endpoint, which stays on, so
+they need no entry there), the api, audit and authenticator logs go to CloudWatch Logs, and the
+upgrade policy is explicit (STANDARD while the version is in standard support: EKS's API default,
+EXTENDED, would bill the cluster for extended support once the version leaves standard support).
+
+pulumi-eks (4.x) creates vpc-cni and kube-proxy as managed add-ons
 with the cluster, but skips the managed coredns add-on when there is no default node group, because
 created before any node exists it sits DEGRADED until a 20-minute timeout (pulumi/pulumi-eks#1819).
 So coredns is added here once the system node group exists; it adopts the self-managed coredns
@@ -113,6 +119,11 @@ class ClusterArgs:
     tags: dict[str, str] = field(default_factory=dict)
     # IAM roles that get cluster-admin (raypd:adminRoleArns); the deploying identity has it anyway.
     admin_role_arns: tuple[str, ...] = ()
+    # Who may reach the public API endpoint (raypd:apiAccessCidrs).
+    api_access_cidrs: tuple[str, ...] = defaults.API_ACCESS_CIDRS
+    # EKS upgradePolicy.supportType (components.spec.eks_support_type).
+    support_type: str = defaults.SUPPORT_STANDARD
+    log_types: tuple[str, ...] = defaults.CONTROL_PLANE_LOG_TYPES
 
 
 class Cluster(pulumi.ComponentResource):
@@ -137,8 +148,13 @@ class Cluster(pulumi.ComponentResource):
             public_subnet_ids=args.public_subnet_ids,
             private_subnet_ids=args.private_subnet_ids,
             node_associate_public_ip_address=False,
+            # Nodes and in-VPC clients use the private endpoint; the public one only answers the
+            # listed ranges (where pulumi up, the web app and kubectl run).
             endpoint_private_access=True,
             endpoint_public_access=True,
+            public_access_cidrs=list(args.api_access_cidrs),
+            enabled_cluster_log_types=list(args.log_types),
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=args.support_type),
             authentication_mode=eks.AuthenticationMode.API,
             access_entries=admin_access_entries(args.region, args.admin_role_arns) or None,
             create_oidc_provider=True,

@@ -29,6 +29,24 @@ EKS_KUBERNETES_VERSIONS: dict[str, tuple[str, str]] = {
     "1.34": ("2026-12-02", "2027-12-02"),
     "1.35": ("2027-03-27", "2028-03-27"),
 }
+
+# The EKS control plane (components/cluster.py). Who may reach the cluster's PUBLIC Kubernetes API
+# endpoint (raypd:apiAccessCidrs): EKS's own default, every address, which the spec warns about. EKS
+# takes at most 40 such ranges per cluster, a quota that cannot be raised (Service Quotas
+# L-93A74D60, "Public endpoint access CIDR ranges per cluster").
+OPEN_CIDR = "0.0.0.0/0"
+API_ACCESS_CIDRS: tuple[str, ...] = (OPEN_CIDR,)
+MAX_API_ACCESS_CIDRS = 40
+# Control-plane logs sent to CloudWatch Logs (/aws/eks/<cluster>/cluster): who called the API
+# (api, audit) and how they authenticated (authenticator). controllerManager and scheduler are
+# left off: they cost CloudWatch ingestion and answer no question about access.
+CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator")
+# EKS upgradePolicy.supportType while a cluster's version is in standard support: at the end of
+# standard support EKS upgrades the control plane instead of moving it into the paid extended
+# support (EKS's own default for clusters created through its API is EXTENDED).
+SUPPORT_STANDARD: Final = "STANDARD"
+SUPPORT_EXTENDED: Final = "EXTENDED"
+
 SYSTEM_INSTANCE_TYPE = "m7i.xlarge"
 SYSTEM_NODE_COUNT = 1
 MODE: Final = "disaggregated"

@@ -218,6 +218,14 @@ def render_summary(plan: Mapping[str, Any]) -> str:
         )
     for resource in plan["resources"]:
         inputs = resource["inputs"]
+        if resource["type"] == "eks:index:Cluster":
+            lines.append(
+                f"Control plane: Kubernetes {inputs.get('version')}, public API from "
+                f"{', '.join(inputs.get('publicAccessCidrs') or ['(EKS default)'])}, private endpoint "
+                f"{'on' if inputs.get('endpointPrivateAccess') else 'off'}, logs "
+                f"{', '.join(inputs.get('enabledClusterLogTypes') or ['off'])}, upgrade policy "
+                f"{(inputs.get('upgradePolicy') or {}).get('supportType', '(EKS default)')}"
+            )
         if resource["type"] == "eks:index:ManagedNodeGroup" and inputs.get("labels") == SYSTEM_LABELS:
             labels = ",".join(f"{k}={v}" for k, v in sorted(inputs["labels"].items()))
             lines.append(

@@ -203,6 +203,8 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
         ),
         tags=tags,
         admin_role_arns=spec.admin_role_arns,
+        api_access_cidrs=spec.api_access_cidrs,
+        support_type=spec.support_type,
     ))
     manifest = rayservice.render_rayservice(plan, gpu_zone)
     node_set = rayservice.node_set(plan, gpu_zone)

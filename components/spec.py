@@ -9,6 +9,7 @@ downstream re-validates or reads config. Error fields use the user-facing key
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import json
 import re
 from typing import Any, Literal, Mapping, Optional
@@ -67,7 +68,14 @@ MAX_STACK_NAME = 40
 # IAM role ARNs in any partition (aws, aws-cn, aws-us-gov, aws-iso...), role paths allowed.
 _ROLE_ARN = re.compile(r"^arn:aws[-a-z]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 ADMIN_ROLE_ARNS_KEY = f"{NAMESPACE}:adminRoleArns"
+API_ACCESS_CIDRS_KEY = f"{NAMESPACE}:apiAccessCidrs"
+# The longest IPv4 CIDR text (255.255.255.255/32): longer entries are not quoted back whole.
+MAX_CIDR_TEXT = 18
 IMAGE_KEY = f"{NAMESPACE}:image"
+
+
+def _today() -> datetime.date:
+    return datetime.datetime.now(datetime.timezone.utc).date()
 
 
 def _minor(version: str) -> tuple[int, int]:
@@ -90,6 +98,55 @@ def eks_version_problem(version: str, today: datetime.date) -> Optional[str]:
                 f"or keeps clusters of it; use one of {listed} ({basis})")
     if _minor(version) < min(_minor(v) for v in table):
         return f"EKS no longer offers {version}; use one of {listed} ({basis})"
+    return None
+
+
+def eks_support_type(version: str, today: datetime.date) -> str:
+    """The EKS upgradePolicy.supportType a cluster of `version` gets on `today`.
+
+    STANDARD while the version is in standard support (or newer than raypd's table): at its end
+    EKS upgrades the control plane instead of billing the cluster for extended support. EXTENDED
+    once the version is past it: EKS cannot take a cluster that is in extended support out of it
+    ("you can only disable extended support for clusters on standard support", EKS user guide),
+    so asking for STANDARD there would fail the update; the spec warns instead (`warnings`).
+    """
+    dates = defaults.EKS_KUBERNETES_VERSIONS.get(version)
+    if dates is None or datetime.date.fromisoformat(dates[0]) >= today:
+        return defaults.SUPPORT_STANDARD
+    return defaults.SUPPORT_EXTENDED
+
+
+def _shown(text: str) -> str:
+    """An entry quoted back in a message, cut short when it is longer than any CIDR."""
+    return text if len(text) <= MAX_CIDR_TEXT + 6 else f"{text[:MAX_CIDR_TEXT]}..."
+
+
+def cidr_problem(text: str) -> Optional[str]:
+    """Why `text` is not an IPv4 CIDR EKS takes as a public access range (None when it is).
+
+    EKS reads network/prefix (203.0.113.0/24); Python's ipaddress also reads a bare address, a
+    netmask (10.0.0.0/255.0.0.0) and host bits, each of which gets its own hint here.
+    """
+    if len(text) > MAX_CIDR_TEXT:
+        return (f"'{_shown(text)}' ({len(text)} characters) is not an IPv4 CIDR: a.b.c.d/n has at "
+                f"most {MAX_CIDR_TEXT}")
+    try:
+        network = ipaddress.ip_network(text, strict=True)
+    except ValueError:
+        try:
+            loose = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            return f"'{text}' is not an IPv4 CIDR such as 203.0.113.0/24"
+        address = text.split("/", 1)[0]
+        return (f"'{text}' has host bits set: its network is {loose}; write {loose}, or "
+                f"{address}/32 for that one address")
+    if network.version != 4:
+        return (f"'{text}' is an IPv6 range; raypd's cluster is IPv4, and EKS takes IPv6 public "
+                "access CIDRs only on IPv6 clusters")
+    if "/" not in text:
+        return f"'{text}' has no prefix length; write {network} for that one address"
+    if str(network) != text:
+        return f"'{text}' is not written as EKS reads a CIDR; write {network}"
     return None
 
 
@@ -245,6 +302,8 @@ class DeploymentSpec(_Model):
     hf_token: Optional[SecretStr] = None
     # IAM roles given cluster-admin through EKS access entries (the web app's, CI's...).
     admin_role_arns: tuple[str, ...] = ()
+    # Who may reach the cluster's public Kubernetes API endpoint (EKS publicAccessCidrs).
+    api_access_cidrs: tuple[str, ...] = defaults.API_ACCESS_CIDRS
     upgrade_strategy: Literal["inPlace", "newCluster"] = defaults.UPGRADE_STRATEGY
 
     @field_validator("region")
@@ -272,7 +331,7 @@ class DeploymentSpec(_Model):
         match = _K8S_VERSION.fullmatch(value)
         if not match:
             raise ValueError(f"'{value}' is not a Kubernetes minor version such as \"1.35\"")
-        problem = eks_version_problem(value, datetime.datetime.now(datetime.timezone.utc).date())
+        problem = eks_version_problem(value, _today())
         if problem is not None:
             raise ValueError(problem)
         return value
@@ -312,6 +371,29 @@ class DeploymentSpec(_Model):
                              "padding), no spaces (the value is not shown: it is a secret)")
         return value
 
+    @field_validator("api_access_cidrs", mode="before")
+    @classmethod
+    def _cidr_list(cls, value: Any) -> Any:
+        """The list itself: its type, size and that every entry is text (each entry's CIDR is
+        checked, by its index, in _cross_field_checks)."""
+        if not isinstance(value, (list, tuple)):
+            kind = "text" if isinstance(value, str) else type(value).__name__
+            raise ValueError(f"must be a list of IPv4 CIDRs such as [\"203.0.113.0/24\"], not {kind}")
+        if not value:
+            raise ValueError(
+                "is empty; list at least one IPv4 CIDR, or leave the key out for EKS's default "
+                f"{defaults.OPEN_CIDR} (an empty list would leave every address allowed)")
+        if len(value) > defaults.MAX_API_ACCESS_CIDRS:
+            raise ValueError(
+                f"has {len(value)} entries; EKS takes at most {defaults.MAX_API_ACCESS_CIDRS} public "
+                "access CIDRs per cluster (a quota that cannot be raised): merge neighbouring ranges")
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise ValueError(f"[{index}] is {type(item).__name__}, not text; write each CIDR "
+                                 "as a string such as \"203.0.113.0/24\"")
+        # A tuple: after a before-validator, strict (JSON API) mode takes no list for a tuple.
+        return tuple(value)
+
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
@@ -339,6 +421,16 @@ class DeploymentSpec(_Model):
                     f"{ADMIN_ROLE_ARNS_KEY}[{index}]",
                     f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)",
                 ))
+        seen: dict[Any, int] = {}
+        for index, text in enumerate(self.api_access_cidrs):
+            problem = cidr_problem(text)
+            if problem is None:
+                network = ipaddress.ip_network(text)
+                if network in seen:
+                    problem = f"'{text}' is given twice (also [{seen[network]}])"
+                seen.setdefault(network, index)
+            if problem is not None:
+                problems.append(FieldError(f"{API_ACCESS_CIDRS_KEY}[{index}]", problem))
         if self.availability_zone is not None and not re.fullmatch(
             re.escape(self.region) + r"[a-z]", self.availability_zone
         ):
@@ -394,9 +486,29 @@ class DeploymentSpec(_Model):
         return {"prefill": self.prefill, "decode": self.decode}
 
     @property
+    def support_type(self) -> str:
+        """The cluster's EKS upgrade policy (see eks_support_type), as of today."""
+        return eks_support_type(self.kubernetes_version, _today())
+
+    @property
     def warnings(self) -> list[str]:
         """Allowed but risky choices, shown in the plan and the web UI."""
         notes: list[str] = []
+        if defaults.OPEN_CIDR in self.api_access_cidrs:
+            notes.append(
+                f"{API_ACCESS_CIDRS_KEY} allows {defaults.OPEN_CIDR}: the cluster's Kubernetes API "
+                "endpoint answers every address on the internet (it still needs AWS credentials); "
+                f"narrow it to the ranges that run pulumi up, the web app and kubectl, e.g. "
+                f"{API_ACCESS_CIDRS_KEY}: [\"203.0.113.0/24\"] (the nodes use the private endpoint)"
+            )
+        if self.support_type == defaults.SUPPORT_EXTENDED:
+            standard_end = defaults.EKS_KUBERNETES_VERSIONS[self.kubernetes_version][0]
+            notes.append(
+                f"raypd:kubernetesVersion {self.kubernetes_version} left EKS standard support on "
+                f"{standard_end}: the cluster runs in extended support, billed at the extended rate "
+                "per cluster hour (EKS cannot take a cluster out of it); raise the version one minor "
+                "at a time to one in standard support"
+            )
         if self.mode == "disaggregated":
             if self.prefill.tensor_parallel_size != self.decode.tensor_parallel_size:
                 notes.append(
@@ -427,6 +539,10 @@ class DeploymentSpec(_Model):
             body["adminRoleArns"] = list(self.admin_role_arns)
         if self.upgrade_strategy == defaults.UPGRADE_STRATEGY:
             body.pop("upgradeStrategy", None)  # the default: no key, as before the key existed
+        if self.api_access_cidrs == defaults.API_ACCESS_CIDRS:
+            body.pop("apiAccessCidrs", None)  # the default: no key, as before the key existed
+        else:
+            body["apiAccessCidrs"] = list(self.api_access_cidrs)
         config: dict[str, Any] = {REGION_KEY: self.region}
         for key, value in body.items():
             if value is not None:

@@ -92,12 +92,14 @@ COMPONENT_CHILDREN: dict[str, tuple[ChildRule, ...]] = {
                    "releaseVersion"), NODE_GROUP, "update"),
         ChildRule(("scalingConfig", "labels", "taints", "tags"), NODE_GROUP, "update"),
     ),
-    # pulumi-eks Cluster: the aws.eks.Cluster's name and VPC are create-only; its version and
-    # subnets (vpcConfig.subnetIds, UpdateClusterConfig) update in place.
+    # pulumi-eks Cluster: the aws.eks.Cluster's name and VPC are create-only; its version, subnets,
+    # endpoint access list (vpcConfig, UpdateClusterConfig), control-plane logs and upgrade policy
+    # update in place (EKS: "your cluster continues to function during the update").
     EKS_CLUSTER: (
         ChildRule(("name", "vpcId"), AWS_CLUSTER, "replace"),
         ChildRule(("version", "privateSubnetIds", "publicSubnetIds", "subnetIds",
-                   "endpointPrivateAccess", "endpointPublicAccess", "tags"), AWS_CLUSTER, "update"),
+                   "endpointPrivateAccess", "endpointPublicAccess", "publicAccessCidrs",
+                   "enabledClusterLogTypes", "upgradePolicy", "tags"), AWS_CLUSTER, "update"),
     ),
 }
 # Inputs the children hold as sets (terraform-provider-aws TypeSet: aws_eks_node_group.subnet_ids,

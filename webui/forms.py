@@ -111,6 +111,10 @@ PRESENTATION: dict[str, dict[str, Any]] = {
     "raypd:serviceName": dict(label="RayService name", section="cluster"),
     "raypd:hfToken": dict(label="Hugging Face token", section="cluster",
                           help="for gated models; stored only as an encrypted Pulumi secret, never shown again"),
+    "raypd:apiAccessCidrs": dict(label="Kubernetes API access (CIDRs)", section="cluster", wide=True,
+                                 help="comma-separated IPv4 CIDRs that may reach the cluster's public "
+                                      "API endpoint: where Deploy, the web app and kubectl run; empty: "
+                                      "every address (0.0.0.0/0), with a warning"),
     "raypd:adminRoleArns": dict(label="Admin IAM roles", section="cluster", wide=True,
                                 help="comma-separated IAM role ARNs that get cluster-admin (EKS access "
                                      "entries): CI's, teammates'; not the role that deploys (it is admin "

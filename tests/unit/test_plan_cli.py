@@ -54,6 +54,8 @@ def test_summary_says_offline_first_and_shows_the_gpu_nodes():
     assert "2 x g6.8xlarge" in gpu_line and "EFA on" in gpu_line and "us-east-2a" in gpu_line
     assert "kubeconfig: [secret]" in result.stdout
     assert "kubernetes:ray.io/v1:RayService" in result.stdout
+    assert "public API from 0.0.0.0/0, private endpoint on" in result.stdout
+    assert "raypd:apiAccessCidrs allows 0.0.0.0/0" in result.stdout  # the warning
 
 
 def test_stack_name_comes_from_the_file_name_unless_given(tmp_path):

@@ -46,7 +46,9 @@ def test_empty_config_is_the_reference_deployment():
     assert (spec.ray_version, spec.kuberay_version) == ("2.58.0", "1.4.0")
     assert (spec.namespace, spec.service_name) == ("inference", "ray-llm")
     assert spec.hf_token is None
-    assert spec.warnings == []
+    assert spec.api_access_cidrs == ("0.0.0.0/0",)
+    # The reference's one risky choice: EKS's open public API endpoint (see test_control_plane.py).
+    assert len(spec.warnings) == 1 and spec.warnings[0].startswith("raypd:apiAccessCidrs allows 0.0.0.0/0")
 
 
 def test_default_cluster_name_follows_the_stack():
