@@ -197,11 +197,13 @@ def test_fixed_concurrency_keeps_n_in_flight_and_stops_at_the_duration() -> None
     # each request takes ~50 ms (more on a busy machine) and 3 are in flight: some 24 requests
     assert len(records) >= 6 and all(r["ok"] for r in records)
     assert [r["index"] for r in records] == list(range(len(records)))
-    # Three in flight, always: the first three went out at once, and every later send came right after
-    # one request ended, before the next one did (a worker sends again in the same step of the loop).
+    # Three in flight, never more: the first three went out at once, and every later send came after
+    # one request ended.
     sends, ends = sorted(r["sent_s"] for r in records), sorted(r["end_s"] for r in records)
     assert sends[2] < ends[0]
-    assert all(ends[k] <= sends[k + 3] <= ends[k + 1] for k in range(len(records) - 3))
+    # (A worker reads its answer's body to the end after [DONE], where `end_s` is stamped, before it
+    # sends again, so another answer may end in between: a send is bound below, not above.)
+    assert all(ends[k] <= sends[k + 3] for k in range(len(records) - 3))
     # No send was decided after the duration, and none of the three last requests to end came back
     # before it: had one, its worker would have sent another (allowing a stall of 50 ms in between).
     assert all(r["scheduled_s"] <= 0.4 for r in records)
