@@ -126,8 +126,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
     last: Optional[float] = None
     chunks = 0
     usage: Any = None  # the last non-null usage the server sent, unchecked until the answer is complete
-    done = False
-    done_at: Optional[float] = None  # the answer ends at [DONE], not when its connection is settled
+    done_at: Optional[float] = None  # when [DONE] came: the answer ends there, not when its connection is settled
     try:
         async with asyncio.timeout(config.timeout_s):
             async with session.post(url, json=body, headers=headers) as response:
@@ -148,7 +147,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
                         continue
                     data = line[5:].strip()
                     if data == b"[DONE]":
-                        done, done_at = True, now
+                        done_at = now
                         break
                     chunk = json.loads(data)
                     if isinstance(chunk, dict) and "error" in chunk:
@@ -163,12 +162,12 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
                             record["itl_ms"].append((now - last) * 1000)
                         last = now
                         chunks += 1
-                if done:
+                if done_at is not None:
                     await _drain(response)
     except aiohttp.ConnectionTimeoutError as exc:  # before TimeoutError: it is one, but nothing was sent
         record["error_kind"], record["error"] = "connect", f"connect timed out: {exc}"[:_ERROR_TEXT_LIMIT]
     except TimeoutError:
-        if not done:  # the run's timeout may end a slow body after [DONE]: the answer was complete
+        if done_at is None:  # the run's timeout may end a slow body after [DONE]: the answer was complete
             record["error_kind"], record["error"] = "timeout", f"no complete answer within {config.timeout_s:g} s"
     except aiohttp.ClientConnectorError as exc:
         record["error_kind"], record["error"] = "connect", str(exc)[:_ERROR_TEXT_LIMIT]
@@ -182,7 +181,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
         record["e2e_ms"] = (end - sent) * 1000
     if record["error_kind"] is not None:
         return record
-    if not done:
+    if done_at is None:
         record["error_kind"], record["error"] = "stream", "stream ended without data: [DONE]"
     elif chunks == 0:
         record["error_kind"], record["error"] = "stream", "no tokens in the answer"

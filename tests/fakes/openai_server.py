@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import random
 import select
+import socket
 import sys
 import threading
 import time
@@ -211,7 +212,10 @@ class _Handler(BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         owner = self.server.owner
         if owner.idle_close_s is not None and self.answered_s is not None:
-            select.select([self.connection], [], [])  # the next request (or the client's close)
+            select.select([self.connection], [], [])  # the next request, or the client's close
+            if not self.connection.recv(1, socket.MSG_PEEK):
+                self.close_connection = True  # the client closed its idle connection: nothing dropped
+                return
             if time.perf_counter() - self.answered_s > owner.idle_close_s:
                 with owner._lock:
                     owner.dropped += 1

@@ -21,7 +21,7 @@ Two connection rules an HTTP proxy in front of vLLM must keep (both were seen fa
   machine; a fresh loopback connection per leg costs well under a millisecond and removes it;
 - a client that hangs up mid-relay (or right after `data: [DONE]`, before the last chunk of
   the chunked body) ends that relay quietly: nothing is left to tell it.
-Every other failure of a leg is logged with the leg's name, its time and its traceback.
+Every other failure of a request is logged with its path, how long it ran and its traceback.
 """
 
 from __future__ import annotations

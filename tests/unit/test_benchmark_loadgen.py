@@ -251,3 +251,11 @@ def test_no_request_goes_onto_a_connection_idle_past_the_pool_time(
     else:
         assert failed and dropped == len(failed), (failed, dropped)
         assert all(r["error_kind"] == "transport" for r in failed), failed
+
+
+def test_the_pool_lets_go_of_a_connection_well_before_vllm_does() -> None:
+    # The test above patches the pool time; this pins the shipped one against the server it must
+    # undercut: vLLM's API server closes idle connections after VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s
+    # (vllm/envs.py), uvicorn's default too. The margin is for a client loop running late.
+    vllm_keep_alive_s = 5.0
+    assert 0 < loadgen.POOL_IDLE_S <= vllm_keep_alive_s - 2.0
