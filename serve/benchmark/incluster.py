@@ -126,6 +126,12 @@ def why_it_ended(job: Mapping[str, Any], pod: Optional[Mapping[str, Any]]) -> st
     return terminated_reason(pod or {}) or job_reason
 
 
+def container_ended(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's container has a terminated state (the kubelet wrote how it ended)."""
+    return any((c.get("state") or {}).get("terminated")
+               for c in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
 def terminated_reason(pod: Mapping[str, Any]) -> str:
     """" (OOMKilled, exit code 137)" from the container's terminated state, or ""."""
     for container in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -251,9 +257,10 @@ class InClusterRun:
 
         The pod is read first: the Job controller writes its verdict only after it has seen the
         pod end (or, past activeDeadlineSeconds, deleted it), so a Job read after the pod is at
-        least as new. Even so a look can find the pod ended or gone before the verdict is written
-        (kubernetes pkg/controller/job/job_controller.go: deleteActivePods, then the Failed or
-        Complete condition once the pod is counted); the verdict is then waited for, for up to
+        least as new, unless the pod ended between the two reads: then the pod is read again, so
+        how the container ended is not lost. A look can also find the pod ended or gone before the
+        verdict is written (kubernetes pkg/controller/job/job_controller.go: deleteActivePods, then
+        the Failed or Complete condition once the pod is counted); the verdict is then waited for, for up to
         VERDICT_SECONDS, since it says why (DeadlineExceeded) where the pod cannot.
         """
         pod = self._pod()
@@ -265,6 +272,9 @@ class InClusterRun:
         name = str(((pod or {}).get("metadata") or {}).get("name") or "")
         phase = str(((pod or {}).get("status") or {}).get("phase") or "")
         if state is not None:
+            if pod is not None and not container_ended(pod):
+                # Read while it still ran, the Job read after: the pod now holds how it ended.
+                pod = self._pod() or pod
             return self._collect(pod, state, why_it_ended(job, pod))
         now = self._clock()
         if phase == "Running":

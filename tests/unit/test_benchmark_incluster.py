@@ -488,6 +488,21 @@ def test_a_pod_gone_before_its_jobs_verdict_is_reported_with_the_verdict_not_as_
     assert client.polls == 4 and len(client.deleted) == 2
 
 
+def test_a_pod_listed_just_before_it_ended_is_read_again_for_how_it_ended():
+    # listed while it still ran; then it exits 2, the Job controller fails the Job, and the Job is read
+    # (seen once under two CPU hogs: the message had only BackoffLimitExceeded, not the exit code)
+    backoff = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+               "message": "Job has reached the specified backoff limit"}
+    ended = _scripted_pod("Failed", {"exitCode": 2, "reason": "Error"})
+    client = _Scripted([([RUNNING], _scripted_job(active=1)), ([RUNNING], _scripted_job(backoff, failed=1)),
+                        ([ended], _scripted_job(backoff, failed=1))],
+                       {"bench-s-x7k2p": "benchmark: argument --requests: out of range\n"})
+    with pytest.raises(BenchmarkFailed) as failed:
+        _scripted_run(client)
+    assert str(failed.value).startswith("the benchmark failed (Error, exit code 2) without results"), failed.value
+    assert "argument --requests" in str(failed.value)
+
+
 def test_a_pod_deleted_between_the_look_and_its_log_is_gone_with_the_jobs_reason():
     client = _Scripted([([RUNNING], _scripted_job(active=1)), ([RUNNING], _scripted_job(_DEADLINE, failed=1))],
                        {})
