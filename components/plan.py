@@ -30,7 +30,7 @@ SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 BANNER = "OFFLINE PLAN (Pulumi mock runtime): nothing is created in AWS"
 # Input and output keys that hold credentials whatever the engine says about them.
-ALWAYS_SECRET_KEYS = frozenset({"kubeconfig"})
+ALWAYS_SECRET_KEYS = frozenset({"kubeconfig", "apiKey"})
 
 
 def offline_notes(region: str) -> list[str]:
@@ -99,6 +99,9 @@ def _resources(run: Any, secrets: Sequence[str]) -> list[dict[str, Any]]:
                 # preview reads it); absent when none.
                 **({"replaceOnChanges": list(resource.replace_on_changes)}
                    if resource.replace_on_changes else {}),
+                # Inputs Pulumi never updates after creation; absent when none.
+                **({"ignoreChanges": list(resource.ignore_changes)}
+                   if resource.ignore_changes else {}),
             })
             visit(resource.urn)
 
@@ -129,7 +132,11 @@ def plan_spec(spec: DeploymentSpec, secret_values: Sequence[str] = ()) -> dict[s
         token = spec.hf_token.get_secret_value()
         if token and token != SECRET_PLACEHOLDER:
             secrets.append(token)
-    run = run_program(lambda: build(spec), project=PROJECT, stack=spec.stack, region=spec.region)
+    from components.endpoint_stack import OFFLINE_CREATED_AT
+
+    # A fixed first-key time: an offline plan is the same document however often it runs.
+    run = run_program(lambda: build(spec, OFFLINE_CREATED_AT), project=PROJECT, stack=spec.stack,
+                      region=spec.region)
     return {
         "stack": spec.stack,
         "project": PROJECT,
