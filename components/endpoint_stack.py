@@ -5,7 +5,7 @@
 - `Endpoint`: Envoy Gateway (CRDs, release), the gateway objects, and the API-key Secret.
 
 The API-key Secret: Pulumi creates it once, holding the first key (endpoint_names.FIRST_KEY_NAME,
-a pulumi_random RandomPassword, so the value lives encrypted in the Pulumi state and as the secret
+a pulumi_random RandomString with a secret result, so the value lives encrypted in the Pulumi state and as the secret
 stack output `apiKey`) and that key's creation-time annotation. From then on its data and
 annotations belong to the web app and `python -m serve.api_keys` (keys added and revoked through
 the Kubernetes API): `ignore_changes` keeps `pulumi up` from ever putting a revoked key back or
@@ -201,8 +201,14 @@ class Endpoint(pulumi.ComponentResource):
                   after: pulumi.ResourceOptions) -> list[pulumi.Resource]:
         import pulumi_random as random
 
-        key = random.RandomPassword(f"{name}-first-api-key", length=defaults.API_KEY_LENGTH,
-                                    special=False, opts=pulumi.ResourceOptions(parent=self))
+        # RandomString with a secret result is what RandomPassword is (pulumi-random: "identical
+        # to random_string with the exception that the result is treated as sensitive"); its type
+        # token is taken because RandomPassword's, random:index/randomPassword:RandomPassword,
+        # reads as "password: <value>" to the web app's credential redaction (webui.redact), which
+        # masks it in the stored plan, so every change preview would show the key as new.
+        key = random.RandomString(f"{name}-first-api-key", length=defaults.API_KEY_LENGTH,
+                                  special=False, opts=pulumi.ResourceOptions(
+                                      parent=self, additional_secret_outputs=["result"]))
         first = endpoint_names.FIRST_KEY_NAME
         secret = k8s.core.v1.Secret(
             f"{name}-api-keys",

@@ -37,7 +37,7 @@ STACK_TYPE = "pulumi:pulumi:Stack"
 SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 GATEWAY_TYPE = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
-RANDOM_PASSWORD_TYPE = "random:index/randomPassword:RandomPassword"
+RANDOM_STRING_TYPE = "random:index/randomString:RandomString"
 # How long one mock run may take before it is reported as stuck (real runs take about a second).
 RUN_TIMEOUT_SECONDS = 120
 
@@ -118,7 +118,7 @@ class PlanMocks(mocks.Mocks):
             host = (f"k8s-envoygat-{meta.get('name', args.name)[:8]}-{_digest(args.name, 10)}"
                     f"-{_digest('nlb' + args.name, 16)}.elb.{self.region}.{_dns_suffix(self.region)}")
             state["status"] = {"addresses": [{"type": "Hostname", "value": host}]}
-        elif args.typ == RANDOM_PASSWORD_TYPE:
+        elif args.typ == RANDOM_STRING_TYPE:
             # A stand-in value, never a real key: the plan shows it as "[secret]".
             state["result"] = rpc.wrap_rpc_secret(_digest("key" + args.name, 48))
         if args.typ == "aws:iam/role:Role":

@@ -81,7 +81,7 @@ def test_scope_cluster_has_no_load_balancer_controller_and_auth_none_no_keys(ope
     assert "aws-load-balancer-controller" not in releases(open_cluster_plan)
     types = {r["type"] for r in open_cluster_plan.resources}
     assert "kubernetes:gateway.envoyproxy.io/v1alpha1:SecurityPolicy" not in types
-    assert "random:index/randomPassword:RandomPassword" not in types
+    assert "random:index/randomString:RandomString" not in types
     assert "apiKey" not in open_cluster_plan.outputs
     assert open_cluster_plan.outputs["endpoint"] == {
         "url": "http://ray-llm-gateway.envoy-gateway-system.svc.cluster.local/v1",
