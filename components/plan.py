@@ -239,6 +239,9 @@ def render_summary(plan: Mapping[str, Any]) -> str:
                 f"System nodes: {inputs['scalingConfig']['desiredSize']} x "
                 f"{inputs['instanceTypes'][0]} (KubeRay operator, Ray head; labels {labels})"
             )
+    endpoint_line = _endpoint_summary(plan)
+    if endpoint_line:
+        lines.append(endpoint_line)
     counts = Counter(resource["type"] for resource in plan["resources"])
     lines += ["", f"Resources ({len(plan['resources'])}):"]
     lines += [f"  {count:3d}  {kind}" for kind, count in sorted(counts.items())]
@@ -250,6 +253,24 @@ def render_summary(plan: Mapping[str, Any]) -> str:
     lines += ["", "Offline assumptions:"]
     lines += [f"  - {note}" for note in plan["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _endpoint_summary(plan: Mapping[str, Any]) -> Optional[str]:
+    """Who may reach the OpenAI endpoint, read back from the EnvoyProxy's Service (issue 17)."""
+    endpoint = plan["outputs"].get("endpoint")
+    proxies = [r for r in plan["resources"]
+               if r["type"] == "kubernetes:gateway.envoyproxy.io/v1alpha1:EnvoyProxy"]
+    if not isinstance(endpoint, Mapping) or not proxies:
+        return None
+    service = proxies[0]["inputs"]["spec"]["provider"]["kubernetes"]["envoyService"]
+    if service.get("type") != "LoadBalancer":
+        reach = "pods in the cluster only (no load balancer)"
+    else:
+        scheme = (service.get("annotations") or {}).get(
+            "service.beta.kubernetes.io/aws-load-balancer-scheme", "internal")
+        reach = (f"{scheme} NLB from {', '.join(service.get('loadBalancerSourceRanges') or [])}")
+    return (f"Endpoint: scope {endpoint.get('scope')}, {reach}, auth {endpoint.get('auth')}, "
+            f"{endpoint.get('url')} (only /v1 is routed)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -149,3 +149,13 @@ def test_no_service_port_or_route_of_the_plan_reaches_a_ray_control_port(referen
                 text = json.dumps(resource["inputs"])
                 for port in (8265, 10001, 6379):
                     assert f'"port": {port}' not in text, (resource["name"], port)
+
+
+def test_the_readable_plan_says_who_reaches_the_endpoint(reference_plan, open_cluster_plan):
+    from components.plan import render_summary
+
+    (line,) = [x for x in render_summary(reference_plan.document).splitlines() if x.startswith("Endpoint:")]
+    assert line.startswith("Endpoint: scope vpc, internal NLB from 10.0.0.0/16, auth apiKey, http://k8s-")
+    (line,) = [x for x in render_summary(open_cluster_plan.document).splitlines()
+               if x.startswith("Endpoint:")]
+    assert "pods in the cluster only" in line and "auth none" in line
