@@ -72,7 +72,7 @@ def listener_port(spec: DeploymentSpec) -> int:
 
 def proxy_service_name(spec: DeploymentSpec) -> str:
     """The Envoy proxy Service's fixed name (EnvoyProxy envoyService.name) in GATEWAY_NAMESPACE."""
-    return endpoint_names.gateway_name(spec.service_name)
+    return endpoint_names.proxy_service_name(spec.service_name)
 
 
 def route_name(spec: DeploymentSpec) -> str:
