@@ -48,9 +48,11 @@ class Kind(IntEnum):
     RESTART_ENGINES = 3
     REPLACE_NODES = 4
     NEW_RAY_CLUSTER = 5
-    NEW_ENDPOINT = 6
-    REPLACE_CLUSTER = 7
-    REFUSED = 8
+    # The endpoint's load balancer is replaced or removed: clients outside the cluster must move.
+    NEW_LOAD_BALANCER = 6
+    NEW_ENDPOINT = 7
+    REPLACE_CLUSTER = 8
+    REFUSED = 9
 
     @property
     def words(self) -> str:
@@ -64,6 +66,7 @@ _KIND_WORDS = {
     Kind.RESTART_ENGINES: "engines restart",
     Kind.REPLACE_NODES: "nodes replaced",
     Kind.NEW_RAY_CLUSTER: "new Ray cluster",
+    Kind.NEW_LOAD_BALANCER: "new load balancer (new address)",
     Kind.NEW_ENDPOINT: "new RayService (new endpoint)",
     Kind.REPLACE_CLUSTER: "new EKS cluster",
     Kind.REFUSED: "refused",
@@ -462,6 +465,9 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
             "the listed ranges reach the Kubernetes API: include where pulumi up and the web app "
             "run, or the rest of this update and every later one fail",
         ))
+    from components.endpoint_changes import endpoint_effects  # it imports this module
+
+    effects += endpoint_effects(before.endpoint, after.endpoint)
     if before.admin_role_arns != after.admin_role_arns:
         effects.append(Effect("raypd:adminRoleArns", Kind.NO_SERVING_EFFECT,
                               "EKS access entries are added or removed; nothing restarts"))
@@ -528,8 +534,9 @@ def _finish(effects: list[Effect], old: DeploymentPlan, new: DeploymentPlan, *, 
         f"{minutes(switch_seconds)}, traffic switched when it is Ready, the old one removed",
     )
     switched = old.spec.upgrade_strategy != new.spec.upgrade_strategy
-    offer = (rebuild and not switched and max(e.kind for e in effects) <= Kind.NEW_RAY_CLUSTER
-             and disruption > 0)
+    offer = (rebuild and not switched and disruption > 0
+             and max((e.kind for e in effects if e.kind != Kind.NEW_LOAD_BALANCER),
+                     default=Kind.NO_SERVING_EFFECT) <= Kind.NEW_RAY_CLUSTER)
     chosen = zero if new.spec.upgrade_strategy == "newCluster" and rebuild else in_place
     choices = (in_place, zero) if offer else ()
     return Assessment(tuple(effects), chosen, choices)
@@ -569,6 +576,13 @@ EXAMPLES: tuple[tuple[str, str, dict[str, Any], dict[str, Any]], ...] = (
      {"raypd:apiAccessCidrs": ["203.0.113.0/24"]}),
     ("raypd:adminRoleArns", "add a role", {}, {"raypd:adminRoleArns": ["arn:aws:iam::123456789012:role/ci"]}),
     ("raypd:upgradeStrategy", "inPlace -> newCluster", {}, {"raypd:upgradeStrategy": "newCluster"}),
+    ("raypd:endpoint.scope", "vpc -> internet", {}, {"raypd:endpoint": {
+        "scope": "internet", "allowedCidrs": ["203.0.113.0/24"],
+        "certificateArn": "arn:aws:acm:us-east-2:123456789012:certificate/0f3c7d2e-1b4a-4c5d-9e8f-a1b2c3d4e5f6"}}),
+    ("raypd:endpoint.scope", "cluster -> vpc", {"raypd:endpoint": {"scope": "cluster"}}, {}),
+    ("raypd:endpoint.allowedCidrs", "the VPC -> 10.0.0.0/8", {},
+     {"raypd:endpoint": {"allowedCidrs": ["10.0.0.0/8"]}}),
+    ("raypd:endpoint.auth", "apiKey -> none", {}, {"raypd:endpoint": {"auth": "none"}}),
 )
 DOC_ZONE = "us-east-2a"
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 PREFLIGHT_IDS: tuple[str, ...] = (
     "aws-credentials", "instance-types", "efa-support", "zone-offering", "eks-zone",
-    "vcpu-quota", "gpu-memory-fit", "update-headroom", "model-source",
+    "vcpu-quota", "gpu-memory-fit", "update-headroom", "model-source", "endpoint-certificate",
 )
 VERIFY_IDS: tuple[str, ...] = (
     "gpu-nodes", "efa-devices", "one-zone", "rayservice-ready", "serve-app-running",

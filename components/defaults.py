@@ -182,3 +182,67 @@ SYSTEM_ROOT_VOLUME_GB = 100
 
 # Limits the Kubernetes/KubeRay side imposes.
 MAX_RAYSERVICE_NAME = 47
+
+# ---- The OpenAI endpoint (issue 17): who may reach it, and the pieces that expose it ----
+ENDPOINT_SCOPES = ("cluster", "vpc", "internet")
+ENDPOINT_SCOPE: Final = "vpc"
+ENDPOINT_AUTHS = ("apiKey", "none")
+ENDPOINT_AUTH: Final = "apiKey"
+# The stack VPC's address range (components.network builds the VPC with it): the default
+# raypd:endpoint.allowedCidrs of scope vpc.
+VPC_CIDR: Final = "10.0.0.0/16"
+# A load balancer's source ranges become security-group rules; keep the list well below the
+# 60 inbound rules per security group (VPC quota L-0EA8095F), as the EKS list is capped at 40.
+MAX_ENDPOINT_CIDRS = 40
+# Envoy Gateway (authentication and routing in front of the Serve port). Tag v1.9.0 of
+# envoyproxy/gateway (2026-08-15), its newest release as of 2026-12-01; the chart is published as
+# an OCI artifact whose version is the tag (charts/gateway-helm, `helm install eg
+# oci://docker.io/envoyproxy/gateway-helm --version v1.9.0`). It bundles the Gateway API CRDs
+# (bundle-version v1.6.1, experimental channel) in charts/crds/crds/.
+ENVOY_GATEWAY_CHART = "oci://docker.io/envoyproxy/gateway-helm"
+ENVOY_GATEWAY_VERSION = "v1.9.0"
+ENVOY_GATEWAY_RELEASE = "eg"
+# Helm installs a chart's CRDs on first install only (see KUBERAY_CRDS_URL): raypd applies the
+# chart version's own CRD files itself, as it does KubeRay's.
+ENVOY_GATEWAY_CRDS_URL = (
+    "https://raw.githubusercontent.com/envoyproxy/gateway/{version}/charts/gateway-helm/charts/crds/"
+    "crds/{file}"
+)
+ENVOY_GATEWAY_CRD_FILES = (
+    "gatewayapi-crds.yaml",
+    *(f"generated/gateway.envoyproxy.io_{kind}.yaml" for kind in (
+        "backends", "backendtrafficpolicies", "clienttrafficpolicies", "envoyextensionpolicies",
+        "envoypatchpolicies", "envoyproxies", "httproutefilters", "securitypolicies",
+    )),
+)
+# The AWS Load Balancer Controller (provisions the NLB of scopes vpc and internet). Chart
+# aws-load-balancer-controller 3.5.0 (appVersion v3.5.0, tag v3.5.0 of
+# kubernetes-sigs/aws-load-balancer-controller, 2026-08-03, helm/aws-load-balancer-controller/
+# Chart.yaml), published to the eks-charts repository; newest as of 2026-12-01.
+LB_CONTROLLER_CHART_REPO = "https://aws.github.io/eks-charts"
+LB_CONTROLLER_CHART = "aws-load-balancer-controller"
+LB_CONTROLLER_VERSION = "3.5.0"
+LB_CONTROLLER_NAMESPACE = "kube-system"
+LB_CONTROLLER_SERVICE_ACCOUNT = "aws-load-balancer-controller"
+LB_CONTROLLER_CRDS_URL = (
+    "https://raw.githubusercontent.com/kubernetes-sigs/aws-load-balancer-controller/v{version}/helm/"
+    "aws-load-balancer-controller/crds/{file}"
+)
+LB_CONTROLLER_CRD_FILES = ("crds.yaml", "gateway-crds.yaml")
+# Timeouts on the endpoint's path (components.endpoint lists each one with its upstream default).
+# A request may stream for up to an hour; a stream may stay silent (a long prefill, a queue) for
+# up to 15 minutes; the load balancer's TCP idle timeout is set to the same 15 minutes.
+ENDPOINT_REQUEST_TIMEOUT_SECONDS = 3600
+ENDPOINT_STREAM_IDLE_TIMEOUT_SECONDS = 900
+NLB_TCP_IDLE_TIMEOUT_SECONDS = 900
+# Ray Serve's proxy closes an idle keep-alive connection after 90 s (ray serve/_private/constants.py
+# DEFAULT_UVICORN_KEEP_ALIVE_TIMEOUT_S = 90): Envoy drops its idle upstream connections sooner, so
+# it never sends a request down a connection Serve is closing.
+ENVOY_UPSTREAM_IDLE_TIMEOUT_SECONDS = 60
+# TCP keepalive on the proxy's client side: probes every minute reset the load balancer's idle
+# timer while a stream is silent (an NLB TLS listener's idle timeout is fixed at 350 s).
+ENVOY_TCP_KEEPALIVE_IDLE_SECONDS = 60
+ENVOY_TCP_KEEPALIVE_INTERVAL_SECONDS = 60
+ENVOY_TCP_KEEPALIVE_PROBES = 5
+# Length of the first API key (letters and digits only: it travels in an Authorization header).
+API_KEY_LENGTH = 48

@@ -39,6 +39,13 @@ def gateway_name(service_name: str) -> str:
     return f"{service_name}-gateway"
 
 
+def proxy_service_name(service_name: str) -> str:
+    """The Envoy proxy Service (in GATEWAY_NAMESPACE) of `service_name`'s Gateway: raypd fixes its
+    name through the EnvoyProxy's envoyService.name, instead of Envoy Gateway's generated
+    envoy-<namespace>-<gateway>-<hash>; it is the NLB's Service for scopes vpc and internet."""
+    return gateway_name(service_name)
+
+
 def api_keys_secret_name(service_name: str) -> str:
     """The Secret (in the deployment's namespace) holding `service_name`'s API keys."""
     return f"{service_name}-api-keys"

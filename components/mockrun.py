@@ -36,6 +36,8 @@ MOCK_ACCOUNT = "123456789012"
 STACK_TYPE = "pulumi:pulumi:Stack"
 SECRET = "[secret]"
 UNKNOWN = "[unknown]"
+GATEWAY_TYPE = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
+RANDOM_STRING_TYPE = "random:index/randomString:RandomString"
 # How long one mock run may take before it is reported as stuck (real runs take about a second).
 RUN_TIMEOUT_SECONDS = 120
 
@@ -54,6 +56,10 @@ _ID_PREFIXES = {
 
 def _digest(text: str, length: int = 17) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def _dns_suffix(region: str) -> str:
+    return "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
 
 
 def offline_gpu_zone(region: str) -> str:
@@ -105,6 +111,16 @@ class PlanMocks(mocks.Mocks):
         prefix = _ID_PREFIXES.get(args.typ)
         resource_id = f"{prefix}-{_digest(args.typ + args.name)}" if prefix else f"{args.name}-id"
         state = dict(args.inputs)
+        if args.typ == GATEWAY_TYPE:
+            # Envoy Gateway reports the proxy Service's address once the load balancer exists; an
+            # NLB's DNS name is k8s-<namespace>-<service>-<hash>.elb.<region>.amazonaws.com.
+            meta = state.get("metadata") or {}
+            host = (f"k8s-envoygat-{meta.get('name', args.name)[:8]}-{_digest(args.name, 10)}"
+                    f"-{_digest('nlb' + args.name, 16)}.elb.{self.region}.{_dns_suffix(self.region)}")
+            state["status"] = {"addresses": [{"type": "Hostname", "value": host}]}
+        elif args.typ == RANDOM_STRING_TYPE:
+            # A stand-in value, never a real key: the plan shows it as "[secret]".
+            state["result"] = rpc.wrap_rpc_secret(_digest("key" + args.name, 48))
         if args.typ == "aws:iam/role:Role":
             role_name = state.get("name") or f"{args.name}-{_digest(args.name, 7)}"
             state["name"] = role_name
@@ -194,6 +210,8 @@ class RegisteredResource:
     # Resource options that decide how an update is carried out.
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
+    # Inputs Pulumi leaves alone after creation (the API-key Secret's keys: the web app's).
+    ignore_changes: tuple[str, ...] = ()
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -226,6 +244,7 @@ class RecordingMonitor(mocks.MockMonitor):
                 inputs=rpc.deserialize_properties(request.object, keep_unknowns=True),
                 replace_on_changes=tuple(request.replaceOnChanges),
                 delete_before_replace=bool(request.deleteBeforeReplace),
+                ignore_changes=tuple(request.ignoreChanges),
             )
             with self._lock:
                 self.registered.append(record)

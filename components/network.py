@@ -15,9 +15,10 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_aws as aws
 
+from components import defaults
 from components.zones import zone_letter_index
 
-DEFAULT_VPC_CIDR = "10.0.0.0/16"
+DEFAULT_VPC_CIDR = defaults.VPC_CIDR
 # Private subnets are big: the VPC CNI gives every pod a VPC address and warms spare ones per node.
 PRIVATE_PREFIX = 19
 # Public subnets hold only the NAT gateway and load balancers.

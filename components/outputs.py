@@ -25,6 +25,8 @@ SCHEMA_VERSION = 1
 # Found beside the package, not the working directory: the program and the web app run anywhere.
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / f"stack-outputs.v{SCHEMA_VERSION}.json"
 KUBECONFIG_KEY = "kubeconfig"  # added by the Pulumi program, as a secret
+# Added by the Pulumi program with auth apiKey (components.endpoint_stack): the first key, a secret.
+API_KEY_OUTPUT = "apiKey"
 
 
 class OutputsError(ValueError):
@@ -120,9 +122,9 @@ def render_stack_outputs(
 
 def _describe(error: jsonschema.ValidationError) -> str:
     path = [str(part) for part in error.absolute_path]
-    if path and path[0] == KUBECONFIG_KEY:
-        # jsonschema quotes the offending value; the kubeconfig is a secret, so say less.
-        return f"{KUBECONFIG_KEY}: must be a non-empty string"
+    if path and path[0] in (KUBECONFIG_KEY, API_KEY_OUTPUT):
+        # jsonschema quotes the offending value; these are secrets, so say less.
+        return f"{path[0]}: must be a non-empty string"
     if not path and error.validator == "type":
         return "(document): must be a JSON object"
     return f"{'.'.join(path) or '(document)'}: {error.message}"

@@ -60,6 +60,7 @@ class PdServiceArgs:
 class PdService(pulumi.ComponentResource):
     """Children inherit the Kubernetes provider from this component's `providers` option."""
 
+    namespace: k8s.core.v1.Namespace
     ray_service: k8s.apiextensions.CustomResource
     rollout_check: k8s.apiextensions.CustomResource
 
@@ -70,6 +71,7 @@ class PdService(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.namespace = namespace  # the endpoint's objects live in it too (components.endpoint_stack)
         needs: list[pulumi.Resource] = [namespace, *args.wait_for]
         if args.hf_token is not None:
             token = k8s.core.v1.Secret(

@@ -30,7 +30,7 @@ SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 BANNER = "OFFLINE PLAN (Pulumi mock runtime): nothing is created in AWS"
 # Input and output keys that hold credentials whatever the engine says about them.
-ALWAYS_SECRET_KEYS = frozenset({"kubeconfig"})
+ALWAYS_SECRET_KEYS = frozenset({"kubeconfig", "apiKey"})
 
 
 def offline_notes(region: str) -> list[str]:
@@ -99,6 +99,9 @@ def _resources(run: Any, secrets: Sequence[str]) -> list[dict[str, Any]]:
                 # preview reads it); absent when none.
                 **({"replaceOnChanges": list(resource.replace_on_changes)}
                    if resource.replace_on_changes else {}),
+                # Inputs Pulumi never updates after creation; absent when none.
+                **({"ignoreChanges": list(resource.ignore_changes)}
+                   if resource.ignore_changes else {}),
             })
             visit(resource.urn)
 
@@ -129,7 +132,11 @@ def plan_spec(spec: DeploymentSpec, secret_values: Sequence[str] = ()) -> dict[s
         token = spec.hf_token.get_secret_value()
         if token and token != SECRET_PLACEHOLDER:
             secrets.append(token)
-    run = run_program(lambda: build(spec), project=PROJECT, stack=spec.stack, region=spec.region)
+    from components.endpoint_stack import OFFLINE_CREATED_AT
+
+    # A fixed first-key time: an offline plan is the same document however often it runs.
+    run = run_program(lambda: build(spec, OFFLINE_CREATED_AT), project=PROJECT, stack=spec.stack,
+                      region=spec.region)
     return {
         "stack": spec.stack,
         "project": PROJECT,
@@ -232,6 +239,9 @@ def render_summary(plan: Mapping[str, Any]) -> str:
                 f"System nodes: {inputs['scalingConfig']['desiredSize']} x "
                 f"{inputs['instanceTypes'][0]} (KubeRay operator, Ray head; labels {labels})"
             )
+    endpoint_line = _endpoint_summary(plan)
+    if endpoint_line:
+        lines.append(endpoint_line)
     counts = Counter(resource["type"] for resource in plan["resources"])
     lines += ["", f"Resources ({len(plan['resources'])}):"]
     lines += [f"  {count:3d}  {kind}" for kind, count in sorted(counts.items())]
@@ -243,6 +253,24 @@ def render_summary(plan: Mapping[str, Any]) -> str:
     lines += ["", "Offline assumptions:"]
     lines += [f"  - {note}" for note in plan["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _endpoint_summary(plan: Mapping[str, Any]) -> Optional[str]:
+    """Who may reach the OpenAI endpoint, read back from the EnvoyProxy's Service (issue 17)."""
+    endpoint = plan["outputs"].get("endpoint")
+    proxies = [r for r in plan["resources"]
+               if r["type"] == "kubernetes:gateway.envoyproxy.io/v1alpha1:EnvoyProxy"]
+    if not isinstance(endpoint, Mapping) or not proxies:
+        return None
+    service = proxies[0]["inputs"]["spec"]["provider"]["kubernetes"]["envoyService"]
+    if service.get("type") != "LoadBalancer":
+        reach = "pods in the cluster only (no load balancer)"
+    else:
+        scheme = (service.get("annotations") or {}).get(
+            "service.beta.kubernetes.io/aws-load-balancer-scheme", "internal")
+        reach = (f"{scheme} NLB from {', '.join(service.get('loadBalancerSourceRanges') or [])}")
+    return (f"Endpoint: scope {endpoint.get('scope')}, {reach}, auth {endpoint.get('auth')}, "
+            f"{endpoint.get('url')} (only /v1 is routed)")
 
 
 def _parser() -> argparse.ArgumentParser:

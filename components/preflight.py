@@ -8,7 +8,8 @@ raypd:adminRoleArns, which breaks the first `up`), do the instance types exist h
 and EFA the spec assumes, does one AZ offer them all, can EKS use that AZ, is there vCPU quota for
 the nodes (and for the extra nodes a rolling node-group update launches), does the model fit the
 GPUs (`gpu-memory-fit`, no AWS), and can the model be downloaded (`model-source`: the Hugging Face
-Hub or S3, components/model_source.py). All AWS calls are read-only.
+Hub or S3, components/model_source.py), and is the endpoint's TLS certificate issued for its host
+(`endpoint-certificate`, ACM, components/endpoint_certificate.py). All AWS calls are read-only.
 
 Layout: pure functions (zone choice, EKS-excluded zones, vCPUs per quota code, update surge) that
 tests call without AWS; `_Aws`, a thin layer over boto3 with short timeouts; `run_preflight`, which
@@ -42,7 +43,7 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from components import catalogue, model_shapes, model_source
+from components import catalogue, endpoint_certificate, model_shapes, model_source
 from components.admin_access import caller_in_admins, matching_entry
 from components.changes import DEFAULT_MAX_UNAVAILABLE, GPU_GROUP_ZONES
 from components.checks import Check, Report, write_report
@@ -77,9 +78,12 @@ TITLES: dict[str, str] = {
     "gpu-memory-fit": model_shapes.TITLE,
     "update-headroom": "spare quota for a rolling node-group update",
     "model-source": model_source.TITLE,
+    "endpoint-certificate": endpoint_certificate.TITLE,
 }
-# The checks that ask AWS after aws-credentials (model-source asks S3 only for s3:// sources).
-AWS_CHECK_IDS = tuple(i for i in TITLES if i not in ("aws-credentials", "gpu-memory-fit", "model-source"))
+# The checks that ask AWS after aws-credentials (model-source asks S3 only for s3:// sources;
+# endpoint-certificate asks ACM only when the endpoint terminates TLS).
+AWS_CHECK_IDS = tuple(i for i in TITLES if i not in (
+    "aws-credentials", "gpu-memory-fit", "model-source", "endpoint-certificate"))
 
 # Short timeouts and one retry: a dead or blackholed endpoint must end the run in seconds.
 BOTO_CONFIG = Config(
@@ -958,11 +962,15 @@ def run_preflight(
                                    "set AWS_PROFILE to a profile in ~/.aws/config, or unset it"))
         checks += _skip_all(AWS_CHECK_IDS, "the AWS profile does not exist")
         checks.append(model_source.check_model_source(spec, None, "the AWS profile does not exist"))
+        checks.append(endpoint_certificate.check_endpoint_certificate(
+            spec, None, "the AWS profile does not exist"))
         return Report.of("preflight", checks)
     if "sts" not in (clients or {}) and not aws_credentials_available(session):
         checks.append(Check.skipped("aws-credentials", TITLES["aws-credentials"], NO_CREDENTIALS))
         checks += _skip_all(AWS_CHECK_IDS, "no AWS credentials: nothing to ask AWS with")
         checks.append(model_source.check_model_source(spec, None, "no AWS credentials found"))
+        checks.append(endpoint_certificate.check_endpoint_certificate(
+            spec, None, "no AWS credentials found"))
         return Report.of("preflight", checks)
     plan = plan_deployment(spec)  # the one plan every check below reads
     ctx = _Context(plan=plan, aws=_Aws(session, spec.region, clients), deployed=deployed,
@@ -971,9 +979,12 @@ def run_preflight(
     if blocked is not None:
         ctx.checks += _skip_all(AWS_CHECK_IDS, f"skipped: {blocked} (see aws-credentials)")
         ctx.add(model_source.check_model_source(spec, None, f"{blocked} (see aws-credentials)"))
+        ctx.add(endpoint_certificate.check_endpoint_certificate(
+            spec, None, f"{blocked} (see aws-credentials)"))
     else:
         _aws_checks(ctx)
         ctx.add(model_source.check_model_source(spec, lambda: ctx.aws.client("s3")))
+        ctx.add(endpoint_certificate.check_endpoint_certificate(spec, lambda: ctx.aws.client("acm")))
     return Report.of("preflight", checks + ctx.checks)
 
 

@@ -14,7 +14,7 @@ import pulumi
 
 from components import defaults, zones
 from components.errors import FieldError, SpecError
-from components.outputs import KUBECONFIG_KEY, render_stack_outputs
+from components.outputs import API_KEY_OUTPUT, KUBECONFIG_KEY, render_stack_outputs
 from components.spec import NAMESPACE, REGION_KEY, DeploymentSpec
 from components.topology import DeploymentPlan, plan_deployment
 from components.zones import is_regular_zone
@@ -162,10 +162,12 @@ def resource_tags(spec: DeploymentSpec) -> dict[str, str]:
     }
 
 
-def build(spec: DeploymentSpec) -> dict[str, Any]:
+def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, Any]:
     """Create every resource of a raypd stack; return the stack outputs (Contract 3).
 
-    Raises SpecError before creating anything when the region cannot host the spec.
+    `created_at` is the first API key's creation time (default: now; the offline plan passes a
+    fixed one so its documents repeat). Raises SpecError before creating anything when the region
+    cannot host the spec.
     """
     # Imported here: the web app and CLIs import this module without paying for the SDKs.
     from components import rayservice
@@ -227,7 +229,7 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
         wait_for=(cluster.system_node_group,),
     ), opts=kubernetes)
     model_reader = _model_read_role(spec, cluster, tags)
-    PdService("pd-service", PdServiceArgs(
+    pd_service = PdService("pd-service", PdServiceArgs(
         namespace=spec.namespace,
         manifest=manifest,
         hf_token=spec.hf_token,
@@ -246,6 +248,53 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
         plan, availability_zone=gpu_zone, cluster_name=cluster_name
     )
     outputs[KUBECONFIG_KEY] = pulumi.Output.secret(cluster.kubeconfig_json)
+    outputs.update(_endpoint(spec, cluster, network, pd_service, tags, kubernetes, created_at))
+    return outputs
+
+
+# ---- the endpoint (issue 17 slice A; one block, so other slices' changes merge around it) ----
+
+def _endpoint(spec: DeploymentSpec, cluster: Any, network: Any, pd_service: Any,
+              tags: dict[str, str], kubernetes: pulumi.ResourceOptions,
+              created_at: Optional[str]) -> dict[str, Any]:
+    """The gateway in front of Serve, and the LB controller when a load balancer is wanted;
+    returns the `endpoint` output and, with auth apiKey, the secret `apiKey` output."""
+    from components.endpoint import endpoint_output
+    from components.endpoint_stack import (
+        Endpoint,
+        EndpointArgs,
+        LoadBalancerController,
+        LoadBalancerControllerArgs,
+        creation_time,
+    )
+
+    controllers: tuple[pulumi.Resource, ...] = ()
+    if spec.endpoint.load_balanced:
+        controller = LoadBalancerController("lb-controller", LoadBalancerControllerArgs(
+            cluster_name=spec.effective_cluster_name,
+            region=spec.region,
+            vpc_id=network.vpc_id,
+            oidc_provider_arn=cluster.oidc_provider_arn,
+            oidc_issuer=cluster.oidc_issuer,
+            tags=tags,
+            wait_for=(cluster.system_node_group,),
+        ), opts=kubernetes)
+        controllers = (controller.release,)
+    subnets = (network.public_subnet_ids if spec.endpoint.scope == "internet"
+               else network.private_subnet_ids)
+    endpoint = Endpoint("endpoint", EndpointArgs(
+        spec=spec,
+        subnet_ids=subnets,
+        namespace=pd_service.namespace,
+        created_at=created_at or creation_time(),
+        install_after=(cluster.system_node_group,),
+        wait_for=controllers,
+    ), opts=kubernetes)
+    outputs: dict[str, Any] = {
+        "endpoint": endpoint.lb_hostname.apply(lambda host: endpoint_output(spec, host)),
+    }
+    if endpoint.api_key is not None:
+        outputs[API_KEY_OUTPUT] = endpoint.api_key
     return outputs
 
 

@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from components import catalogue, defaults
+from components.endpoint_spec import EndpointSpec, endpoint_problems, endpoint_warnings
 from components.errors import FieldError, SpecError
 from components.regions import region_problem
 from components.safe_documents import DocumentError, DuplicateKeyError, load_json
@@ -305,6 +306,8 @@ class DeploymentSpec(_Model):
     # Who may reach the cluster's public Kubernetes API endpoint (EKS publicAccessCidrs).
     api_access_cidrs: tuple[str, ...] = defaults.API_ACCESS_CIDRS
     upgrade_strategy: Literal["inPlace", "newCluster"] = defaults.UPGRADE_STRATEGY
+    # Who may reach the OpenAI endpoint and how (components.endpoint_spec, issue 17).
+    endpoint: EndpointSpec = EndpointSpec()
 
     @field_validator("region")
     @classmethod
@@ -431,6 +434,7 @@ class DeploymentSpec(_Model):
                 seen.setdefault(network, index)
             if problem is not None:
                 problems.append(FieldError(f"{API_ACCESS_CIDRS_KEY}[{index}]", problem))
+        problems.extend(endpoint_problems(self.endpoint, self.region))
         if self.availability_zone is not None and not re.fullmatch(
             re.escape(self.region) + r"[a-z]", self.availability_zone
         ):
@@ -501,6 +505,7 @@ class DeploymentSpec(_Model):
                 f"narrow it to the ranges that run pulumi up, the web app and kubectl, e.g. "
                 f"{API_ACCESS_CIDRS_KEY}: [\"203.0.113.0/24\"] (the nodes use the private endpoint)"
             )
+        notes.extend(endpoint_warnings(self.endpoint))
         if self.support_type == defaults.SUPPORT_EXTENDED:
             standard_end = defaults.EKS_KUBERNETES_VERSIONS[self.kubernetes_version][0]
             notes.append(
@@ -543,6 +548,10 @@ class DeploymentSpec(_Model):
             body.pop("apiAccessCidrs", None)  # the default: no key, as before the key existed
         else:
             body["apiAccessCidrs"] = list(self.api_access_cidrs)
+        if self.endpoint == EndpointSpec():
+            body.pop("endpoint", None)  # the default: no key, as before the key existed
+        else:
+            body["endpoint"] = self.endpoint.public()
         config: dict[str, Any] = {REGION_KEY: self.region}
         for key, value in body.items():
             if value is not None:
@@ -603,7 +612,8 @@ class DeploymentSpec(_Model):
 _ALIASES: dict[str, str] = {
     to_camel(name): name for name in DeploymentSpec.model_fields if name not in ("stack", "region")
 }
-_STRUCTURED_FIELDS = {"system_nodes", "model", "prefill", "decode", "colocated", "kv_transfer"}
+_STRUCTURED_FIELDS = {"system_nodes", "model", "prefill", "decode", "colocated", "kv_transfer",
+                      "endpoint"}
 
 
 def _field_alias(name: str) -> str:

@@ -115,6 +115,21 @@ PRESENTATION: dict[str, dict[str, Any]] = {
                                  help="comma-separated IPv4 CIDRs that may reach the cluster's public "
                                       "API endpoint: where Deploy, the web app and kubectl run; empty: "
                                       "every address (0.0.0.0/0), with a warning"),
+    # raypd:endpoint (issue 17; components.endpoint_spec, docs/endpoint.md).
+    "raypd:endpoint.scope": dict(label="Endpoint reachable from", section="endpoint", choices=lambda: (
+        ("vpc", "vpc: an internal load balancer, the VPC (and peered networks) only"),
+        ("internet", "internet: an internet-facing load balancer, TLS (needs a certificate)"),
+        ("cluster", "cluster: pods in the cluster only, no load balancer"))),
+    "raypd:endpoint.auth": dict(label="Endpoint authentication", section="endpoint", choices=lambda: (
+        ("apiKey", "API keys (Authorization: Bearer <key>)"),
+        ("none", "none (cluster or vpc only; anyone who can reach it may use it)"))),
+    "raypd:endpoint.certificateArn": dict(label="TLS certificate (ACM ARN)", section="endpoint", wide=True,
+                                          help="required for internet; optional for vpc (HTTPS)"),
+    "raypd:endpoint.allowedCidrs": dict(label="Endpoint allowed CIDRs", section="endpoint", wide=True,
+                                        help="comma-separated IPv4 CIDRs that may connect; empty: the "
+                                             "VPC's range (vpc) or every address (internet)"),
+    "raypd:endpoint.host": dict(label="Endpoint host name", section="endpoint",
+                                help="optional: the DNS name you point at the load balancer"),
     "raypd:adminRoleArns": dict(label="Admin IAM roles", section="cluster", wide=True,
                                 help="comma-separated IAM role ARNs that get cluster-admin (EKS access "
                                      "entries): CI's, teammates'; not the role that deploys (it is admin "
@@ -189,6 +204,7 @@ SECTIONS = (
     ("colocated", "Colocated baseline"),
     ("kv", "KV transfer"),
     ("cluster", "Cluster and image"),
+    ("endpoint", "Endpoint"),
 )
 
 

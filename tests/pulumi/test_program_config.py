@@ -77,7 +77,8 @@ def test_main_reads_pulumi_config_and_exports_every_output_with_kubeconfig_secre
     assert not run.outputs["modelId"].secret
     assert run.outputs["topology"].value["prefill"]["instanceType"] == "p5.48xlarge"
     assert run.outputs["topology"].value["decode"]["replicas"] == 2
-    (secret,) = [r for r in run.resources if r.type == "kubernetes:core/v1:Secret"]
+    (secret,) = [r for r in run.resources if r.type == "kubernetes:core/v1:Secret"
+                 and r.name.endswith("hf-token")]
     # The token reaches the engine only as a secret value.
     assert pulumi.runtime.rpc.is_rpc_secret(secret.inputs["stringData"])
 

@@ -34,10 +34,13 @@ def test_reference_stack_creates_one_of_each_part_of_the_reference_deployment(re
     assert counts["eks:index:Cluster"] == 1
     assert counts[MNG] == 2  # system + one shared GPU group
     assert counts["aws:eks/addon:Addon"] == 1  # coredns (vpc-cni, kube-proxy come with the cluster)
-    assert counts[RELEASE] == 3  # NVIDIA + EFA device plugins, KubeRay operator
+    # NVIDIA + EFA device plugins, KubeRay operator; Envoy Gateway and the AWS Load Balancer
+    # Controller for the endpoint (tests/pulumi/test_endpoint_plan.py)
+    assert counts[RELEASE] == 5
     assert counts[RAYSERVICE] == 1
     assert counts["kubernetes:core/v1:Namespace"] == 1
-    assert counts["kubernetes:core/v1:Secret"] == 0  # no HF token configured
+    # No HF token configured: the one Secret holds the endpoint's API keys.
+    assert [r["name"] for r in reference_plan.of_type("kubernetes:core/v1:Secret")] == ["endpoint-api-keys"]
 
 
 def test_every_resource_name_is_unique_so_dependencies_by_name_are_unambiguous(
@@ -145,7 +148,8 @@ def test_network_has_dns_nat_in_the_gpu_az_and_eks_subnet_roles(reference_plan):
 def test_helm_releases_install_device_plugins_and_the_kuberay_operator(reference_plan):
     releases = releases_by_chart(reference_plan)
     assert set(releases) == {
-        defaults.NVIDIA_DEVICE_PLUGIN_CHART, defaults.EFA_DEVICE_PLUGIN_CHART, defaults.KUBERAY_CHART
+        defaults.NVIDIA_DEVICE_PLUGIN_CHART, defaults.EFA_DEVICE_PLUGIN_CHART, defaults.KUBERAY_CHART,
+        defaults.ENVOY_GATEWAY_CHART, defaults.LB_CONTROLLER_CHART,
     }
     kuberay = releases[defaults.KUBERAY_CHART]["inputs"]
     assert kuberay["version"] == "1.4.0"
@@ -271,7 +275,7 @@ def test_region_reaches_availability_zones_image_and_outputs(make_plan):
 def test_hf_token_becomes_a_secret_whose_value_never_appears(make_plan):
     token = "hf_plaintext_token_value"
     plan = make_plan({"raypd:hfToken": token}, secret_keys=("raypd:hfToken",))
-    (secret,) = plan.of_type("kubernetes:core/v1:Secret")
+    (secret,) = [r for r in plan.of_type("kubernetes:core/v1:Secret") if r["name"].endswith("hf-token")]
     assert secret["inputs"]["stringData"] == "[secret]"
     assert secret["inputs"]["metadata"] == {"name": "ray-llm-hf-token", "namespace": "inference"}
     (service,) = plan.of_type(RAYSERVICE)

@@ -147,7 +147,8 @@ def test_the_docs_settings_table_is_what_the_assessment_says():
     # Every Contract 1 key that a change can touch has a row.
     for key in ("replicas", "raypd:model", "instanceType", "availabilityZone", "kubernetesVersion",
                 "systemNodes", "raypd:image", "kvTransfer", "raypd:mode", "kuberayVersion",
-                "serviceName", "clusterName", "hfToken", "adminRoleArns", "upgradeStrategy"):
+                "serviceName", "clusterName", "hfToken", "adminRoleArns", "upgradeStrategy",
+                "raypd:endpoint"):
         assert key in page[start:end], key
 
 

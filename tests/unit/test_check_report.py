@@ -18,7 +18,8 @@ from components.checks import (
 
 def test_ids_are_the_ones_contract_5_lists() -> None:
     assert PREFLIGHT_IDS == ("aws-credentials", "instance-types", "efa-support", "zone-offering",
-                             "eks-zone", "vcpu-quota", "gpu-memory-fit", "update-headroom", "model-source")
+                             "eks-zone", "vcpu-quota", "gpu-memory-fit", "update-headroom", "model-source",
+                             "endpoint-certificate")
     assert VERIFY_IDS == ("gpu-nodes", "efa-devices", "one-zone", "rayservice-ready",
                           "serve-app-running", "replica-placement", "nixl-backend",
                           "endpoint-models", "endpoint-chat", "kv-transfer")

@@ -75,7 +75,8 @@ def test_secure_config_values_never_appear_in_any_output(tmp_path):
         assert result.returncode == 0, result.stderr
         assert CIPHERTEXT not in result.stdout + result.stderr
     plan = json.loads(as_json.stdout)
-    (secret,) = [r for r in plan["resources"] if r["type"] == "kubernetes:core/v1:Secret"]
+    (secret,) = [r for r in plan["resources"] if r["type"] == "kubernetes:core/v1:Secret"
+                 and r["name"].endswith("hf-token")]
     assert secret["inputs"]["stringData"] == "[secret]"
 
 
