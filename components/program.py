@@ -227,6 +227,26 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
         wait_for=(cluster.system_node_group,),
     ), opts=kubernetes)
     model_reader = _model_read_role(spec, cluster, tags)
+    # ---- lock-down (issue 17 §3): who may reach the Ray pods, namespaces' Pod Security ----
+    from components.network_policy import (
+        ADDON_NAMESPACE_LEVELS,
+        NetworkPoliciesArgs,
+        kubernetes_policy_version,
+        label_addon_namespace,
+    )
+
+    policy_version = kubernetes_policy_version(spec.kubernetes_version)
+    for addon_namespace, level in ADDON_NAMESPACE_LEVELS.items():
+        label_addon_namespace(f"{addon_namespace}-pod-security", addon_namespace, level,
+                              policy_version, opts=pulumi.ResourceOptions.merge(
+                                  kubernetes, pulumi.ResourceOptions(depends_on=[addons.kuberay])))
+    network_policies = NetworkPoliciesArgs(
+        namespace=spec.namespace,
+        service_name=spec.service_name,
+        api_server_cidrs=cluster.control_plane_cidrs,
+        client_namespaces=spec.in_cluster_clients,
+    )
+    # ---- end of lock-down ----
     PdService("pd-service", PdServiceArgs(
         namespace=spec.namespace,
         manifest=manifest,
@@ -240,6 +260,8 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
         service_account_name=model_reader[0] if model_reader else None,
         service_account_role_arn=model_reader[1] if model_reader else None,
         upgrade_strategy=spec.upgrade_strategy,
+        network_policies=network_policies,
+        pod_security_version=policy_version,
     ), opts=kubernetes)
 
     outputs: dict[str, Any] = render_stack_outputs(

@@ -29,6 +29,8 @@ from components import catalogue, defaults
 from components.errors import FieldError, SpecError
 from components.regions import region_problem
 from components.safe_documents import DocumentError, DuplicateKeyError, load_json
+from components.serve_clients import KEY as IN_CLUSTER_CLIENTS_KEY
+from components.serve_clients import client_namespaces_problem
 
 NAMESPACE = "raypd"
 REGION_KEY = "aws:region"
@@ -305,6 +307,8 @@ class DeploymentSpec(_Model):
     # Who may reach the cluster's public Kubernetes API endpoint (EKS publicAccessCidrs).
     api_access_cidrs: tuple[str, ...] = defaults.API_ACCESS_CIDRS
     upgrade_strategy: Literal["inPlace", "newCluster"] = defaults.UPGRADE_STRATEGY
+    # Namespaces whose pods may call the Serve port directly (components.serve_clients).
+    in_cluster_clients: tuple[str, ...] = ()
 
     @field_validator("region")
     @classmethod
@@ -393,6 +397,15 @@ class DeploymentSpec(_Model):
                                  "as a string such as \"203.0.113.0/24\"")
         # A tuple: after a before-validator, strict (JSON API) mode takes no list for a tuple.
         return tuple(value)
+
+    @field_validator("in_cluster_clients", mode="before")
+    @classmethod
+    def _client_namespaces(cls, value: Any) -> Any:
+        namespaces, problems = client_namespaces_problem(value)
+        if problems:
+            raise SpecError([FieldError(f"{IN_CLUSTER_CLIENTS_KEY}{where}", why)
+                             for where, why in problems])
+        return namespaces
 
     @field_validator("namespace")
     @classmethod
@@ -539,6 +552,10 @@ class DeploymentSpec(_Model):
             body["adminRoleArns"] = list(self.admin_role_arns)
         if self.upgrade_strategy == defaults.UPGRADE_STRATEGY:
             body.pop("upgradeStrategy", None)  # the default: no key, as before the key existed
+        if not self.in_cluster_clients:
+            body.pop("inClusterClients", None)  # the default: no key, as before the key existed
+        else:
+            body["inClusterClients"] = list(self.in_cluster_clients)
         if self.api_access_cidrs == defaults.API_ACCESS_CIDRS:
             body.pop("apiAccessCidrs", None)  # the default: no key, as before the key existed
         else:
