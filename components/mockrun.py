@@ -217,6 +217,9 @@ class RegisteredResource:
     # Resource options that decide how an update is carried out.
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
+    # The transforms declared on the resource (the mock monitor does not run them; tests call
+    # them on what the real provider would create, e.g. pulumi-eks's launch template).
+    transforms: tuple[Any, ...] = ()
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -249,6 +252,7 @@ class RecordingMonitor(mocks.MockMonitor):
                 inputs=rpc.deserialize_properties(request.object, keep_unknowns=True),
                 replace_on_changes=tuple(request.replaceOnChanges),
                 delete_before_replace=bool(request.deleteBeforeReplace),
+                transforms=tuple(mocks._resolve_callbacks(request.transforms)),
             )
             with self._lock:
                 self.registered.append(record)
