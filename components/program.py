@@ -171,10 +171,18 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
     from components import rayservice
     from components.addons import Addons, AddonsArgs
     from components.cluster import Cluster, ClusterArgs, SystemNodesArgs
+
+    # ---- lock-down: every Ray pod runs the image pinned by digest (components.image) ----
+    from components.image import resolve_for_deploy
     from components.network import Network, NetworkArgs
     from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, node_group_resource_name
     from components.pd_service import PdService, PdServiceArgs
 
+    image = resolve_for_deploy(spec.image_uri)  # SpecError (nothing created) for a missing tag
+    if image.warning is not None:
+        pulumi.log.warn(image.warning)
+    spec = spec.model_copy(update={"image": image.image})
+    # ---- end of the image block ----
     plan = plan_deployment(spec)  # the one plan of this run; every component below takes it
     gpu_zone, second_zone = resolve_zones(plan)
     groups = plan.groups
@@ -265,7 +273,8 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
     ), opts=kubernetes)
 
     outputs: dict[str, Any] = render_stack_outputs(
-        plan, availability_zone=gpu_zone, cluster_name=cluster_name
+        plan, availability_zone=gpu_zone, cluster_name=cluster_name,
+        image_provenance=image.as_output(),
     )
     outputs[KUBECONFIG_KEY] = pulumi.Output.secret(cluster.kubeconfig_json)
     return outputs

@@ -27,6 +27,7 @@ from pydantic.alias_generators import to_camel
 
 from components import catalogue, defaults
 from components.errors import FieldError, SpecError
+from components.image import unpinned_warning
 from components.regions import region_problem
 from components.safe_documents import DocumentError, DuplicateKeyError, load_json
 from components.serve_clients import KEY as IN_CLUSTER_CLIENTS_KEY
@@ -55,6 +56,7 @@ _IMAGE = re.compile(
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
 )
+_IMAGE_DIGEST = re.compile(r"@sha256:[a-f0-9]{64}$")
 # A served model name as clients send it in "model": letters, digits and . _ - / : + @ only.
 _MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
 # Control characters (C0, DEL and C1) and lone UTF-16 surrogates: no Contract 1 value is multi-line
@@ -350,9 +352,17 @@ class DeploymentSpec(_Model):
     @field_validator("image")
     @classmethod
     def _image_ref(cls, value: str) -> str:
+        shown = value if len(value) <= 255 else f"{value[:80]}..."
+        if value and "@" in value and len(value) <= 255 and not _IMAGE_DIGEST.search(value):
+            # Pinned by digest (components.image): say what a digest looks like.
+            raise ValueError(
+                f"'{shown}' has a malformed digest: after '@' write sha256: and 64 lower-case hex "
+                "digits (the image's manifest digest, as `docker buildx imagetools inspect` or "
+                "ECR's console shows it)"
+            )
         if value and (len(value) > 255 or not _IMAGE.fullmatch(value)):
             raise ValueError(
-                f"'{value}' is not a container image reference "
+                f"'{shown}' is not a container image reference "
                 "([registry/]repository[:tag][@sha256:digest], at most 255 characters)"
             )
         return value
@@ -514,6 +524,9 @@ class DeploymentSpec(_Model):
                 f"narrow it to the ranges that run pulumi up, the web app and kubectl, e.g. "
                 f"{API_ACCESS_CIDRS_KEY}: [\"203.0.113.0/24\"] (the nodes use the private endpoint)"
             )
+        unpinned = unpinned_warning(self.image_uri)
+        if unpinned is not None:
+            notes.append(unpinned)
         if self.support_type == defaults.SUPPORT_EXTENDED:
             standard_end = defaults.EKS_KUBERNETES_VERSIONS[self.kubernetes_version][0]
             notes.append(

@@ -150,6 +150,7 @@ def test_the_form_has_one_field_per_contract_1_key_derived_from_the_spec():
         "raypd:clusterName": "c", "raypd:availabilityZone": "us-east-2a", "raypd:image": "x/ray:1",
         "raypd:hfToken": "hf_formtestformtestformtest", "raypd:adminRoleArns": ["arn:aws:iam::123456789012:role/a"],
         "raypd:upgradeStrategy": "newCluster", "raypd:apiAccessCidrs": ["203.0.113.0/24"],
+        "raypd:inClusterClients": ["apps"],
     })
     contract_keys = {item["key"] for item in config_diff({}, every_key_set.public_config())}
     form_keys = {field.key for field in forms.FIELDS if field.key != forms.NAME_FIELD}
