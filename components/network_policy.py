@@ -22,7 +22,10 @@ deployment namespace:
   from raypd's rollout-check Jobs (components.rollout polls the Serve REST API there), and from
   the Kubernetes API server (`api_server_cidrs`, below). 10001 and 6379: the Ray pods only;
 - the Serve port (8000) on the Ray pods: from the gateway's Envoy proxies (components.
-  endpoint_names: their namespace and owning-gateway labels), the benchmark Jobs
+  endpoint_names: their namespace and owning-gateway labels), the KubeRay operator (it checks
+  the head's Serve proxy at the head pod's IP on every reconcile and labels the head ray.io/serve
+  by the answer: rayservice_controller.go `updateHeadPodServeLabel`, `CheckProxyActorHealth`,
+  v1.4.0), the benchmark Jobs
   (serve/benchmark/job.py labels), the namespaces the user lists in raypd:inClusterClients
   (components.serve_clients) and the API server;
 - the metrics port (8080) on the Ray pods: from the API server (verify reads engine metrics through
@@ -166,8 +169,10 @@ def render_network_policies(
     head = {**ray_pods, RAY_NODE_TYPE_LABEL: "head"}
     api_server = _ip_peers(api_server_cidrs)
     prefix = f"{service_name}-"
+    operator = _in_namespace(defaults.KUBERAY_NAMESPACE, KUBERAY_OPERATOR_POD_LABELS)
     serve_clients = [
         gateway_peer(namespace, service_name),
+        operator,
         {"podSelector": {"matchLabels": dict(BENCHMARK_POD_LABELS)}},
         *({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: client}}}
           for client in client_namespaces),
@@ -180,7 +185,7 @@ def render_network_policies(
         ]),
         _policy(f"{prefix}ray-dashboard", namespace, head, [{
             "from": [
-                _in_namespace(defaults.KUBERAY_NAMESPACE, KUBERAY_OPERATOR_POD_LABELS),
+                operator,
                 {"podSelector": {"matchLabels": dict(ROLLOUT_CHECK_POD_LABELS)}},
                 *api_server,
             ],

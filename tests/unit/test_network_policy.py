@@ -102,8 +102,10 @@ def test_a_new_cluster_generation_talks_to_the_old_one_during_a_switch():
     assert may_reach(policies(), worker(f"{SERVICE}-new99"), head(f"{SERVICE}-abc12"), defaults.GCS_PORT)
 
 
-def test_the_operator_reaches_the_dashboard_only():
+def test_the_operator_reaches_the_dashboard_and_the_serve_proxy_only():
     assert may_reach(policies(), OPERATOR, head(), defaults.DASHBOARD_PORT)
+    # KubeRay checks the head's Serve proxy health on the pod IP (updateHeadPodServeLabel).
+    assert may_reach(policies(), OPERATOR, head(), defaults.SERVE_PORT)
     assert not may_reach(policies(), OPERATOR, head(), defaults.GCS_PORT)
     assert not may_reach(policies(), OPERATOR, head(), defaults.CLIENT_PORT)
     # The operator's labels in another namespace are not the operator.
