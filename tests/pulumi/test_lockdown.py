@@ -89,3 +89,33 @@ def test_nothing_labels_kube_system(reference_plan):
         metadata = (resource["inputs"] or {}).get("metadata") or {}
         if isinstance(metadata, dict) and metadata.get("name") == "kube-system":
             pytest.fail(f"{resource['name']} touches kube-system")
+
+
+def test_the_api_server_addresses_are_the_eks_enis_of_the_clusters_vpc():
+    from pulumi.runtime import mocks
+
+    from components.cluster import control_plane_cidrs
+    from components.mockrun import PlanMocks, run_program
+    from components.program import build
+    from components.spec import DeploymentSpec
+
+    class Recording(PlanMocks):
+        def __init__(self, region: str):
+            super().__init__(region)
+            self.filters: list[Any] = []
+
+        def call(self, args: mocks.MockCallArgs) -> dict[str, Any]:  # type: ignore[override]
+            if args.token == "aws:ec2/getNetworkInterfaces:getNetworkInterfaces":
+                self.filters.append(args.args.get("filters"))
+            return super().call(args)
+
+    spec = DeploymentSpec()
+    mock = Recording(spec.region)
+    run_program(lambda: build(spec), project="raypd", stack="dev", region=spec.region, mock=mock)
+    (filters,) = mock.filters
+    by_name = {f["name"]: f["values"] for f in filters}
+    assert by_name["description"] == [f"Amazon EKS {spec.effective_cluster_name}"]
+    assert by_name["vpc-id"][0].startswith("vpc-")
+    # Every address once, as a /32, in a stable order.
+    assert control_plane_cidrs([["10.0.1.9", "10.0.0.5"], ["10.0.1.9"]]) == ["10.0.0.5/32", "10.0.1.9/32"]
+    assert control_plane_cidrs([]) == []
