@@ -171,13 +171,12 @@ def build(spec: DeploymentSpec) -> dict[str, Any]:
     from components import rayservice
     from components.addons import Addons, AddonsArgs
     from components.cluster import Cluster, ClusterArgs, SystemNodesArgs
-
-    # ---- lock-down: every Ray pod runs the image pinned by digest (components.image) ----
     from components.image import resolve_for_deploy
     from components.network import Network, NetworkArgs
     from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, node_group_resource_name
     from components.pd_service import PdService, PdServiceArgs
 
+    # ---- lock-down: every Ray pod runs the image pinned by digest (components.image) ----
     image = resolve_for_deploy(spec.image_uri)  # SpecError (nothing created) for a missing tag
     if image.warning is not None:
         pulumi.log.warn(image.warning)
