@@ -208,6 +208,9 @@ class NetworkPoliciesArgs:
     # The control plane ENIs' addresses (components.cluster.Cluster.control_plane_cidrs).
     api_server_cidrs: pulumi.Input[Sequence[str]]
     client_namespaces: tuple[str, ...] = ()
+    # Issue 18's hook: NetworkPolicy peers (e.g. Prometheus's namespace and pod labels) that may
+    # scrape the Ray pods' metrics port. None yet.
+    metrics_peers: tuple[Mapping[str, Any], ...] = ()
     # The namespace the policies live in (its owner sets it): created first.
     wait_for: tuple[pulumi.Resource, ...] = ()
 
@@ -225,7 +228,8 @@ class NetworkPolicies(pulumi.ComponentResource):
         def render(cidrs: Sequence[str]) -> list[dict[str, Any]]:
             return render_network_policies(args.namespace, args.service_name,
                                            api_server_cidrs=list(cidrs),
-                                           client_namespaces=args.client_namespaces)
+                                           client_namespaces=args.client_namespaces,
+                                           metrics_peers=args.metrics_peers)
 
         # The set of policies and their names do not depend on the addresses; only specs do.
         shapes = render(())
