@@ -255,8 +255,10 @@ def lockdown_effects(new: DeploymentPlan,
     settings: the GPU launch templates' IMDS hop limit (components.node_groups) rolls every GPU
     node group; the Ray pods' new label (components.rayservice) and the image pinned by digest
     (components.image) rebuild the Ray cluster; the VPC CNI add-on turns its policy agent on in
-    place. None for a new stack, or when the deployed outputs are not known."""
-    if deployed_outputs is None or LOCKDOWN_OUTPUT in deployed_outputs:
+    place. None for a new stack, or when the deployed outputs are not known or not a raypd
+    outputs document (no `schemaVersion`, which every raypd program has exported)."""
+    if (deployed_outputs is None or "schemaVersion" not in deployed_outputs
+            or LOCKDOWN_OUTPUT in deployed_outputs):
         return []
     cold_cluster = TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
     roll = CHANGE_TIMES["node-group-roll"].seconds

@@ -44,3 +44,6 @@ def test_a_lockdown_stack_with_unchanged_settings_has_no_effect():
 def test_without_deployed_outputs_nothing_is_claimed():
     old, new = plans()
     assert assess(old, new, "us-east-2a").kind == Kind.NO_SERVING_EFFECT
+    # Outputs that are no raypd outputs document (a partial read) say nothing either.
+    partial = {"modelId": "qwen3.5-9b", "region": "us-east-2"}
+    assert assess(old, new, "us-east-2a", deployed_outputs=partial).kind == Kind.NO_SERVING_EFFECT
