@@ -29,12 +29,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import yaml
 
 from components import catalogue
 from components.durations import CHANGE_TIMES, TYPICAL_SECONDS
+from components.outputs import IMAGE_PROVENANCE_KEY
 from components.spec import DeploymentSpec
 from components.topology import DeploymentPlan, GpuGroupPlan
 
@@ -244,12 +245,50 @@ def _in_place(plan: DeploymentPlan) -> DeploymentPlan:
 
 # ---- the assessment ----
 
+# ---- once per stack: the first `up` by a raypd with issue 17's lock-down ----
+
+# The stack output the lock-down program publishes (components.outputs); a deployed stack whose
+# outputs lack it was last deployed by an earlier raypd.
+LOCKDOWN_OUTPUT = IMAGE_PROVENANCE_KEY
+
+
+def lockdown_effects(new: DeploymentPlan,
+                     deployed_outputs: Optional[Mapping[str, Any]]) -> list[Effect]:
+    """What the first `up` after the lock-down does to a stack deployed before it, whatever the
+    settings: the GPU launch templates' IMDS hop limit (components.node_groups) rolls every GPU
+    node group; the Ray pods' new label (components.rayservice) and the image pinned by digest
+    (components.image) rebuild the Ray cluster; the VPC CNI add-on turns its policy agent on in
+    place. None for a new stack, or when the deployed outputs are not known or not a raypd
+    outputs document (no `schemaVersion`, which every raypd program has exported)."""
+    if (deployed_outputs is None or "schemaVersion" not in deployed_outputs
+            or LOCKDOWN_OUTPUT in deployed_outputs):
+        return []
+    cold_cluster = TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
+    roll = CHANGE_TIMES["node-group-roll"].seconds
+    groups = ", ".join(group.name for group in new.groups)
+    return [
+        Effect("GPU node groups (lock-down)", Kind.ROLL_NODES,
+               f"this raypd requires IMDSv2 with hop limit 1 on GPU nodes: a new launch template "
+               f"version, so {groups} roll ({minutes(roll)} each: surge nodes, then drain); "
+               "on zero-downtime stacks the new generation of node groups starts with it instead",
+               cold_cluster),
+        Effect("the Ray cluster (lock-down)", Kind.NEW_RAY_CLUSTER,
+               "the Ray pods get the label the NetworkPolicies select and the image pinned by "
+               f"digest: KubeRay needs a new Ray cluster ({minutes(cold_cluster)})", cold_cluster),
+        Effect("VPC CNI (lock-down)", Kind.IN_PLACE,
+               "the add-on's network-policy agent is turned on in place (the aws-node daemonset "
+               "rolls; pods keep their addresses), then the NetworkPolicies are enforced"),
+    ]
+
+
 def assess(old: DeploymentPlan, new: DeploymentPlan,
-           deployed_zone: Optional[str] = None) -> Assessment:
+           deployed_zone: Optional[str] = None,
+           deployed_outputs: Optional[Mapping[str, Any]] = None) -> Assessment:
     """Every effect of going from `old` (deployed) to `new` (pending), and the strategies.
 
     `deployed_zone` is the GPU zone the deployed stack runs in (its `availabilityZone` output),
-    so that naming that same zone is not a move."""
+    so that naming that same zone is not a move; `deployed_outputs` (its stack outputs) tell a
+    stack deployed before the lock-down (lockdown_effects)."""
     from components.rayservice import RAY_CLUSTER_DIGEST_ANNOTATION
 
     before, after = old.spec, new.spec
@@ -486,6 +525,11 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
             f"the RayService is replaced on them: the endpoint is down for {minutes(cold_cluster)}",
             cold_cluster,
         ))
+    migration = lockdown_effects(new, deployed_outputs)
+    if migration:
+        effects += migration
+        rebuild = True
+        rolled += [group for group in new.groups if group not in rolled]
     superseded += [old_groups[name] for name in sorted(set(old_groups) - set(new_groups))]
     system_lines = ((NodeLine(before.system_nodes.instance_type, before.system_nodes.count,
                               "the old system node group, until it is deleted at the end"),)

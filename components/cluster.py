@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -126,9 +126,49 @@ class ClusterArgs:
     log_types: tuple[str, ...] = defaults.CONTROL_PLANE_LOG_TYPES
 
 
+def control_plane_eni_description(cluster_name: str) -> str:
+    """How EKS describes the cross-account ENIs it puts in a cluster's subnets (the source of the
+    API server's connections to pods: service/pod proxy, webhooks), as EC2 lists them."""
+    return f"Amazon EKS {cluster_name}"
+
+
+def control_plane_cidrs(private_ips: Sequence[Sequence[str]]) -> list[str]:
+    """One /32 per address of the control plane's ENIs, sorted and each once (NetworkPolicy
+    ipBlocks: components.network_policy says why not the VPC CIDR)."""
+    return sorted({f"{ip}/32" for addresses in private_ips for ip in addresses})
+
+
+def control_plane_cidrs_output(cluster_name: str, vpc_id: pulumi.Input[str],
+                               after: pulumi.Input[Any], parent: pulumi.Resource) -> pulumi.Output[list[str]]:
+    """The control plane ENIs' addresses, read (EC2 DescribeNetworkInterfaces) once the cluster
+    exists (`after` resolves then) and again on every `pulumi up`, so a move is picked up."""
+    invoke = pulumi.InvokeOptions(parent=parent)
+
+    def lookup(values: list[Any]) -> pulumi.Output[list[str]]:
+        found = aws.ec2.get_network_interfaces_output(filters=[
+            aws.ec2.GetNetworkInterfacesFilterArgs(
+                name="description", values=[control_plane_eni_description(cluster_name)]),
+            aws.ec2.GetNetworkInterfacesFilterArgs(name="vpc-id", values=[values[0]]),
+        ], opts=invoke)
+
+        def addresses(ids: list[str]) -> pulumi.Output[list[str]]:
+            each = [aws.ec2.get_network_interface_output(id=eni, opts=invoke).private_ips
+                    for eni in sorted(ids)]
+            return pulumi.Output.all(*each).apply(control_plane_cidrs)
+
+        return found.ids.apply(addresses)
+
+    # `after` (the kubeconfig) only orders the look-up; its secretness must not spread to the
+    # addresses, which are not secret and must show in previews.
+    ready = pulumi.Output.unsecret(pulumi.Output.from_input(after).apply(lambda _: True))
+    return pulumi.Output.all(vpc_id, ready).apply(lookup)
+
+
 class Cluster(pulumi.ComponentResource):
     eks_cluster: eks.Cluster
     kubeconfig_json: pulumi.Output[str]
+    # The API server's source addresses inside the VPC (control_plane_cidrs_output).
+    control_plane_cidrs: pulumi.Output[list[str]]
     node_role_arn: pulumi.Output[str]
     # IRSA: the cluster's IAM OIDC provider, for pod roles (components.model_access).
     oidc_provider_arn: pulumi.Output[str]
@@ -160,6 +200,12 @@ class Cluster(pulumi.ComponentResource):
             create_oidc_provider=True,
             skip_default_node_group=True,
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=True),
+            # The VPC CNI add-on's network-policy agent enforces the NetworkPolicies
+            # (components.network_policy); off, they would be stored and ignored. pulumi-eks
+            # writes it into the add-on's configuration values as enableNetworkPolicy: "true"
+            # (nodejs/eks/addons/cni-addon.ts, mergeConfigurationValues); on a running cluster
+            # the add-on is updated in place (the aws-node daemonset rolls, pods keep running).
+            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             # Added below, after the system nodes (see the module docstring).
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
             tags=args.tags,
@@ -221,6 +267,8 @@ class Cluster(pulumi.ComponentResource):
         )
 
         self.kubeconfig_json = self.eks_cluster.kubeconfig_json
+        self.control_plane_cidrs = control_plane_cidrs_output(
+            args.cluster_name, args.vpc_id, self.kubeconfig_json, parent=self)
         self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
         self.oidc_issuer = self.eks_cluster.oidc_issuer
         self.provider = k8s.Provider(

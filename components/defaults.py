@@ -170,6 +170,12 @@ DASHBOARD_PORT = 8265
 # vLLM's engine metrics (NIXL transfers among them) are exported there through Ray's metrics.
 RAY_METRICS_PORT = 8080
 GCS_PORT = 6379
+# Ray Client (`ray.init("ray://...")`): like the dashboard's job API, it runs code on the cluster.
+CLIENT_PORT = 10001
+# The Ray head's control ports: only the Ray cluster itself (and the few raypd components that
+# need the dashboard) may reach them (components.network_policy); nothing may expose them
+# (verify's dashboard-exposure check).
+RAY_HEAD_CONTROL_PORTS = (DASHBOARD_PORT, CLIENT_PORT, GCS_PORT)
 
 # Root volume: the reference's 200 GB holds the image (~30 GB) and one ~18 GiB checkpoint; bigger
 # nodes serve bigger models, so grant 100 GB per GPU beyond that.

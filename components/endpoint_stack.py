@@ -36,7 +36,10 @@ from components.endpoint_lb import (
     nlb_annotations,
 )
 from components.model_access import irsa_trust_policy
+from components.network_policy import kubernetes_policy_version, label_addon_namespace
 from components.spec import DeploymentSpec
+
+GATEWAY_POD_SECURITY = "baseline"
 
 # The first key's creation time in offline plans (mock runs must give identical documents).
 OFFLINE_CREATED_AT = "1970-01-01T00:00:00Z"
@@ -165,6 +168,12 @@ class Endpoint(pulumi.ComponentResource):
             timeout=RELEASE_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[crds])),
         )
+        # Envoy Gateway's controller and proxies run unprivileged: the namespace Helm created
+        # admits nothing more than Pod Security's baseline (see components.network_policy).
+        label_addon_namespace(
+            f"{name}-gateway-pod-security", endpoint_names.GATEWAY_NAMESPACE, GATEWAY_POD_SECURITY,
+            kubernetes_policy_version(spec.kubernetes_version),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[release]))
         after = pulumi.ResourceOptions(parent=self, depends_on=[crds, release, args.namespace,
                                                                 *args.wait_for])
         objects = pulumi.Output.from_input(args.subnet_ids).apply(

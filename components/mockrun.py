@@ -38,6 +38,8 @@ SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 GATEWAY_TYPE = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
 RANDOM_STRING_TYPE = "random:index/randomString:RandomString"
+# What the offline plan says an ECR tag resolves to: a well-formed digest no image has.
+OFFLINE_IMAGE_DIGEST = "sha256:" + "0ff1" * 16
 # How long one mock run may take before it is reported as stuck (real runs take about a second).
 RUN_TIMEOUT_SECONDS = 120
 
@@ -181,7 +183,28 @@ class PlanMocks(mocks.Mocks):
             addon, version = args.args.get("addonName"), args.args.get("kubernetesVersion")
             return {"id": f"{addon}-{version}", "addonName": addon, "kubernetesVersion": version,
                     "mostRecent": True, "version": f"newest-for-{version}"}
+        if args.token == "aws:ec2/getNetworkInterfaces:getNetworkInterfaces":
+            # The EKS control plane's ENIs (components.cluster.control_plane_cidrs_output): two,
+            # as EKS creates in a two-zone cluster; ids derived from the filters asked.
+            key = json.dumps(args.args.get("filters"), sort_keys=True)
+            return {"id": self.region, "ids": [f"eni-{_digest(key + str(i))}" for i in range(2)]}
+        if args.token == "aws:ec2/getNetworkInterface:getNetworkInterface":
+            eni = str(args.args.get("id"))
+            octet = int(_digest(eni, 2), 16)
+            # In the public /22 range raypd's default VPC layout keeps free of pods (offline only).
+            address = f"10.0.{192 + octet % 4}.{10 + octet % 200}"
+            return {"id": eni, "privateIp": address, "privateIps": [address]}
+        if args.token == "aws:ecr/getImage:getImage":
+            return self._ecr_image(args.args)
         return {}
+
+    def _ecr_image(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """An ECR image look-up (components.image) answered with a digest no image has ("0ff1"
+        sixteen times), so an offline plan never reads as resolved bits."""
+        digest = OFFLINE_IMAGE_DIGEST
+        return {"id": f"{request.get('repositoryName')}:{request.get('imageTag')}",
+                "registryId": request.get("registryId"), "repositoryName": request.get("repositoryName"),
+                "imageTag": request.get("imageTag"), "imageDigest": digest, "imageTags": [request.get("imageTag")]}
 
     def _offerings(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """Every instance type asked about is offered in the AZ asked about, else in <region>a."""
@@ -212,6 +235,9 @@ class RegisteredResource:
     delete_before_replace: bool = False
     # Inputs Pulumi leaves alone after creation (the API-key Secret's keys: the web app's).
     ignore_changes: tuple[str, ...] = ()
+    # The transforms declared on the resource (the mock monitor does not run them; tests call
+    # them on what the real provider would create, e.g. pulumi-eks's launch template).
+    transforms: tuple[Any, ...] = ()
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -245,6 +271,7 @@ class RecordingMonitor(mocks.MockMonitor):
                 replace_on_changes=tuple(request.replaceOnChanges),
                 delete_before_replace=bool(request.deleteBeforeReplace),
                 ignore_changes=tuple(request.ignoreChanges),
+                transforms=tuple(mocks._resolve_callbacks(request.transforms)),
             )
             with self._lock:
                 self.registered.append(record)

@@ -51,13 +51,51 @@ def gpu_node_group_settings(group: GpuGroupPlan, availability_zone: str,
             "max_size": group.nodes,
             "desired_size": group.nodes,
         },
-        # Tokens required, hop limit 2 (pulumi-eks's launch template), so pods keep IMDS access.
+        # Tokens required; pulumi-eks's launch template sets hop limit 2, which
+        # `imds_hop_limit_one` (a transform on the group's launch template) lowers to 1.
         "enable_imd_sv2": True,
     }
     if group.efa_interfaces_per_node > 0:
         settings["enable_efa_support"] = True
         settings["placement_group_availability_zone"] = availability_zone
     return settings
+
+
+LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
+# IMDSv2's PUT response crosses one network hop: the node itself, and pods in the host network
+# namespace, get a token; a pod behind the VPC CNI's veth is one hop further and gets none.
+IMDS_HOP_LIMIT = 1
+
+
+def imds_hop_limit_one(args: pulumi.ResourceTransformArgs) -> Optional[pulumi.ResourceTransformResult]:
+    """Transform for a GPU node group's launch template: IMDSv2 only, hop limit 1.
+
+    Why: the Ray workers run privileged (NIXL), and with pulumi-eks's hop limit 2
+    (nodejs/eks/nodes/nodegroup.ts `createMNGCustomLaunchTemplate`: httpPutResponseHopLimit 2,
+    fixed) any of their processes could take the node role's credentials from IMDS. What on a GPU
+    node may use IMDS keeps it: the VPC CNI (aws-node, with the node role) and kube-proxy run in
+    the host network, as does the EFA device plugin (aws/eks-charts stable/aws-efa-k8s-device-
+    plugin/templates/daemonset.yaml, `hostNetwork: true`), and from the host network hop limit 1
+    is enough; the NVIDIA device plugin asks NVML, not IMDS; an s3:// model is read with IRSA
+    (components.model_access), whose credentials come from STS for the pod's web-identity token,
+    not from IMDS. Ray, vLLM and NIXL need no instance metadata to serve. (A privileged pod
+    could still break out of its container in other ways: hop limit 1 closes the direct path,
+    it is not a sandbox.)
+
+    A transform, not a launch template of raypd's own: pulumi-eks keeps building the EFA
+    interfaces, the placement group and the disk; only the metadata options change, which makes
+    a new launch template version, and EKS rolls the group onto it (surge nodes, then drain)
+    instead of replacing it. Transforms reach the children of multi-language components such as
+    pulumi-eks's ManagedNodeGroup (Pulumi docs, "Resource options: transforms").
+    """
+    if args.type_ != LAUNCH_TEMPLATE_TYPE:
+        return None
+    props: dict[str, Any] = dict(args.props)
+    metadata = dict(props.get("metadataOptions") or {})
+    metadata.update(httpEndpoint="enabled", httpTokens="required",
+                    httpPutResponseHopLimit=IMDS_HOP_LIMIT)
+    props["metadataOptions"] = metadata
+    return pulumi.ResourceTransformResult(props=props, opts=args.opts)
 
 
 @dataclass(frozen=True)
@@ -88,7 +126,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             subnet_ids=[args.subnet_id],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(**scaling),
             tags={**args.tags, "raypd.io/node-group": args.group.name},
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, transforms=[imds_hop_limit_one]),
             **settings,
         )
         self.register_outputs({"instanceType": args.group.instance_type, "nodes": args.group.nodes})

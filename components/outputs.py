@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Mapping, Optional, Union
 
 import jsonschema
 
@@ -27,6 +27,8 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / f"stack-outpu
 KUBECONFIG_KEY = "kubeconfig"  # added by the Pulumi program, as a secret
 # Added by the Pulumi program with auth apiKey (components.endpoint_stack): the first key, a secret.
 API_KEY_OUTPUT = "apiKey"
+# The configured image and the digest it was pinned to (components.image); issue 17.
+IMAGE_PROVENANCE_KEY = "imageProvenance"
 
 
 class OutputsError(ValueError):
@@ -79,12 +81,15 @@ def kv_transfer_output(spec: DeploymentSpec) -> Optional[dict[str, str]]:
 
 
 def render_stack_outputs(
-    plan: Union[DeploymentPlan, DeploymentSpec], *, availability_zone: str, cluster_name: str
+    plan: Union[DeploymentPlan, DeploymentSpec], *, availability_zone: str, cluster_name: str,
+    image_provenance: Optional[Mapping[str, Optional[str]]] = None,
 ) -> dict[str, Any]:
     """Every Contract 3 key except `kubeconfig`; plain values, no Pulumi types.
 
     Takes the deployment plan (the program passes the one it built); a spec is planned here, for
-    callers outside the program that hold only a spec.
+    callers outside the program that hold only a spec. `image_provenance` is what the program
+    resolved (components.image.ResolvedImage.as_output); `image` is then the pinned reference
+    every Ray pod runs.
     """
     plan = as_plan(plan)
     spec = plan.spec
@@ -113,6 +118,8 @@ def render_stack_outputs(
         "image": spec.image_uri,
         "rayVersion": spec.ray_version,
     }
+    if image_provenance is not None:
+        outputs[IMAGE_PROVENANCE_KEY] = dict(image_provenance)
     # A partial sum would read as the whole bill; leave the estimate out when a price is missing.
     if not cost.unpriced:
         outputs["estimatedUsdPerHour"] = cost.usd_per_hour

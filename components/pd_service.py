@@ -22,6 +22,7 @@ components.model_access) lives here too.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -30,6 +31,12 @@ import pulumi_kubernetes as k8s
 from pydantic import SecretStr
 
 from components.model_access import ROLE_ARN_ANNOTATION
+from components.network_policy import (
+    NetworkPolicies,
+    NetworkPoliciesArgs,
+    pod_security_labels,
+    pod_security_level,
+)
 from components.rayservice import HF_TOKEN_SECRET_KEY, RAY_CLUSTER_DIGEST_ANNOTATION
 from components.rollout import serve_rollout_job
 
@@ -55,6 +62,10 @@ class PdServiceArgs:
     service_account_name: Optional[str] = None
     service_account_role_arn: Optional[pulumi.Input[str]] = None
     upgrade_strategy: str = "inPlace"
+    # Who may reach the Ray pods (components.network_policy); None: no policies (tests only).
+    network_policies: Optional[NetworkPoliciesArgs] = None
+    # The Pod Security version label ("v1.35"): the cluster's Kubernetes minor.
+    pod_security_version: str = "latest"
 
 
 class PdService(pulumi.ComponentResource):
@@ -66,13 +77,26 @@ class PdService(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PdServiceArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("raypd:serving:PdService", name, None, opts)
+        manifest = args.manifest
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=args.namespace),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.namespace,
+                # privileged only because the NIXL workers are (pod_security_level reads the
+                # manifest): Pod Security admission then refuses nothing the RayService needs,
+                # and audits/warns at the same level.
+                labels=pod_security_labels(pod_security_level(manifest), args.pod_security_version),
+            ),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.namespace = namespace  # the endpoint's objects live in it too (components.endpoint_stack)
         needs: list[pulumi.Resource] = [namespace, *args.wait_for]
+        if args.network_policies is not None:
+            # Before the RayService: its pods never run without the policies around them.
+            policies = NetworkPolicies(
+                f"{name}-network", dataclasses.replace(args.network_policies, wait_for=(namespace,)),
+                opts=pulumi.ResourceOptions(parent=self))
+            needs.append(policies)
         if args.hf_token is not None:
             token = k8s.core.v1.Secret(
                 f"{name}-hf-token",
@@ -99,7 +123,6 @@ class PdService(pulumi.ComponentResource):
             )
             needs.append(account)
 
-        manifest = args.manifest
         self.ray_service = k8s.apiextensions.CustomResource(
             f"{name}-rayservice",
             api_version=manifest["apiVersion"],

@@ -173,10 +173,17 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
     from components import rayservice
     from components.addons import Addons, AddonsArgs
     from components.cluster import Cluster, ClusterArgs, SystemNodesArgs
+    from components.image import resolve_for_deploy
     from components.network import Network, NetworkArgs
     from components.node_groups import GpuNodeGroup, GpuNodeGroupArgs, node_group_resource_name
     from components.pd_service import PdService, PdServiceArgs
 
+    # ---- lock-down: every Ray pod runs the image pinned by digest (components.image) ----
+    image = resolve_for_deploy(spec.image_uri)  # SpecError (nothing created) for a missing tag
+    if image.warning is not None:
+        pulumi.log.warn(image.warning)
+    spec = spec.model_copy(update={"image": image.image})
+    # ---- end of the image block ----
     plan = plan_deployment(spec)  # the one plan of this run; every component below takes it
     gpu_zone, second_zone = resolve_zones(plan)
     groups = plan.groups
@@ -229,6 +236,26 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
         wait_for=(cluster.system_node_group,),
     ), opts=kubernetes)
     model_reader = _model_read_role(spec, cluster, tags)
+    # ---- lock-down (issue 17 §3): who may reach the Ray pods, namespaces' Pod Security ----
+    from components.network_policy import (
+        ADDON_NAMESPACE_LEVELS,
+        NetworkPoliciesArgs,
+        kubernetes_policy_version,
+        label_addon_namespace,
+    )
+
+    policy_version = kubernetes_policy_version(spec.kubernetes_version)
+    for addon_namespace, level in ADDON_NAMESPACE_LEVELS.items():
+        label_addon_namespace(f"{addon_namespace}-pod-security", addon_namespace, level,
+                              policy_version, opts=pulumi.ResourceOptions.merge(
+                                  kubernetes, pulumi.ResourceOptions(depends_on=[addons.kuberay])))
+    network_policies = NetworkPoliciesArgs(
+        namespace=spec.namespace,
+        service_name=spec.service_name,
+        api_server_cidrs=cluster.control_plane_cidrs,
+        client_namespaces=spec.in_cluster_clients,
+    )
+    # ---- end of lock-down ----
     pd_service = PdService("pd-service", PdServiceArgs(
         namespace=spec.namespace,
         manifest=manifest,
@@ -242,10 +269,13 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
         service_account_name=model_reader[0] if model_reader else None,
         service_account_role_arn=model_reader[1] if model_reader else None,
         upgrade_strategy=spec.upgrade_strategy,
+        network_policies=network_policies,
+        pod_security_version=policy_version,
     ), opts=kubernetes)
 
     outputs: dict[str, Any] = render_stack_outputs(
-        plan, availability_zone=gpu_zone, cluster_name=cluster_name
+        plan, availability_zone=gpu_zone, cluster_name=cluster_name,
+        image_provenance=image.as_output(),
     )
     outputs[KUBECONFIG_KEY] = pulumi.Output.secret(cluster.kubeconfig_json)
     outputs.update(_endpoint(spec, cluster, network, pd_service, tags, kubernetes, created_at))

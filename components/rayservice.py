@@ -53,6 +53,10 @@ HF_HOME = "/tmp/huggingface"
 HF_TOKEN_SECRET_KEY = "token"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# On the head's and every worker's pod template: NetworkPolicies (components.network_policy) select
+# a RayService's pods by it. KubeRay's own ray.io/cluster names the RayCluster, which a NewCluster
+# upgrade replaces under another name; this label stays the same across generations.
+RAY_SERVICE_LABEL = "raypd.io/ray-service"
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"
 
@@ -166,6 +170,11 @@ def _pod_identity(spec: DeploymentSpec) -> dict[str, Any]:
     return {"serviceAccountName": name} if name else {}
 
 
+def pod_labels(spec: DeploymentSpec) -> dict[str, str]:
+    """Labels of every Ray pod of the RayService (KubeRay adds its own; see RAY_SERVICE_LABEL)."""
+    return {RAY_SERVICE_LABEL: spec.service_name}
+
+
 def _pre_stop() -> dict[str, Any]:
     # Lets Ray drain and deregister the node instead of the GCS discovering a vanished raylet.
     return {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}}
@@ -190,6 +199,7 @@ def _head_group(spec: DeploymentSpec) -> dict[str, Any]:
         # num-gpus 0: the head runs on a CPU node; no engine may be scheduled on it.
         "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
         "template": {
+            "metadata": {"labels": pod_labels(spec)},
             "spec": {
                 **_pod_identity(spec),
                 # The system group's type too: after a system node type change the head must not
@@ -264,6 +274,7 @@ def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan, zone: Optional[str]
         "maxReplicas": MAX_WORKERS_PER_GROUP,
         "rayStartParams": start_params,
         "template": {
+            "metadata": {"labels": pod_labels(spec)},
             "spec": {
                 **_pod_identity(spec),
                 "nodeSelector": worker_node_selector(group, zone, node_set),

@@ -166,6 +166,9 @@ def serve_rollout_job(rayservice: dict[str, Any]) -> dict[str, Any]:
             "backoffLimit": 1,
             "activeDeadlineSeconds": ROLLOUT_TIMEOUT_SECONDS,
             "template": {
+                # The NetworkPolicies admit this pod to the Ray dashboard by this label
+                # (components.network_policy.ROLLOUT_CHECK_POD_LABELS).
+                "metadata": {"labels": {"app.kubernetes.io/component": "serve-rollout-check"}},
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": dict(defaults.SYSTEM_LABELS),

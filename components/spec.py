@@ -28,8 +28,11 @@ from pydantic.alias_generators import to_camel
 from components import catalogue, defaults
 from components.endpoint_spec import EndpointSpec, endpoint_problems, endpoint_warnings
 from components.errors import FieldError, SpecError
+from components.image import unpinned_warning
 from components.regions import region_problem
 from components.safe_documents import DocumentError, DuplicateKeyError, load_json
+from components.serve_clients import KEY as IN_CLUSTER_CLIENTS_KEY
+from components.serve_clients import client_namespaces_problem
 
 NAMESPACE = "raypd"
 REGION_KEY = "aws:region"
@@ -54,6 +57,7 @@ _IMAGE = re.compile(
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
 )
+_IMAGE_DIGEST = re.compile(r"@sha256:[a-f0-9]{64}$")
 # A served model name as clients send it in "model": letters, digits and . _ - / : + @ only.
 _MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
 # Control characters (C0, DEL and C1) and lone UTF-16 surrogates: no Contract 1 value is multi-line
@@ -308,6 +312,8 @@ class DeploymentSpec(_Model):
     upgrade_strategy: Literal["inPlace", "newCluster"] = defaults.UPGRADE_STRATEGY
     # Who may reach the OpenAI endpoint and how (components.endpoint_spec, issue 17).
     endpoint: EndpointSpec = EndpointSpec()
+    # Namespaces whose pods may call the Serve port directly (components.serve_clients).
+    in_cluster_clients: tuple[str, ...] = ()
 
     @field_validator("region")
     @classmethod
@@ -349,9 +355,17 @@ class DeploymentSpec(_Model):
     @field_validator("image")
     @classmethod
     def _image_ref(cls, value: str) -> str:
+        shown = value if len(value) <= 255 else f"{value[:80]}..."
+        if value and "@" in value and len(value) <= 255 and not _IMAGE_DIGEST.search(value):
+            # Pinned by digest (components.image): say what a digest looks like.
+            raise ValueError(
+                f"'{shown}' has a malformed digest: after '@' write sha256: and 64 lower-case hex "
+                "digits (the image's manifest digest, as `docker buildx imagetools inspect` or "
+                "ECR's console shows it)"
+            )
         if value and (len(value) > 255 or not _IMAGE.fullmatch(value)):
             raise ValueError(
-                f"'{value}' is not a container image reference "
+                f"'{shown}' is not a container image reference "
                 "([registry/]repository[:tag][@sha256:digest], at most 255 characters)"
             )
         return value
@@ -396,6 +410,15 @@ class DeploymentSpec(_Model):
                                  "as a string such as \"203.0.113.0/24\"")
         # A tuple: after a before-validator, strict (JSON API) mode takes no list for a tuple.
         return tuple(value)
+
+    @field_validator("in_cluster_clients", mode="before")
+    @classmethod
+    def _client_namespaces(cls, value: Any) -> Any:
+        namespaces, problems = client_namespaces_problem(value)
+        if problems:
+            raise SpecError([FieldError(f"{IN_CLUSTER_CLIENTS_KEY}{where}", why)
+                             for where, why in problems])
+        return namespaces
 
     @field_validator("namespace")
     @classmethod
@@ -506,6 +529,9 @@ class DeploymentSpec(_Model):
                 f"{API_ACCESS_CIDRS_KEY}: [\"203.0.113.0/24\"] (the nodes use the private endpoint)"
             )
         notes.extend(endpoint_warnings(self.endpoint))
+        unpinned = unpinned_warning(self.image_uri)
+        if unpinned is not None:
+            notes.append(unpinned)
         if self.support_type == defaults.SUPPORT_EXTENDED:
             standard_end = defaults.EKS_KUBERNETES_VERSIONS[self.kubernetes_version][0]
             notes.append(
@@ -544,6 +570,10 @@ class DeploymentSpec(_Model):
             body["adminRoleArns"] = list(self.admin_role_arns)
         if self.upgrade_strategy == defaults.UPGRADE_STRATEGY:
             body.pop("upgradeStrategy", None)  # the default: no key, as before the key existed
+        if not self.in_cluster_clients:
+            body.pop("inClusterClients", None)  # the default: no key, as before the key existed
+        else:
+            body["inClusterClients"] = list(self.in_cluster_clients)
         if self.api_access_cidrs == defaults.API_ACCESS_CIDRS:
             body.pop("apiAccessCidrs", None)  # the default: no key, as before the key existed
         else:

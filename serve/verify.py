@@ -32,6 +32,7 @@ from components.checks import Check, Report, write_report
 from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
 from components.safe_documents import shown_name
 from components.serve_config import KV_LOAD_FAILURE_POLICY
+from serve import exposure_check
 from serve.evidence import (
     LOG_LINES,
     MAX_OUTPUTS_BYTES,
@@ -99,6 +100,7 @@ TITLES = {
     "endpoint-models": "OpenAI endpoint lists the model",
     "endpoint-chat": "OpenAI endpoint answers a chat completion",
     "kv-transfer": "KV cache moved from prefill to decode for a real request",
+    exposure_check.CHECK_ID: exposure_check.TITLE,
 }
 
 
@@ -755,7 +757,8 @@ def run_verify(
     waited = time.monotonic() - started
     checks += [_guarded(ev, "endpoint-chat", check_endpoint_chat, chat, target),
                _guarded(ev, "kv-transfer", check_kv_transfer, plan.kv_backend, before, after, chat,
-                        waited)]
+                        waited),
+               _guarded(ev, exposure_check.CHECK_ID, exposure_check.check_exposure, ev)]
     return Report.of("verify", _nothing_checked_fails(ev, checks))
 
 

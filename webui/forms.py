@@ -134,6 +134,9 @@ PRESENTATION: dict[str, dict[str, Any]] = {
                                 help="comma-separated IAM role ARNs that get cluster-admin (EKS access "
                                      "entries): CI's, teammates'; not the role that deploys (it is admin "
                                      "already, and listing it fails the first Deploy)"),
+    "raypd:inClusterClients": dict(label="In-cluster client namespaces", section="cluster", wide=True,
+                                   help="comma-separated namespaces whose pods may call the Serve port "
+                                        "directly, without the gateway or an API key; empty: none"),
 }
 # Sections that belong to one mode (the page hides the other mode's sections).
 _MODE_OF_SECTION = {"prefill": "disaggregated", "decode": "disaggregated", "kv": "disaggregated",

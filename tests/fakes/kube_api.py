@@ -195,6 +195,98 @@ def _matches(labels: dict[str, str], selector: Optional[str]) -> bool:
     return True
 
 
+# ---- cluster-wide lists for verify's dashboard-exposure check (serve/exposure_check.py) ----
+# Formats: the Kubernetes API reference's ServiceList / IngressList (kind, apiVersion,
+# metadata.resourceVersion, items) and Gateway API's <Kind>List under
+# /apis/gateway.networking.k8s.io/<version>/<plural>; a resource type the API server does not
+# serve answers 404 with the Status "the server could not find the requested resource", as
+# kube-apiserver does for an unknown group/version/resource (k8s.io/apiserver, NotFound handler).
+# The stack's Services are the ones KubeRay 1.4 creates for a RayService (ray-operator/controllers/
+# ray/common/service.go): `<rayservice>-head-svc` and `<cluster>-head-svc` selecting the head by
+# ray.io/cluster, ray.io/node-type and ray.io/identifier, with the head's port names (gcs-server,
+# dashboard, client, serve, metrics); `<rayservice>-serve-svc` selecting ray.io/serve=true pods.
+
+_EXPOSURE_LIST_KINDS = {"services": ("v1", "ServiceList"),
+                        "ingresses": ("networking.k8s.io/v1", "IngressList")}
+
+
+class ExposureObjects:
+    """What the fake lists cluster-wide. Tests add objects to `services` / `ingresses`, install a
+    route type with `routes[(version, plural)] = [...]` (absent: its CRD is not installed), or
+    make a list refused with `forbidden.add(path)` (403 Status, as RBAC answers)."""
+
+    def __init__(self, services: list[dict[str, Any]]):
+        self.services = services
+        self.ingresses: list[dict[str, Any]] = []
+        self.routes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.forbidden: set[str] = set()
+
+    @classmethod
+    def of_stack(cls, fake: "FakeKubeApi") -> "ExposureObjects":
+        ns, name, cluster = fake.spec.namespace, fake.spec.service_name, fake.ray_cluster
+        head_selector = {"ray.io/cluster": cluster, "ray.io/identifier": f"{cluster}-head",
+                         "ray.io/node-type": "head"}
+        head_ports = [{"name": "gcs-server", "port": 6379}, {"name": "dashboard", "port": 8265},
+                      {"name": "client", "port": 10001}, {"name": "serve", "port": 8000},
+                      {"name": "metrics", "port": 8080}]
+        return cls([
+            service_object(ns, f"{name}-head-svc", head_selector, head_ports),
+            service_object(ns, f"{cluster}-head-svc", head_selector, head_ports),
+            service_object(ns, f"{name}-serve-svc", {"ray.io/cluster": cluster, "ray.io/serve": "true"},
+                           [{"name": "serve", "port": 8000}]),
+            service_object("default", "kubernetes", None, [{"name": "https", "port": 443, "targetPort": 443}]),
+            service_object("kube-system", "kube-dns", {"k8s-app": "kube-dns"},
+                           [{"name": "dns-tcp", "port": 53, "protocol": "TCP"}]),
+        ])
+
+    def answer(self, path: str) -> Optional[tuple[int, dict[str, Any]]]:
+        parts = path.strip("/").split("/")
+        if path in self.forbidden:
+            resource = parts[-1]
+            return 403, _status(403, "Forbidden", f'{resource} is forbidden: User "verify" cannot list '
+                                                  f'resource "{resource}" at the cluster scope')
+        if path == "/api/v1/services":
+            return 200, self._list("services", self.services)
+        if path == "/apis/networking.k8s.io/v1/ingresses":
+            return 200, self._list("ingresses", self.ingresses)
+        if len(parts) == 4 and parts[:2] == ["apis", "gateway.networking.k8s.io"]:
+            items = self.routes.get((parts[2], parts[3]))
+            if items is not None:
+                kind = {"httproutes": "HTTPRouteList", "grpcroutes": "GRPCRouteList",
+                        "tcproutes": "TCPRouteList", "tlsroutes": "TLSRouteList"}[parts[3]]
+                return 200, {"kind": kind, "apiVersion": f"gateway.networking.k8s.io/{parts[2]}",
+                             "metadata": {"resourceVersion": "81790"}, "items": copy.deepcopy(items)}
+        return None
+
+    @staticmethod
+    def _list(plural: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+        api_version, kind = _EXPOSURE_LIST_KINDS[plural]
+        # List items carry no kind/apiVersion of their own (the list's say it).
+        return {"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": "81789"},
+                "items": [{k: v for k, v in copy.deepcopy(item).items() if k not in ("kind", "apiVersion")}
+                          for item in items]}
+
+
+def service_object(namespace: str, name: str, selector: Optional[dict[str, str]],
+                   ports: list[dict[str, Any]], kind: str = "ClusterIP", **spec: Any) -> dict[str, Any]:
+    """A core/v1 Service as the API server returns it (defaults filled: protocol TCP, targetPort =
+    port, a node port for NodePort/LoadBalancer)."""
+    filled = []
+    for index, port in enumerate(ports):
+        entry = {"protocol": "TCP", "targetPort": port["port"], **port}
+        if kind in ("NodePort", "LoadBalancer"):
+            entry.setdefault("nodePort", 30000 + index + int(_hex(name, 3), 16) % 2000)
+        filled.append(entry)
+    body: dict[str, Any] = {"type": kind, "ports": filled, "clusterIP": f"172.20.{len(name)}.{len(ports)}",
+                            "sessionAffinity": "None", **spec}
+    if selector is not None:
+        body["selector"] = selector
+    return {"kind": "Service", "apiVersion": "v1",
+            "metadata": {"name": name, "namespace": namespace, "uid": _hex(namespace + name, 32),
+                         "resourceVersion": "81700"},
+            "spec": body, "status": {"loadBalancer": {}}}
+
+
 class FakeKubeApi(LoopbackServer):
     """A stack's Kubernetes API on 127.0.0.1:<free port>; use as a context manager."""
 
@@ -247,6 +339,7 @@ class FakeKubeApi(LoopbackServer):
         self._job_pods: dict[tuple[str, str], JobRun] = {}
         self._serial = itertools.count(1)
         self._build_cluster()
+        self.exposure = ExposureObjects.of_stack(self)  # Services, Ingresses, routes (verify)
         self._server = _Server(self)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -1267,6 +1360,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if parts[4] == "pods":
                 self._pod_proxy(fake, target, port, rest)
+                return
+        if method == "GET":
+            listed = fake.exposure.answer(path)
+            if listed is not None:
+                self._json(*listed)
                 return
         self._json(404, _status(404, "NotFound", "the server could not find the requested resource"))
 

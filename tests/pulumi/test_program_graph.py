@@ -175,6 +175,9 @@ def test_rayservice_is_the_rendered_manifest_and_waits_for_operator_plugins_and_
 ):
     (service,) = reference_plan.of_type(RAYSERVICE)
     spec = DeploymentSpec.from_config(reference_config, "dev")
+    # The image the program pinned by digest (components.image; offline, the mock's placeholder).
+    assert reference_plan.outputs["image"] != spec.image_uri
+    spec = spec.model_copy(update={"image": reference_plan.outputs["image"]})
     # The zone the program resolved (offline: the first zone of the region offers everything).
     expected = render_rayservice(plan_deployment(spec), f"{spec.region}a")
     assert service["inputs"]["metadata"] == expected["metadata"]

@@ -113,7 +113,7 @@ class Workflow:
             return None
         zone = (outputs or {}).get("availabilityZone")
         return assess(plan_deployment(deployed), plan_deployment(spec),
-                      zone if isinstance(zone, str) else None).as_dict()
+                      zone if isinstance(zone, str) else None, deployed_outputs=outputs).as_dict()
 
     def _plan_progress(self, ctx: JobContext, name: str, spec: DeploymentSpec) -> None:
         """Give a real update its total and ETA before the first resource (webui/progress.py)."""
