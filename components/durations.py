@@ -131,6 +131,28 @@ TYPICAL: dict[str, Typical] = {
     "aws:iam/rolePolicy:RolePolicy": Typical(1.0, "estimate: one PutRolePolicy call"),
     "raypd:serving:ModelReadRole": Typical(0.0, "component: its time is its children's"),
     "kubernetes:core/v1:Secret": Typical(1.0, "estimate: one API call"),
+    # ---- the endpoint (components.endpoint_stack) and the lock-down (components.network_policy) ----
+    "kubernetes:gateway.networking.k8s.io/v1:Gateway": Typical(
+        180.0,
+        "estimate: awaited until Programmed (pulumi.com/waitFor), i.e. until the LB controller's "
+        "NLB exists and Envoy's Service has its host name; an NLB goes provisioning -> active in "
+        "a few minutes",
+    ),
+    "kubernetes:gateway.networking.k8s.io/v1:GatewayClass": Typical(1.0, "estimate: one API call"),
+    "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute": Typical(1.0, "estimate: one API call"),
+    "kubernetes:gateway.envoyproxy.io/v1alpha1:EnvoyProxy": Typical(1.0, "estimate: one API call"),
+    "kubernetes:gateway.envoyproxy.io/v1alpha1:SecurityPolicy": Typical(
+        1.0, "estimate: one API call"),
+    "kubernetes:gateway.envoyproxy.io/v1alpha1:ClientTrafficPolicy": Typical(
+        1.0, "estimate: one API call"),
+    "kubernetes:gateway.envoyproxy.io/v1alpha1:BackendTrafficPolicy": Typical(
+        1.0, "estimate: one API call"),
+    "kubernetes:networking.k8s.io/v1:NetworkPolicy": Typical(1.0, "estimate: one API call"),
+    "kubernetes:core/v1:NamespacePatch": Typical(1.0, "estimate: one server-side apply call"),
+    "random:index/randomString:RandomString": Typical(0.0, "local: no cloud call"),
+    "raypd:endpoint:Endpoint": Typical(0.0, "component: its time is its children's"),
+    "raypd:endpoint:LoadBalancerController": Typical(0.0, "component: its time is its children's"),
+    "raypd:security:NetworkPolicies": Typical(0.0, "component: its time is its children's"),
     "pulumi:providers:kubernetes": Typical(1.0, "estimate: local, no cloud call"),
     "pulumi:providers:aws": Typical(1.0, "estimate: local, no cloud call"),
     "pulumi:providers:eks": Typical(1.0, "estimate: local, no cloud call"),

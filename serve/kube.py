@@ -1,4 +1,4 @@
-"""Kubernetes API access for `serve.verify` and the web app's live status: read-only, bounded, no CLI.
+"""Kubernetes API access for `serve.verify`, the web app's live status and API keys: bounded, no CLI.
 
 A thin client on the standard library (http.client + ssl) instead of the official `kubernetes`
 package, on purpose:
@@ -45,7 +45,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 from components.safe_documents import DocumentError, load_yaml, shown_name
@@ -69,6 +69,10 @@ EKS_URL_EXPIRES_SECONDS = 60
 EKS_TOKEN_REUSE_SECONDS = 600
 
 Query = Union[Mapping[str, Any], Sequence[tuple[str, Any]]]
+
+# A Secret's read-modify-write retries this often when another writer got there first (HTTP 409).
+SECRET_WRITE_ATTEMPTS = 5
+MERGE_PATCH = "application/merge-patch+json"
 
 RAYSERVICE_GROUP_VERSION = "ray.io/v1"
 RAYSERVICE_PLURAL = "rayservices"
@@ -106,6 +110,10 @@ class KubeConfigError(KubeError):
 
 class KubeNotFound(KubeError):
     """HTTP 404 from the API server for an object (not for a proxied path)."""
+
+
+class KubeConflict(KubeError):
+    """HTTP 409 for a write whose resourceVersion is no longer the object's: someone wrote first."""
 
 
 @dataclass(frozen=True)
@@ -507,6 +515,73 @@ class KubeClient:
                             f"{self._status_message(response)}", status=response.status)
         return True
 
+    # -- Secrets (the endpoint's API keys): read, and changed by JSON merge patch --
+    # A Secret's values are never logged or put in an error: a message names the Secret and what the
+    # API server said (its Status messages name fields and keys, not data values).
+
+    def get_secret(self, namespace: str, name: str) -> dict[str, Any]:
+        """The Secret object (data base64, as the API serves it); KubeNotFound when absent."""
+        return dict(self.get_json(_secret_path(namespace, name)))
+
+    def patch_secret(self, namespace: str, name: str, patch: Mapping[str, Any],
+                     resource_version: Optional[str] = None) -> dict[str, Any]:
+        """Apply a JSON merge patch (RFC 7386: a null deletes a key) to a Secret.
+
+        With `resource_version` the patch carries `metadata.resourceVersion`, which the API server
+        treats as a precondition (a patch is an update of the merged object, and an update whose
+        resourceVersion is not the stored one is refused with 409 Conflict: Kubernetes API
+        conventions, "Concurrency Control and Consistency"): KubeConflict then, KubeNotFound when
+        the Secret is gone, KubeError for anything else."""
+        body = dict(patch)
+        if resource_version is not None:
+            metadata = dict(body.get("metadata") or {})
+            metadata["resourceVersion"] = resource_version
+            body["metadata"] = metadata
+        path = _secret_path(namespace, name)
+        response = self.request("PATCH", path, body=json.dumps(body).encode("utf-8"),
+                                headers={"Content-Type": MERGE_PATCH})
+        where = f"the Secret {namespace}/{name}"
+        if response.status == 404:
+            raise KubeNotFound(f"{where} does not exist{self._status_message(response)}", status=404)
+        if response.status == 409:
+            raise KubeConflict(f"{where} was changed by someone else meanwhile"
+                               f"{self._status_message(response)}", status=409)
+        if not 200 <= response.status < 300:
+            raise KubeError(f"the Kubernetes API answered HTTP {response.status} for a change of "
+                            f"{where}{self._status_message(response)}", status=response.status)
+        try:
+            return dict(response.json())
+        except (ValueError, UnicodeDecodeError, TypeError):
+            raise KubeError(f"the Kubernetes API answered the change of {where} with something "
+                            "that is not JSON") from None
+
+    def modify_secret(self, namespace: str, name: str,
+                      change: Callable[[dict[str, Any]], Optional[Mapping[str, Any]]],
+                      attempts: int = SECRET_WRITE_ATTEMPTS) -> dict[str, Any]:
+        """Read the Secret, let `change` turn it into a merge patch, write it if its
+        resourceVersion still holds; on 409 read again and retry, at most `attempts` times.
+
+        So two writers (two revokes, a create racing a revoke) never lose each other's key: the
+        loser of a race recomputes its patch from what the winner wrote. `change` may raise to
+        refuse (a duplicate name, say) and returns None when there is nothing to write; the
+        Secret as last read or written is returned."""
+        attempts = max(1, attempts)
+        for attempt in range(1, attempts + 1):
+            secret = self.get_secret(namespace, name)
+            patch = change(secret)
+            if patch is None:
+                return secret
+            version = (secret.get("metadata") or {}).get("resourceVersion")
+            try:
+                return self.patch_secret(namespace, name, patch,
+                                         str(version) if version is not None else None)
+            except KubeConflict:
+                if attempt == attempts:
+                    raise KubeConflict(f"the Secret {namespace}/{name} kept changing under "
+                                       f"{attempts} attempts to write it; try again", status=409) from None
+                log.debug("Secret %s/%s changed meanwhile; reading it again", namespace, name)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
     # -- the calls verify and the web app make --
 
     def list_nodes(self, label_selector: Optional[str] = None) -> list[dict[str, Any]]:
@@ -559,6 +634,10 @@ class KubeClient:
                   timeout: Optional[float] = None) -> HttpResponse:
         return self._proxy("pods", namespace, pod, port, path, method=method, query=query,
                            body=body, headers=headers, timeout=timeout)
+
+
+def _secret_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace, safe='')}/secrets/{quote(name, safe='')}"
 
 
 def client_from_kubeconfig(

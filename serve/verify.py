@@ -1,4 +1,4 @@
-"""`python -m serve.verify --outputs FILE|- [--kubeconfig FILE] [--endpoint URL] [--json]`.
+"""`python -m serve.verify --outputs FILE|- [--kubeconfig FILE] [--endpoint URL] [--api-key-file FILE] [--json]`.
 
 Post-deploy verification (Contract 5, kind "verify") through the Kubernetes API only: no kubectl,
 no exec into pods, no port-forward. Everything is read from the API server (nodes, the RayService,
@@ -33,6 +33,8 @@ from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
 from components.safe_documents import shown_name
 from components.serve_config import KV_LOAD_FAILURE_POLICY
 from serve import exposure_check
+from serve.endpoint_checks import TITLES as ENDPOINT_TITLES
+from serve.endpoint_checks import endpoint_checks, read_api_key
 from serve.evidence import (
     LOG_LINES,
     MAX_OUTPUTS_BYTES,
@@ -100,6 +102,7 @@ TITLES = {
     "endpoint-models": "OpenAI endpoint lists the model",
     "endpoint-chat": "OpenAI endpoint answers a chat completion",
     "kv-transfer": "KV cache moved from prefill to decode for a real request",
+    **ENDPOINT_TITLES,  # endpoint-external, endpoint-auth: serve/endpoint_checks.py
     exposure_check.CHECK_ID: exposure_check.TITLE,
 }
 
@@ -715,12 +718,15 @@ def run_verify(
     kv_poll_seconds: float = KV_POLL_SECONDS,
     log_lines: int = LOG_LINES,
     aws_session: Any = None,
+    api_key: Optional[str] = None,
 ) -> Report:
     """Every verify check against a deployed stack; raises VerifyInputError on unusable input.
 
     `kubeconfig` is kubeconfig text (default: the outputs' own); `endpoint` an OpenAI base URL to
     use instead of the Serve Service proxy. Every API call is bounded by `timeout` seconds, the
     chat by `chat_timeout`; after the chat the KV counters are re-read for up to `kv_wait_seconds`.
+    `api_key` is the key endpoint-external sends to outputs endpoint.url (default: the outputs'
+    apiKey, as the web app's verify job has them); it never appears in the report.
     """
     check_outputs(outputs, have_kubeconfig=kubeconfig is not None or client is not None)
     plan = VerifyPlan.from_outputs(outputs)
@@ -757,8 +763,9 @@ def run_verify(
     waited = time.monotonic() - started
     checks += [_guarded(ev, "endpoint-chat", check_endpoint_chat, chat, target),
                _guarded(ev, "kv-transfer", check_kv_transfer, plan.kv_backend, before, after, chat,
-                        waited),
-               _guarded(ev, exposure_check.CHECK_ID, exposure_check.check_exposure, ev)]
+                        waited)]
+    checks += endpoint_checks(outputs, api_key, timeout)
+    checks.append(_guarded(ev, exposure_check.CHECK_ID, exposure_check.check_exposure, ev))
     return Report.of("verify", _nothing_checked_fails(ev, checks))
 
 
@@ -809,6 +816,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: the outputs' kubeconfig)")
     parser.add_argument("--endpoint", help="OpenAI base URL to test instead of the Serve Service "
                                            "proxy, e.g. http://localhost:8000/v1")
+    parser.add_argument("--api-key-file", help="a file holding an API key for endpoint-external (default: "
+                                               "$RAYPD_API_KEY, else the outputs' apiKey)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (Contract 5)")
     return parser
 
@@ -832,7 +841,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         outputs = parse_outputs_text(_read_outputs(args.outputs), _outputs_name(args.outputs))
         kubeconfig = read_kubeconfig_file(args.kubeconfig) if args.kubeconfig else None
-        report = run_verify(outputs, kubeconfig, args.endpoint)
+        report = run_verify(outputs, kubeconfig, args.endpoint, api_key=read_api_key(args.api_key_file))
     except (VerifyInputError, KubeConfigError) as exc:
         print(f"verify: {exc}", file=sys.stderr)
         return EXIT_INVALID

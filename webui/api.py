@@ -16,12 +16,16 @@ from pydantic import BaseModel
 
 from components.errors import FieldError, SpecError
 from components.safe_documents import DocumentError, DuplicateKeyError, load_json
+from webui.api_keys import KeysUnavailable, UnknownKeyName
 from webui.api_models import (
     MAX_WINDOW_SECONDS,
+    ApiKeyList,
     BenchmarkRequest,
     BodyRefused,
     ChangeDeployment,
     ClearPending,
+    CreateApiKey,
+    CreatedApiKey,
     CreateDeployment,
     DeploymentList,
     JobAccepted,
@@ -95,7 +99,12 @@ def _spec_error(exc: SpecError) -> tuple[Response, int]:
 
 @bp.errorhandler(NotFound)
 def _not_found(exc: NotFound) -> Response:
-    return api_error(404, "name", str(exc))
+    return api_error(404, "keyName" if isinstance(exc, UnknownKeyName) else "name", str(exc))
+
+
+@bp.errorhandler(KeysUnavailable)
+def _keys_unavailable(exc: KeysUnavailable) -> Response:
+    return api_error(exc.status, exc.field, exc.message)
 
 
 @bp.errorhandler(Conflict)
@@ -214,6 +223,25 @@ def start_benchmark(name: str) -> tuple[Response, int, dict[str, str]]:
 @bp.get("/deployments/<name>/benchmarks")
 def deployment_benchmarks(name: str) -> Response:
     return jsonify(raypd().benchmarks.runs(name))
+
+
+@bp.get("/deployments/<name>/api-keys")
+def list_api_keys(name: str) -> Response:
+    return answer(ApiKeyList.model_validate({"keys": raypd().api_keys.list(name)}))
+
+
+@bp.post("/deployments/<name>/api-keys")
+def create_api_key(name: str) -> tuple[Response, int]:
+    body = json_body(CreateApiKey)
+    # The key's value is in this answer only: never logged, stored or put in an event.
+    return answer(CreatedApiKey.model_validate(raypd().api_keys.create(name, body.name, g.actor))), 201
+
+
+@bp.delete("/deployments/<name>/api-keys/<keyName>")
+def revoke_api_key(name: str, keyName: str) -> tuple[str, int]:  # keyName: as the OpenAPI document names it
+    json_body(NoOptions)
+    raypd().api_keys.revoke(name, keyName, g.actor)
+    return "", 204
 
 
 @bp.get("/benchmarks")

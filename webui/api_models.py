@@ -17,6 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal, Optional, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 
 from components.checks import Report
+from components.endpoint_names import KEY_NAME_PATTERN
 from components.errors import FieldError
 from components.spec import MAX_STACK_NAME, NAMESPACE, REGION_KEY, DeploymentSpec
 from serve.benchmark.workload import MAX_PROMPT_WORDS, PRESETS
@@ -113,6 +114,15 @@ class UpOptions(ApiRequest):
     messages: ClassVar[dict[str, str]] = {"force": "must be true or false"}
 
     force: bool = Field(False, description="launch even when a preflight check fails (the job says so)")
+
+
+class CreateApiKey(ApiRequest):
+    messages: ClassVar[dict[str, str]] = {"name": "must be a string (the key's name)"}
+
+    # The name rule lives in components.endpoint_names (KEY_NAME_PATTERN); serve.api_keys applies
+    # it and its message says the rule; shown here only.
+    name: str = Field(description="the key's name", json_schema_extra={
+        "pattern": KEY_NAME_PATTERN.pattern, "maxLength": 32})
 
 
 class ClearPending(ApiRequest):
@@ -391,6 +401,11 @@ class Connect(ApiAnswer):
     curl: str
     kubeconfig: str
     openaiBaseUrl: str
+    externalUrl: str = absent("outputs endpoint.url, the OpenAI base URL ending /v1 (absent before it is deployed, "
+                              "or for a stack from before issue 17)")
+    externalCurl: str = absent("a chat completion against externalUrl; the key is read from $RAYPD_API_KEY")
+    endpointScope: str = absent("outputs endpoint.scope: cluster, vpc or internet")
+    endpointAuth: str = absent("outputs endpoint.auth: apiKey or none")
 
 
 class ConfigChange(ApiAnswer):
@@ -537,10 +552,29 @@ class BenchmarkRuns(ApiAnswer):
     runs: list[BenchmarkRun] = Field(description="newest first")
 
 
+class ApiKeyItem(ApiAnswer):
+    name: str
+    created: Optional[str] = Field(description="RFC 3339 UTC; null when the Secret does not record it")
+
+
+class ApiKeyList(ApiAnswer):
+    """A deployment's API keys, by name: never their values."""
+
+    keys: list[ApiKeyItem]
+
+
+class CreatedApiKey(ApiAnswer):
+    """The one answer that holds a key's value: keep it now, it is not shown again."""
+
+    name: str
+    created: str = Field(description="RFC 3339 UTC")
+    key: str = Field(description="the API key; send it as `Authorization: Bearer <key>`")
+
+
 # The answers' and requests' models, for the document (webui/openapi.py).
 ANSWERS: tuple[type[BaseModel], ...] = (
     Errors, BusyErrors, JobAccepted, JobView, DeploymentList, DeploymentView, PendingView,
-    ChecksView, LiveStatus, CheckReport, BenchmarkRun, BenchmarkRuns,
+    ChecksView, LiveStatus, CheckReport, BenchmarkRun, BenchmarkRuns, ApiKeyList, CreatedApiKey,
 )
 REQUESTS: tuple[type[ApiRequest], ...] = (
-    CreateDeployment, ChangeDeployment, UpOptions, ClearPending, NoOptions, BenchmarkRequest)
+    CreateDeployment, ChangeDeployment, UpOptions, ClearPending, NoOptions, BenchmarkRequest, CreateApiKey)

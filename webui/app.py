@@ -13,6 +13,7 @@ from werkzeug.exceptions import HTTPException
 from components import catalogue
 from components.checks import report_verdict
 from webui import api, pages
+from webui.api_keys import ApiKeyService
 from webui.benchmarking import BenchmarkService
 from webui.deployments.commands import Deployments
 from webui.deployments.errors import NotFound
@@ -81,7 +82,7 @@ def create_app(
         logger.warning("could not complete the records an older raypd left: %s", error_text(exc))
     state = Raypd(
         settings=settings, store=store, runner=runner, engines=engines,
-        service=service, benchmarks=BenchmarkService(service),
+        service=service, benchmarks=BenchmarkService(service), api_keys=ApiKeyService(service),
     )
 
     app = Flask(__name__)

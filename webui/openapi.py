@@ -26,6 +26,9 @@ _NAME = {
     "schema": {"type": "string", "pattern": m.STACK_NAME_PATTERN, "maxLength": MAX_STACK_NAME},
 }
 _JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+_KEY_NAME = {"name": "keyName", "in": "path", "required": True,
+             "schema": {"type": "string", "pattern": m.KEY_NAME_PATTERN.pattern, "maxLength": 32},
+             "description": "the API key's name"}
 _RUN_ID = {"name": "run", "in": "path", "required": True, "schema": {"type": "string"},
            "description": "a benchmark run's id (the job that made it)"}
 
@@ -78,6 +81,18 @@ def _benchmark_operation() -> dict[str, Any]:
     operation["responses"]["409"] = _json(m.BusyErrors, "another operation is running, or nothing is serving "
                                                         "(an offline plan, or not deployed)")
     return operation
+
+
+def _keys_errors(conflict_first: str = "") -> dict[str, Any]:
+    """What an API-key call answers when the keys, the deployment or the cluster say no."""
+    conflict = ("the deployment has no keys to manage: an offline plan (it has no cluster), not "
+                "deployed yet, or its endpoint has auth none")
+    return {
+        "404": _errors("no such deployment (field name), or no such key (field keyName)"),
+        "409": _errors(f"{conflict_first}; or {conflict}" if conflict_first else conflict),
+        "503": _errors("the cluster's API did not answer or refused the call, or its kubeconfig "
+                       "cannot be used; or the engine is not available here"),
+    }
 
 
 def _read(operation_id: str, summary: str, model: type[BaseModel]) -> dict[str, Any]:
@@ -190,6 +205,43 @@ def _paths() -> dict[str, Any]:
         "/deployments/{name}/benchmarks": {
             "post": _benchmark_operation(),
             **_read("listDeploymentBenchmarks", "The deployment's benchmark runs, newest first", m.BenchmarkRuns),
+        },
+        "/deployments/{name}/api-keys": {
+            "get": {
+                "operationId": "listApiKeys",
+                "summary": "The endpoint's API keys by name and creation time, never their values "
+                           "(read from the cluster's key Secret)",
+                "parameters": [_NAME],
+                "responses": {"200": _json(m.ApiKeyList, "the keys"), **_keys_errors(), **_COMMON},
+            },
+            "post": {
+                "operationId": "createApiKey",
+                "summary": "Create a key; this answer is the only place its value is ever shown. The "
+                           "gateway accepts it within moments, without a redeploy",
+                "parameters": [_NAME],
+                "requestBody": _body(m.CreateApiKey, True),
+                "responses": {
+                    "201": _json(m.CreatedApiKey, "created: keep the key now"),
+                    "400": _errors("no name, or a name that breaks the rule (field name)"),
+                    **_keys_errors("a key by that name exists (field name)"),
+                    "413": _errors("body too large"),
+                    **_COMMON,
+                },
+            },
+        },
+        "/deployments/{name}/api-keys/{keyName}": {
+            "delete": {
+                "operationId": "revokeApiKey",
+                "summary": "Revoke a key: the gateway refuses it within moments, without a redeploy. The "
+                           "last key is not revoked (create its replacement first)",
+                "parameters": [_NAME, _KEY_NAME],
+                "responses": {
+                    "204": {"description": "revoked"},
+                    "400": _errors("a key name that breaks the rule"),
+                    **_keys_errors("it is the deployment's last key (field keyName)"),
+                    **_COMMON,
+                },
+            },
         },
         "/benchmarks": {
             "get": {

@@ -27,6 +27,7 @@ from components.defaults import UPGRADE_STRATEGIES
 from components.errors import FieldError, SpecError
 from components.topology import plan_deployment
 from webui import forms
+from webui.api_keys import KeysUnavailable, keys_box_state
 from webui.api_models import BodyRefused
 from webui.benchmarking import (
     FORM_DEFAULTS,
@@ -54,6 +55,7 @@ OPERATION_LABELS = {"preview": "Preview", "up": "Deploy", "refresh": "Refresh", 
                     "preflight": "Preflight", "verify": "Verify", "benchmark": "Benchmark",
                     "clear-pending": "Clear pending operations"}
 FORCE_FIELD = "force"  # the "launch anyway" box: launch despite a failed preflight
+NEW_KEY_SESSION = "newKey"  # the id of a new key waiting in app.reveals (never the key itself)
 
 
 # ---- login ----
@@ -193,6 +195,8 @@ def deployment(name: str) -> Any:
             # record is removed only by a succeeded destroy, whose job may still be recording its end.
             return redirect(url_for("pages.index", removed=name))
         return render_error(404, f"There is no deployment named “{name}”. It may have been torn down.")
+    # A key made by the create form's POST, shown on this one page view and gone after it.
+    new_key = app.reveals.take(session.pop(NEW_KEY_SESSION, None), name)
     job = app.reads.job_of(name, request.args.get("job"))
     if job is None and detail["jobs"]:
         job = app.reads.job(detail["jobs"][0]["id"])
@@ -215,6 +219,7 @@ def deployment(name: str) -> Any:
         rayservice=rayservice_yaml(plan) if plan else None,
         connect=detail["connect"], labels=OPERATION_LABELS,
         engine_available=app.engines.get(detail["engine"]) is not None, tab="overview",
+        new_key=new_key, keys_unavailable=keys_box_state(detail),
     )
 
 
@@ -452,6 +457,40 @@ def deployment_destroy(name: str) -> ResponseReturnValue:
         flash(f"Type the deployment name “{name}” exactly to tear it down.", "error")
         return redirect(url_for("pages.deployment", name=name) + "#teardown")
     return _start(name, "destroy")
+
+
+# ---- API keys (the values never go into the session cookie, a flash message or a URL) ----
+
+@bp.post("/deployments/<name>/api-keys")
+def api_key_create(name: str) -> ResponseReturnValue:
+    app = raypd()
+    try:
+        created = app.api_keys.create(name, str(request.form.get("name", "")).strip(), g.actor)
+    except NotFound:
+        return render_error(404, f"There is no deployment named “{name}”.")
+    except BodyRefused as exc:
+        flash("; ".join(f"Key {e.field}: {e.message}" for e in exc.errors), "error")
+    except (KeysUnavailable, EngineError) as exc:
+        flash(exc.message, "error")
+    else:
+        session[NEW_KEY_SESSION] = app.reveals.put(name, created)
+    return redirect(url_for("pages.deployment", name=name, _anchor="api-keys"))
+
+
+@bp.post("/deployments/<name>/api-keys/<key_name>/revoke")
+def api_key_revoke(name: str, key_name: str) -> ResponseReturnValue:
+    app = raypd()
+    try:
+        revoked = app.api_keys.revoke(name, key_name, g.actor)
+    except NotFound as exc:
+        flash(str(exc), "error")
+    except BodyRefused as exc:
+        flash("; ".join(e.message for e in exc.errors), "error")
+    except (KeysUnavailable, EngineError) as exc:
+        flash(exc.message, "error")
+    else:
+        flash(f"API key {revoked} revoked: the gateway refuses it within moments, no redeploy needed.", "info")
+    return redirect(url_for("pages.deployment", name=name, _anchor="api-keys"))
 
 
 @bp.post("/jobs/<job_id>/cancel")

@@ -14,7 +14,9 @@ real components produce them:
   #51787 dropped the old leading "1"/"0" byte of every chunk), in the shapes of the real Ray 2.60
   answers in tests/fixtures/real/ray/;
 - the OpenAI endpoint on the Serve Service (tests.fakes.openai_server's documents);
-- vLLM's metrics as Ray exports them on each worker pod's port 8080 (see `metrics_text`).
+- vLLM's metrics as Ray exports them on each worker pod's port 8080 (see `metrics_text`);
+- Secrets: GET and JSON merge PATCH with resourceVersion preconditions (the API keys' Secret;
+  `put_secret`, `secret_data`, and the knobs in FakeKubeApi's Secrets block).
 
 Where the engines' lines are, by `executor` (vllm/v1/executor; ray/llm vllm_models.py): "ray"
 (default, the GPU layout: each engine replica has TP x PP `RayWorkerWrapper` actors on its node,
@@ -89,6 +91,7 @@ temp roots.
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import http.client
@@ -287,6 +290,20 @@ def service_object(namespace: str, name: str, selector: Optional[dict[str, str]]
             "spec": body, "status": {"loadBalancer": {}}}
 
 
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 section 2, as written: objects merge key by key, a null removes the key, anything
+    else (arrays too) replaces the target."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge_patch(result.get(key), value)
+    return result
+
+
 class FakeKubeApi(LoopbackServer):
     """A stack's Kubernetes API on 127.0.0.1:<free port>; use as a context manager."""
 
@@ -338,6 +355,7 @@ class FakeKubeApi(LoopbackServer):
         self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self._job_pods: dict[tuple[str, str], JobRun] = {}
         self._serial = itertools.count(1)
+        self._init_secrets()
         self._build_cluster()
         self.exposure = ExposureObjects.of_stack(self)  # Services, Ingresses, routes (verify)
         self._server = _Server(self)
@@ -844,6 +862,101 @@ class FakeKubeApi(LoopbackServer):
             self._job_pods.pop((run.namespace, run.name), None)
         run.kill()
 
+    # ---- Secrets (the endpoint's API keys, issue 17): GET and JSON merge PATCH ----
+    # Built from the API server's behaviour: k8s.io/apiserver/pkg/endpoints/handlers/patch.go (a
+    # patch is applied to the stored object's JSON, then written as an update of the result, so a
+    # `metadata.resourceVersion` in the patch is a precondition), registry/generic/registry/store.go
+    # (a stale resourceVersion is `NewConflict(..., OptimisticLockErrorMsg)`: 409, reason Conflict,
+    # "Operation cannot be fulfilled on secrets \"N\": the object has been modified; please apply
+    # your changes to the latest version and try again"; an update that changes nothing keeps the
+    # resourceVersion), and RFC 7386 for `application/merge-patch+json` (a null deletes the key).
+    # The stand-in accepts only that patch type (the real one also takes JSON Patch, strategic
+    # merge and apply) and answers others 415 as the real one answers an unknown type.
+    # Knobs: `before_secret_patch` (attribute, default None): a callable run inside a PATCH after
+    # the request arrived and before it is applied (a test writes there to lose a race on purpose);
+    # `secrets_refused` (attribute, default None), e.g. 403: every Secret call answers that Status.
+
+    def _init_secrets(self) -> None:
+        self._secrets: dict[tuple[str, str], dict[str, Any]] = {}
+        self._secret_versions = itertools.count(5000)
+        self._secrets_lock = threading.RLock()
+        self.before_secret_patch: Optional[Callable[[], None]] = None
+        self.secrets_refused: Optional[int] = None
+        self.secret_patches: list[dict[str, Any]] = []  # {"name", "contentType", "status"} per PATCH
+
+    def put_secret(self, namespace: str, name: str, data: dict[str, str],
+                   annotations: Optional[dict[str, str]] = None) -> dict[str, Any]:
+        """Create (or replace) an Opaque Secret as the Pulumi program would; `data` in plain text."""
+        with self._secrets_lock:
+            secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                      "metadata": {"name": name, "namespace": namespace, "uid": _uuid(f"secret/{name}"),
+                                   "creationTimestamp": _now(),
+                                   "resourceVersion": str(next(self._secret_versions)),
+                                   "annotations": dict(annotations or {})},
+                      "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+            self._secrets[(namespace, name)] = secret
+            return copy.deepcopy(secret)
+
+    def delete_secret(self, namespace: str, name: str) -> None:
+        """The Secret gone (a stack deployed before the program made one)."""
+        with self._secrets_lock:
+            self._secrets.pop((namespace, name), None)
+
+    def secret(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+        """The stored Secret (a copy), None when absent."""
+        with self._secrets_lock:
+            found = self._secrets.get((namespace, name))
+            return copy.deepcopy(found) if found is not None else None
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        """The Secret's data decoded ({} when absent): what Envoy Gateway would read."""
+        found = self.secret(namespace, name) or {}
+        return {k: base64.b64decode(v).decode() for k, v in (found.get("data") or {}).items()}
+
+    def patch_secret_object(self, namespace: str, name: str, content_type: str,
+                            body: bytes) -> tuple[int, dict[str, Any]]:
+        media = content_type.split(";")[0].strip().lower()
+        if media != "application/merge-patch+json":
+            return 415, _status(415, "UnsupportedMediaType", "the body of the request was in an unknown "
+                                "format - accepted media types include: application/merge-patch+json")
+        try:
+            patch = json.loads(body.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            return 400, _status(400, "BadRequest", f"error decoding patch: {exc}")
+        if self.before_secret_patch is not None:
+            self.before_secret_patch()
+        with self._secrets_lock:
+            stored = self._secrets.get((namespace, name))
+            if stored is None:
+                return 404, _status(404, "NotFound", f'secrets "{name}" not found')
+            merged = _merge_patch(copy.deepcopy(stored), patch)
+            if not isinstance(merged, dict) or not isinstance(merged.get("metadata"), dict):
+                return 400, _status(400, "BadRequest", "the patch does not leave a Secret object")
+            wanted = merged["metadata"].get("resourceVersion")
+            current = stored["metadata"]["resourceVersion"]
+            if wanted != current:
+                return 409, _status(409, "Conflict", f'Operation cannot be fulfilled on secrets "{name}": the '
+                                    "object has been modified; please apply your changes to the latest "
+                                    "version and try again")
+            data = merged.get("data") or {}
+            if not isinstance(data, dict):
+                return 400, _status(400, "BadRequest", "Secret.data must be an object")
+            for key, value in data.items():
+                if not _CONFIG_MAP_KEY.fullmatch(key) or len(key) > 253:
+                    return 422, _status(422, "Invalid", f'Secret "{name}" is invalid: data[{key}]: Invalid '
+                                        "value: a valid config key must consist of alphanumeric "
+                                        "characters, '-', '_' or '.'")
+                try:
+                    base64.b64decode(str(value), validate=True)
+                except ValueError:
+                    return 400, _status(400, "BadRequest", f"Secret in version \"v1\" cannot be handled as "
+                                        f"a Secret: illegal base64 data in data[{key}]")
+            merged["metadata"]["name"], merged["metadata"]["namespace"] = name, namespace
+            if merged != stored:
+                merged["metadata"]["resourceVersion"] = str(next(self._secret_versions))
+                self._secrets[(namespace, name)] = merged
+            return 200, copy.deepcopy(self._secrets[(namespace, name)])
+
     # ---- documents served ----
 
     def serve_details(self) -> dict[str, Any]:
@@ -1302,6 +1415,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._handle("DELETE")
 
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
     def _handle(self, method: str) -> None:
         fake = self.server.fake
         parts = urlsplit(self.path)
@@ -1314,7 +1430,37 @@ class _Handler(BaseHTTPRequestHandler):
         if not (auth.startswith("Bearer ") and fake.accept_token(auth[len("Bearer "):])):
             self._json(401, _status(401, "Unauthorized", "Unauthorized"))
             return
+        if self._secrets_route(fake, method, path, body):
+            return
         self._route(fake, method, path, query, body)
+
+    # ---- Secrets (the endpoint's API keys): see FakeKubeApi's Secrets block ----
+
+    def _secrets_route(self, fake: FakeKubeApi, method: str, path: str, body: bytes) -> bool:
+        parts = path.strip("/").split("/")
+        if not (len(parts) == 6 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "secrets"):
+            return False
+        namespace, name = parts[3], parts[5]
+        if fake.secrets_refused is not None:
+            code = fake.secrets_refused
+            self._json(code, _status(code, "Forbidden" if code == 403 else "Failure",
+                                     f'secrets "{name}" is forbidden: User "raypd" cannot {method.lower()} '
+                                     f'resource "secrets" in API group "" in the namespace "{namespace}"'))
+        elif method == "GET":
+            found = fake.secret(namespace, name)
+            if found is None:
+                self._json(404, _status(404, "NotFound", f'secrets "{name}" not found'))
+            else:
+                self._json(200, found)
+        elif method == "PATCH":
+            status, document = fake.patch_secret_object(namespace, name,
+                                                        self.headers.get("Content-Type", ""), body)
+            fake.secret_patches.append({"name": name, "contentType": self.headers.get("Content-Type"),
+                                        "status": status})
+            self._json(status, document)
+        else:
+            self._json(405, _status(405, "MethodNotAllowed", f"{method} is not supported here"))
+        return True
 
     def _route(self, fake: FakeKubeApi, method: str, path: str, query: dict[str, str],
                body: bytes) -> None:

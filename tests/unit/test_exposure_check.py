@@ -41,8 +41,9 @@ def http_route(kube: FakeKubeApi, service: str, port: int, namespace: str | None
                                 "backendRefs": [ref]}]}}
 
 
-def test_the_check_is_a_contract_5_verify_id_after_kv_transfer():
-    assert VERIFY_IDS.index(ID) == VERIFY_IDS.index("kv-transfer") + 1
+def test_the_check_is_a_contract_5_verify_id_after_the_endpoint_checks():
+    # Contract 5's order: ..., kv-transfer, endpoint-external, endpoint-auth, dashboard-exposure
+    assert VERIFY_IDS.index(ID) == VERIFY_IDS.index("endpoint-auth") + 1
 
 
 def test_a_stack_with_only_its_own_services_passes_with_the_evidence_listed():

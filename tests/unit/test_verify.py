@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from components.checks import VERIFY_IDS, Report
+from serve.endpoint_checks import ENDPOINT_IDS
 from serve.verify import cluster_status, run_verify
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer
@@ -38,7 +39,9 @@ def detail(report: Report, check_id: str) -> str:
 # ---- scenarios ----
 
 EXPECTED: dict[str, dict[str, str]] = {
-    "healthy": {cid: "pass" for cid in VERIFY_IDS},
+    # The stand-in's outputs have no `endpoint` (as a stack from before issue 17): nothing external
+    # to test, said as skip (tests/unit/test_endpoint_checks.py tests those two checks).
+    "healthy": {cid: "skip" if cid in ENDPOINT_IDS else "pass" for cid in VERIFY_IDS},
     "ucx-fallback": {"nixl-backend": "fail", "efa-devices": "pass", "kv-transfer": "pass"},
     "efa-not-advertised": {"efa-devices": "fail", "gpu-nodes": "pass"},
     "two-zones": {"one-zone": "fail", "gpu-nodes": "pass"},

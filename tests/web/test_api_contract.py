@@ -60,7 +60,7 @@ class Contract:
 
     def call(self, method: str, template: str, status: Optional[int] = None, headers: Any = AUTH,
              client: Optional[FlaskClient] = None, **kwargs: Any) -> Any:
-        params = {key: kwargs.pop(key) for key in ("name", "id", "run") if key in kwargs}
+        params = {key: kwargs.pop(key) for key in ("name", "id", "run", "keyName") if key in kwargs}
         response = getattr(client or self.client, method)(PREFIX + template.format(**params),
                                                            headers=headers, **kwargs)
         where = f"{method.upper()} {template} -> {response.status_code}"
@@ -74,6 +74,10 @@ class Contract:
         status = str(response.status_code)
         assert status in operation["responses"], f"{where}: status not documented"
         content = operation["responses"][status].get("content", {})
+        if not content:  # documented without a body (204): none is sent
+            assert response.get_data() == b"", f"{where}: a body where none is documented"
+            self.met.add((template, method, status))
+            return
         assert response.mimetype in content, f"{where}: {response.mimetype} not documented"
         self.met.add((template, method, status))
         if response.mimetype != "application/json":
@@ -210,6 +214,16 @@ def _offline_flow(api: Contract, app: Flask) -> None:
         api.call("post", f"/deployments/{{name}}/{operation}", 413, name="demo", **huge)
     for read in ("checks", "status", "pending", "benchmarks"):
         api.call("get", f"/deployments/{{name}}/{read}", 404, name="nope")
+    # API keys live in a cluster: an offline plan has none.
+    keys = "/deployments/{name}/api-keys"
+    assert "offline plan has no cluster" in api.call("get", keys, 409, name="demo").get_json()["errors"][0]["message"]
+    api.call("post", keys, 409, name="demo", json={"name": "ci"})
+    api.call("delete", keys + "/{keyName}", 409, name="demo", keyName="ci")
+    api.call("post", keys, 400, name="demo", json={"name": 1})
+    api.call("post", keys, 413, name="demo", **huge)
+    api.call("get", keys, 404, name="nope")
+    api.call("post", keys, 404, name="nope", json={"name": "ci"})
+    api.call("delete", keys + "/{keyName}", 404, name="nope", keyName="ci")
     # A benchmark needs something serving: an offline plan has nothing to measure.
     refused = api.call("post", "/deployments/{name}/benchmarks", 409, name="demo", json={"rates": [1]})
     assert "offline" in refused.get_json()["errors"][0]["message"]
@@ -235,7 +249,7 @@ def _offline_flow(api: Contract, app: Flask) -> None:
 
     for path, item in api.document["paths"].items():  # no token: 401 everywhere
         for method in item:
-            api.call(method, path, 401, headers={}, name="demo", id="0000", run="0000")
+            api.call(method, path, 401, headers={}, name="demo", id="0000", run="0000", keyName="ci")
 
 
 def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_only: FlaskClient) -> None:
@@ -325,6 +339,32 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
     api.call("get", "/deployments/{name}/status", 200, client=offline_only, name="live")
     api.call("get", "/deployments/{name}/pending", 200, client=offline_only, name="live")
     api.call("get", "/deployments", 200, client=offline_only)
+    # Outputs whose kubeconfig cannot be used: the keys cannot be reached.
+    api.call("get", "/deployments/{name}/api-keys", 503, client=client, name="live")
+    api.call("post", "/deployments/{name}/api-keys", 503, client=client, name="live", json={"name": "ci"})
+    api.call("delete", "/deployments/{name}/api-keys/{keyName}", 503, client=client, name="live", keyName="ci")
+
+
+def _keys_flow(api: Contract, make_app: Any, home: Any) -> None:
+    """The API keys of a deployment whose cluster is the Kubernetes stand-in."""
+    from tests.fakes.kube_api import FakeKubeApi
+    from tests.web.keys_support import EndpointEngine, quiet_checks, seed_keys
+
+    with FakeKubeApi("healthy") as kube:
+        seed_keys(kube)
+        app = make_app(home=home, engine=EndpointEngine(kube))
+        quiet_checks(app)
+        client = app.test_client()
+        keys, one = "/deployments/{name}/api-keys", "/deployments/{name}/api-keys/{keyName}"
+        api.call("post", "/deployments", 201, client=client, json={"name": "keys", "config": {}})
+        api.job(api.call("post", "/deployments/{name}/up", 202, client=client, name="keys"), client)
+        api.call("get", keys, 200, client=client, name="keys")
+        api.call("post", keys, 201, client=client, name="keys", json={"name": "ci"})
+        api.call("post", keys, 409, client=client, name="keys", json={"name": "ci"})
+        api.call("delete", one, 204, client=client, name="keys", keyName="ci")
+        api.call("delete", one, 404, client=client, name="keys", keyName="ci")
+        api.call("delete", one, 400, client=client, name="keys", keyName="Not-OK")
+        api.call("delete", one, 409, client=client, name="keys", keyName="default")  # the last key
 
 
 @pytest.mark.slow
@@ -337,5 +377,6 @@ def test_every_documented_answer_matches_what_the_api_really_answers(make_app, t
     fake_app = make_app(home=tmp_path / "real", engine=fake_engine)
     offline_only = make_app(home=tmp_path / "real").test_client()
     _real_flow(api, fake_app, fake_engine, offline_only)
+    _keys_flow(api, make_app, tmp_path / "keys")
 
     assert api.documented() - api.met == set(), "documented but never met"

@@ -74,7 +74,29 @@ def connect_info(shown: Union[DeploymentPlan, DeploymentSpec],
         f"--name {shlex.quote(spec.effective_cluster_name)}"
     )
     return {"portForward": port_forward, "curl": curl, "kubeconfig": kubeconfig,
-            "openaiBaseUrl": planned["openaiBaseUrl"]}
+            "openaiBaseUrl": planned["openaiBaseUrl"], **external_connect(outputs, payload)}
+
+
+def external_connect(outputs: Optional[Mapping[str, Any]], payload: str) -> dict[str, str]:
+    """The endpoint's own URL (outputs `endpoint.url`, issue 17) and a curl line for it that reads
+    the API key from $RAYPD_API_KEY, so the key is never pasted into a shell history. {} for a
+    stack without the output. externalUrl is endpoint.url as the stack gives it (the OpenAI base URL,
+    ending /v1, an SDK's base_url); the curl line is shell-quoted like every value a person pastes."""
+    endpoint = (outputs or {}).get("endpoint")
+    if not isinstance(endpoint, Mapping) or not isinstance(endpoint.get("url"), str) or not endpoint["url"]:
+        return {}
+    url = endpoint["url"].strip().rstrip("/")  # the contract's form: the OpenAI base URL, .../v1
+    base = url[: -len("/v1")] if url.endswith("/v1") else url
+    auth = endpoint.get("auth")
+    lines = [f"curl -s {shlex.quote(base + '/v1/chat/completions')} \\"]
+    if auth != "none":
+        lines.append('  -H "Authorization: Bearer $RAYPD_API_KEY" \\')
+    lines += ["  -H 'Content-Type: application/json' \\", f"  -d {shlex.quote(payload)}"]
+    found = {"externalUrl": url, "externalCurl": "\n".join(lines)}
+    for key, field in (("endpointScope", "scope"), ("endpointAuth", "auth")):
+        if isinstance(endpoint.get(field), str):
+            found[key] = endpoint[field]
+    return found
 
 
 def list_row(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -228,6 +228,63 @@
     window.setInterval(load, 15000);
   }
 
+  // API keys (issue 17): the list is read from the JSON API (names and creation times, never values);
+  // each row gets a revoke form carrying the page's CSRF token, confirmed before it is sent.
+  function revokeForm(card, name) {
+    var form = document.createElement("form");
+    form.method = "post";
+    form.className = "inline";
+    form.action = card.getAttribute("data-revoke-url").replace("/KEY/revoke", "/" + encodeURIComponent(name) + "/revoke");
+    form.setAttribute("data-confirm", "Revoke the API key " + name + "? Clients using it are refused from then on.");
+    var csrf = document.createElement("input");
+    csrf.type = "hidden";
+    csrf.name = "csrf_token";
+    csrf.value = card.getAttribute("data-csrf");
+    form.appendChild(csrf);
+    var button = element("button", "Revoke", "btn btn-small btn-danger");
+    button.type = "submit";
+    button.setAttribute("data-revoke", name);
+    form.appendChild(button);
+    form.addEventListener("submit", function (event) {
+      if (!window.confirm(form.getAttribute("data-confirm"))) event.preventDefault();
+    });
+    return form;
+  }
+
+  function setupApiKeys() {
+    var card = document.getElementById("api-keys");
+    var box = document.getElementById("api-keys-list");
+    var copy = document.getElementById("copy-api-key");
+    if (copy) {
+      copy.addEventListener("click", function () {
+        var field = document.getElementById(copy.getAttribute("data-copy"));
+        field.select();
+        if (navigator.clipboard) navigator.clipboard.writeText(field.value).catch(function () {});
+        copy.textContent = "Copied";
+      });
+    }
+    if (!card || !box || card.getAttribute("data-unavailable") || !window.fetch) return;
+    window.fetch(card.getAttribute("data-keys-url"), {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      .then(function (response) { return response.json(); })
+      .then(function (answer) {
+        box.textContent = "";
+        if (!answer.keys) {
+          box.appendChild(element("p", ((answer.errors || [])[0] || {}).message || "The keys could not be read.", "muted"));
+          return;
+        }
+        var t = table(["Key", "Created", ""], answer.keys.map(function (key) {
+          return [key.name, key.created || "unknown", ""];
+        }));
+        var rows = t.querySelectorAll("tbody tr");
+        answer.keys.forEach(function (key, index) {
+          rows[index].setAttribute("data-key", key.name);
+          rows[index].lastChild.appendChild(revokeForm(card, key.name));
+        });
+        box.appendChild(t);
+      })
+      .catch(function () { box.textContent = ""; box.appendChild(element("p", "Could not load the keys.", "muted")); });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     setupModeSections();
     setupTeardown();
@@ -235,5 +292,6 @@
     setupProgress();
     setupForceBoxes();
     setupStatus();
+    setupApiKeys();
   });
 })();
