@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from tests.real.locate import MODEL_ID, RealVllm
+from tests.real.locate import ENGINE_DTYPE, MODEL_ID, RealVllm
 from tests.real.processes import ManagedProcess, free_ports, http_ok, wait_until
 
 READY_DEADLINE_S = float(os.environ.get("RAYPD_REAL_VLLM_READY_S", "900"))  # cold starts on a busy box
@@ -95,6 +95,7 @@ def start_engine(real: RealVllm, name: str, log_dir: Path, *, cpu: int, engine_i
         "--host", "127.0.0.1", "--port", str(port),
         "--served-model-name", MODEL_ID,
         "--enforce-eager",  # skips ~150 s of torch.compile warm-up per start
+        "--dtype", ENGINE_DTYPE,  # see tests.real.locate
         "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", str(MAX_NUM_SEQS),
         "--kv-transfer-config", json.dumps(kv_transfer_config(engine_id or name, backends)),
         *extra_args,

@@ -13,13 +13,13 @@ from typing import Any
 from components.serve_config import render_serve_config
 from components.spec import DeploymentSpec
 from components.topology import plan_deployment
-from tests.real.locate import MODEL_ID
+from tests.real.locate import ENGINE_DTYPE, MODEL_ID
 
 SMALL_STACK: dict[str, Any] = {
     "aws:region": "us-east-2",
     "raypd:mode": "disaggregated",
     "raypd:model": {"id": MODEL_ID, "source": "raypd-tests/tiny-llama", "maxModelLen": 1024,
-                    "dtype": "bfloat16", "gpuMemoryUtilization": 0.9, "enforceEager": True},
+                    "dtype": ENGINE_DTYPE, "gpuMemoryUtilization": 0.9, "enforceEager": True},
     "raypd:prefill": {"instanceType": "g6.8xlarge", "replicas": 1},
     "raypd:decode": {"instanceType": "g6.8xlarge", "replicas": 1},
     "raypd:kvTransfer": {"connector": "NixlConnector", "backend": "UCX"},
