@@ -3,13 +3,14 @@
 ```yaml
 raypd:observability:
   enabled: true                 # false: no metrics stack, no PodMonitors, no dcgm-exporter
-  prometheus: {storageSize: 50Gi, retention: 15d}
-  grafana: {storageSize: 10Gi}
+  prometheusStorageSize: 50Gi   # Prometheus's volume
+  prometheusRetention: 15d      # how long samples are kept
+  grafanaStorageSize: 10Gi      # Grafana's volume (its database)
 ```
 
 On by default: a deployment whose GPUs nobody can see is one nobody can tune (issue 18). The
 sizes are the PersistentVolumeClaims' requests (EBS gp3 volumes, components.observability_stack);
-`retention` is Prometheus's `--storage.tsdb.retention.time`. Defaults live in components.defaults.
+`prometheusRetention` is Prometheus's `--storage.tsdb.retention.time`. Defaults live in components.defaults.
 """
 
 from __future__ import annotations
@@ -51,21 +52,28 @@ def _size(value: str, minimum: int) -> str:
     return value
 
 
-class _Model(BaseModel):
+class ObservabilitySpec(BaseModel):
+    """One level of keys, as every other block (the web form shows each as one field)."""
+
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
                               frozen=True, validate_default=True)
 
+    enabled: bool = defaults.OBSERVABILITY_ENABLED
+    prometheus_storage_size: str = defaults.PROMETHEUS_STORAGE
+    prometheus_retention: str = defaults.PROMETHEUS_RETENTION
+    grafana_storage_size: str = defaults.GRAFANA_STORAGE
 
-class PrometheusSpec(_Model):
-    storage_size: str = defaults.PROMETHEUS_STORAGE
-    retention: str = defaults.PROMETHEUS_RETENTION
-
-    @field_validator("storage_size")
+    @field_validator("prometheus_storage_size")
     @classmethod
-    def _storage(cls, value: str) -> str:
+    def _prometheus_storage(cls, value: str) -> str:
         return _size(value, MIN_PROMETHEUS_GIB)
 
-    @field_validator("retention")
+    @field_validator("grafana_storage_size")
+    @classmethod
+    def _grafana_storage(cls, value: str) -> str:
+        return _size(value, 1)
+
+    @field_validator("prometheus_retention")
     @classmethod
     def _retention(cls, value: str) -> str:
         if not isinstance(value, str) or not _RETENTION.fullmatch(value):
@@ -74,25 +82,10 @@ class PrometheusSpec(_Model):
         return value
 
     @property
-    def retention_size(self) -> str:
+    def prometheus_retention_size(self) -> str:
         """Prometheus's size limit, 85% of the volume: it drops the oldest blocks before the
         volume fills (a full volume stops ingestion: Prometheus "Storage", operational aspects)."""
-        return f"{size_gib(self.storage_size) * 85 // 100}GiB"
-
-
-class GrafanaSpec(_Model):
-    storage_size: str = defaults.GRAFANA_STORAGE
-
-    @field_validator("storage_size")
-    @classmethod
-    def _storage(cls, value: str) -> str:
-        return _size(value, 1)
-
-
-class ObservabilitySpec(_Model):
-    enabled: bool = defaults.OBSERVABILITY_ENABLED
-    prometheus: PrometheusSpec = PrometheusSpec()
-    grafana: GrafanaSpec = GrafanaSpec()
+        return f"{size_gib(self.prometheus_storage_size) * 85 // 100}GiB"
 
     def public(self) -> dict[str, object]:
         """Contract 1 form (camelCase keys)."""
