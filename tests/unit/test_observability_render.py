@@ -201,6 +201,35 @@ def test_kube_prometheus_stack_values_use_keys_the_chart_has():
     assert grafana["sidecar"]["dashboards"]["label"] == values["grafana"]["sidecar"]["dashboards"]["label"]
 
 
+def test_the_grafana_subchart_values_use_keys_the_grafana_chart_has():
+    values = kube_prometheus_stack_values(spec_of())["grafana"]
+    chart = chart_defaults("grafana-12.11.1-values.yaml")
+    # storageClassName is documented (commented out) under persistence; grafana.ini is free-form;
+    # fullnameOverride is read by the chart's templates/_helpers.tpl ("grafana.fullname") but has
+    # no default in values.yaml.
+    rest = {key: value for key, value in values.items() if key not in ("grafana.ini", "fullnameOverride")}
+    rest["persistence"] = {k: v for k, v in rest["persistence"].items() if k != "storageClassName"}
+    assert unknown_keys(rest, chart) == []
+    assert "storageClassName" in (FIXTURES / "charts" / "grafana-12.11.1-values.yaml").read_text()
+
+
+# The Prometheus CRD's patterns for these two fields (crd-prometheuses.yaml of operator v0.93.1,
+# spec.retention and spec.retentionSize): a value the API server would refuse fails the release.
+PROMETHEUS_RETENTION_PATTERN = (r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?"
+                                r"(([0-9]+)s)?(([0-9]+)ms)?)$")
+PROMETHEUS_RETENTION_SIZE_PATTERN = r"(^0|([0-9]*[.])?[0-9]+((K|M|G|T|E|P)i?)?B)$"
+
+
+@pytest.mark.parametrize("block", [{}, {"prometheusStorageSize": "1Ti", "prometheusRetention": "2w"},
+                                   {"prometheusStorageSize": "10Gi", "prometheusRetention": "48h"}])
+def test_retention_and_its_size_fit_the_prometheus_crd(block):
+    import re
+
+    prometheus = kube_prometheus_stack_values(spec_of({"raypd:observability": block}))["prometheus"]
+    assert re.search(PROMETHEUS_RETENTION_PATTERN, prometheus["prometheusSpec"]["retention"])
+    assert re.search(PROMETHEUS_RETENTION_SIZE_PATTERN, prometheus["prometheusSpec"]["retentionSize"])
+
+
 def test_dcgm_exporter_values_use_keys_the_chart_has():
     values = dcgm_exporter_values()
     # customMetrics is documented (commented out) in the chart's values and read by its ConfigMap.
