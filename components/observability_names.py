@@ -10,7 +10,9 @@ names its Prometheus Service `<fullname>-prometheus` (templates/prometheus/servi
 Prometheus object the same, and the Prometheus Operator labels that object's pods
 `app.kubernetes.io/name: prometheus`, `app.kubernetes.io/instance: <object name>` (prometheus-
 operator pkg/prometheus/server/operator.go, v0.93); the Grafana subchart names its Service
-`<fullnameOverride>` on port 80 (service.port).
+`<fullnameOverride>` on port 80 (service.port). The chart's Grafana data source is named
+`Prometheus` (grafana.sidecar.datasources.name), the name Ray's dashboard asks for by default
+(RAY_PROMETHEUS_NAME), so the head needs no more than the two hosts.
 """
 
 from __future__ import annotations

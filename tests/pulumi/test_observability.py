@@ -12,6 +12,7 @@ from components import defaults
 from components import observability_names as names
 from components.observability import dcgm_exporter_values, kube_prometheus_stack_values, pod_monitors
 from components.outputs import validate_outputs
+from components.plan import render_summary
 from components.spec import DeploymentSpec
 from tests.unit.test_observability_render import schema_errors
 
@@ -130,6 +131,9 @@ def test_the_offline_plan_says_what_it_would_install_and_that_nothing_is_collect
     (note,) = [n for n in reference_plan.document["notes"] if n.startswith("observability")]
     assert "kube-prometheus-stack 88.5.3" in note and "dcgm-exporter 4.8.2" in note
     assert "nothing is collected yet" in note
+    (line,) = [li for li in render_summary(reference_plan.document).splitlines()
+               if li.startswith("Observability:")]
+    assert "kube-prometheus-stack 88.5.3" in line and "nothing is collected yet" in line
 
 
 def test_disabled_nothing_of_the_metrics_stack_exists(disabled_plan):
@@ -142,3 +146,4 @@ def test_disabled_nothing_of_the_metrics_stack_exists(disabled_plan):
     validate_outputs(dict(disabled_plan.outputs, kubeconfig="[secret]"))
     (note,) = [n for n in disabled_plan.document["notes"] if n.startswith("observability")]
     assert "off" in note
+    assert "Observability:" not in render_summary(disabled_plan.document)
