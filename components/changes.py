@@ -507,6 +507,11 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
     from components.endpoint_changes import endpoint_effects  # it imports this module
 
     effects += endpoint_effects(before.endpoint, after.endpoint)
+    from components.observability_changes import observability_effects  # it imports this module
+
+    metrics = observability_effects(before.observability, after.observability, deployed_outputs)
+    effects += metrics
+    rebuild = rebuild or any(effect.kind == Kind.NEW_RAY_CLUSTER for effect in metrics)
     if before.admin_role_arns != after.admin_role_arns:
         effects.append(Effect("raypd:adminRoleArns", Kind.NO_SERVING_EFFECT,
                               "EKS access entries are added or removed; nothing restarts"))
@@ -627,6 +632,9 @@ EXAMPLES: tuple[tuple[str, str, dict[str, Any], dict[str, Any]], ...] = (
     ("raypd:endpoint.allowedCidrs", "the VPC -> 10.0.0.0/8", {},
      {"raypd:endpoint": {"allowedCidrs": ["10.0.0.0/8"]}}),
     ("raypd:endpoint.auth", "apiKey -> none", {}, {"raypd:endpoint": {"auth": "none"}}),
+    ("raypd:observability.enabled", "true -> false", {}, {"raypd:observability": {"enabled": False}}),
+    ("raypd:observability.prometheusStorageSize", "50Gi -> 100Gi", {},
+     {"raypd:observability": {"prometheusStorageSize": "100Gi"}}),
 )
 DOC_ZONE = "us-east-2a"
 

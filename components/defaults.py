@@ -252,3 +252,42 @@ ENVOY_TCP_KEEPALIVE_INTERVAL_SECONDS = 60
 ENVOY_TCP_KEEPALIVE_PROBES = 5
 # Length of the first API key (letters and digits only: it travels in an Authorization header).
 API_KEY_LENGTH = 48
+
+# ---- Observability (issue 18 §1): the metrics stack, on unless raypd:observability.enabled false ----
+OBSERVABILITY_ENABLED = True
+OBSERVABILITY_NAMESPACE = "monitoring"
+# Prometheus keeps 15 days on a 50 GiB volume: a few GPU nodes' DCGM, node and vLLM series take
+# well under 1 GiB a day at a 30 s scrape; Grafana's volume holds its SQLite database only.
+PROMETHEUS_STORAGE = "50Gi"
+PROMETHEUS_RETENTION = "15d"
+GRAFANA_STORAGE = "10Gi"
+# kube-prometheus-stack 88.5.3 (prometheus-community/helm-charts charts/kube-prometheus-stack/
+# Chart.yaml at commit ea930bae, 2026-08-21; appVersion v0.93.1 of the Prometheus Operator), the
+# newest in that repository's main branch as of 2026-12-01 (fetched mirror, HEAD cf408a29).
+KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
+KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
+KUBE_PROMETHEUS_STACK_VERSION = "88.5.3"
+PROMETHEUS_OPERATOR_VERSION = "v0.93.1"
+# Helm installs CRDs on first install only (see KUBERAY_CRDS_URL): raypd applies the operator
+# version's own CRD files, the ones the chart bundles (its charts/crds/crds/ name this source).
+PROMETHEUS_OPERATOR_CRDS_URL = (
+    "https://raw.githubusercontent.com/prometheus-operator/prometheus-operator/{version}/example/"
+    "prometheus-operator-crd/monitoring.coreos.com_{kind}.yaml"
+)
+PROMETHEUS_OPERATOR_CRD_KINDS = (
+    "alertmanagerconfigs", "alertmanagers", "podmonitors", "probes", "prometheusagents",
+    "prometheuses", "prometheusrules", "scrapeconfigs", "servicemonitors", "thanosrulers",
+)
+# NVIDIA dcgm-exporter chart 4.8.2 (NVIDIA/dcgm-exporter deployment/Chart.yaml at tag 4.5.3-4.8.2,
+# commit 691c9276; image nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2), the newest tag as of
+# 2026-12-01. Its Helm repository is NVIDIA's GitHub Pages site.
+DCGM_EXPORTER_REPO = "https://nvidia.github.io/dcgm-exporter/helm-charts"
+DCGM_EXPORTER_CHART = "dcgm-exporter"
+DCGM_EXPORTER_VERSION = "4.8.2"
+DCGM_EXPORTER_PORT = 9400
+# Ray's own metrics ports on the head (Ray's defaults, as KubeRay's Prometheus guide names them):
+# the autoscaler's (AUTOSCALER_METRIC_PORT) and the dashboard's (DASHBOARD_METRIC_PORT).
+RAY_AUTOSCALER_METRICS_PORT = 44217
+RAY_DASHBOARD_METRICS_PORT = 44227
+PROMETHEUS_PORT = 9090
+GRAFANA_PORT = 80

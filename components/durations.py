@@ -93,7 +93,9 @@ TYPICAL: dict[str, Typical] = {
     "kubernetes:helm.sh/v3:Release": Typical(
         90.0,
         "[guide] KubeRay 1-2 min (Helm waits for the pods: atomic); [raydocs] operator Running "
-        "after 24 s on a warm cluster; the device-plugin charts are small DaemonSets, same order",
+        "after 24 s on a warm cluster; the device-plugin charts are small DaemonSets, same order; "
+        "kube-prometheus-stack (issue 18) waits for its EBS volumes and six images, likely 2-4 "
+        "min (estimate), dcgm-exporter is not awaited",
     ),
     "aws:eks/addon:Addon": Typical(
         120.0,
@@ -153,6 +155,13 @@ TYPICAL: dict[str, Typical] = {
     "raypd:endpoint:Endpoint": Typical(0.0, "component: its time is its children's"),
     "raypd:endpoint:LoadBalancerController": Typical(0.0, "component: its time is its children's"),
     "raypd:security:NetworkPolicies": Typical(0.0, "component: its time is its children's"),
+    # ---- the metrics stack (components.observability_stack, issue 18) ----
+    "raypd:observability:Observability": Typical(0.0, "component: its time is its children's"),
+    "kubernetes:monitoring.coreos.com/v1:PodMonitor": Typical(1.0, "estimate: one API call"),
+    "kubernetes:monitoring.coreos.com/v1:PrometheusRule": Typical(
+        1.0, "estimate: one API call (the operator's admission webhook validates it)"),
+    "kubernetes:core/v1:ConfigMap": Typical(1.0, "estimate: one API call (a Grafana dashboard)"),
+    "kubernetes:storage.k8s.io/v1:StorageClass": Typical(1.0, "estimate: one API call"),
     "pulumi:providers:kubernetes": Typical(1.0, "estimate: local, no cloud call"),
     "pulumi:providers:aws": Typical(1.0, "estimate: local, no cloud call"),
     "pulumi:providers:eks": Typical(1.0, "estimate: local, no cloud call"),

@@ -29,7 +29,8 @@ deployment namespace:
   (serve/benchmark/job.py labels), the namespaces the user lists in raypd:inClusterClients
   (components.serve_clients) and the API server;
 - the metrics port (8080) on the Ray pods: from the API server (verify reads engine metrics through
-  the pod proxy). Issue 18's Prometheus is the second reader: pass its pods as `metrics_peers`.
+  the pod proxy) and Prometheus (issue 18, `metrics_peers`), which also reaches the head's
+  autoscaler (44217) and dashboard (44227) metrics ports.
 
 The API server: verify and the live status reach the dashboard, Serve and metrics ports through
 the Kubernetes API's service/pod proxy, and on EKS the API server opens those connections from
@@ -162,8 +163,9 @@ def render_network_policies(
     """The deployment namespace's NetworkPolicies (see the module docstring for each rule).
 
     `api_server_cidrs`: the control plane ENIs' addresses (/32); `client_namespaces`:
-    raypd:inClusterClients; `metrics_peers`: NetworkPolicy peers that may scrape the metrics port
-    (issue 18's Prometheus; none yet).
+    raypd:inClusterClients; `metrics_peers`: NetworkPolicy peers that may scrape the metrics
+    ports (issue 18's Prometheus, components.observability.prometheus_peers): 8080 on every Ray
+    pod, and the head's autoscaler and dashboard metrics ports.
     """
     ray_pods = {RAY_SERVICE_LABEL: service_name}
     head = {**ray_pods, RAY_NODE_TYPE_LABEL: "head"}
@@ -198,6 +200,11 @@ def render_network_policies(
             {"from": [*api_server, *(dict(peer) for peer in metrics_peers)],
              "ports": _ports(defaults.RAY_METRICS_PORT)},
         ]),
+        # The head's autoscaler and dashboard metrics (issue 18's head PodMonitor): scrapers only.
+        *([_policy(f"{prefix}ray-head-metrics", namespace, head, [
+            {"from": [dict(peer) for peer in metrics_peers],
+             "ports": _ports(defaults.RAY_AUTOSCALER_METRICS_PORT, defaults.RAY_DASHBOARD_METRICS_PORT)},
+        ])] if metrics_peers else []),
     ]
 
 
@@ -208,8 +215,8 @@ class NetworkPoliciesArgs:
     # The control plane ENIs' addresses (components.cluster.Cluster.control_plane_cidrs).
     api_server_cidrs: pulumi.Input[Sequence[str]]
     client_namespaces: tuple[str, ...] = ()
-    # Issue 18's hook: NetworkPolicy peers (e.g. Prometheus's namespace and pod labels) that may
-    # scrape the Ray pods' metrics port. None yet.
+    # NetworkPolicy peers (Prometheus's namespace and pod labels, issue 18) that may scrape the
+    # Ray pods' metrics ports; none when raypd:observability is off.
     metrics_peers: tuple[Mapping[str, Any], ...] = ()
     # The namespace the policies live in (its owner sets it): created first.
     wait_for: tuple[pulumi.Resource, ...] = ()

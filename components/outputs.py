@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional, Union
 
 import jsonschema
 
-from components import catalogue, defaults
+from components import catalogue, defaults, observability_names
 from components.serve_config import APP_NAME
 from components.spec import DeploymentSpec
 from components.topology import DeploymentPlan, as_plan
@@ -29,6 +29,8 @@ KUBECONFIG_KEY = "kubeconfig"  # added by the Pulumi program, as a secret
 API_KEY_OUTPUT = "apiKey"
 # The configured image and the digest it was pinned to (components.image); issue 17.
 IMAGE_PROVENANCE_KEY = "imageProvenance"
+# The metrics stack's in-cluster URLs (issue 18); absent with raypd:observability.enabled false.
+OBSERVABILITY_KEY = "observability"
 
 
 class OutputsError(ValueError):
@@ -80,6 +82,15 @@ def kv_transfer_output(spec: DeploymentSpec) -> Optional[dict[str, str]]:
     return {"connector": spec.kv_transfer.connector, "backend": spec.kv_transfer.backend}
 
 
+def observability_output(spec: DeploymentSpec) -> Optional[dict[str, str]]:
+    """Where Grafana and Prometheus answer inside the cluster (components.observability_names);
+    None when the stack has no metrics stack."""
+    if not spec.observability.enabled:
+        return None
+    return {"grafanaUrl": observability_names.grafana_url(),
+            "prometheusUrl": observability_names.prometheus_url()}
+
+
 def render_stack_outputs(
     plan: Union[DeploymentPlan, DeploymentSpec], *, availability_zone: str, cluster_name: str,
     image_provenance: Optional[Mapping[str, Optional[str]]] = None,
@@ -120,6 +131,9 @@ def render_stack_outputs(
     }
     if image_provenance is not None:
         outputs[IMAGE_PROVENANCE_KEY] = dict(image_provenance)
+    observability = observability_output(spec)
+    if observability is not None:
+        outputs[OBSERVABILITY_KEY] = observability
     # A partial sum would read as the whole bill; leave the estimate out when a price is missing.
     if not cost.unpriced:
         outputs["estimatedUsdPerHour"] = cost.usd_per_hour

@@ -18,7 +18,8 @@ import sys
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from components import catalogue
+from components import catalogue, defaults
+from components import observability_names as metrics_names
 from components.defaults import SYSTEM_LABELS
 from components.errors import SpecError
 from components.spec import DeploymentSpec, validate_stack_name
@@ -40,6 +41,21 @@ def offline_notes(region: str) -> list[str]:
         f"availability zones are assumed, not asked: {offline_gpu_zone(region)} offers every GPU "
         f"type and the region has {', '.join(offline_zones(region))}; `pulumi up` asks EC2",
         "ids, ARNs, endpoints and the kubeconfig are placeholders made up by the mocks",
+    ]
+
+
+def observability_notes(spec: DeploymentSpec) -> list[str]:
+    """What the metrics stack would be (issue 18), and that an offline plan collects nothing."""
+    settings = spec.observability
+    if not settings.enabled:
+        return ["observability is off (raypd:observability.enabled false): no metrics stack"]
+    return [
+        f"observability: would install kube-prometheus-stack {defaults.KUBE_PROMETHEUS_STACK_VERSION} "
+        f"(Prometheus {settings.prometheus_storage_size} kept {settings.prometheus_retention}, "
+        f"Grafana {settings.grafana_storage_size}) and dcgm-exporter "
+        f"{defaults.DCGM_EXPORTER_VERSION} in namespace {metrics_names.NAMESPACE}, with PodMonitors for "
+        "the Ray head and GPU workers; nothing is collected yet: no Prometheus runs until "
+        "`pulumi up`, so there are no metrics to show",
     ]
 
 
@@ -143,7 +159,7 @@ def plan_spec(spec: DeploymentSpec, secret_values: Sequence[str] = ()) -> dict[s
         "offline": True,
         "mode": spec.mode,
         "warnings": list(spec.warnings),
-        "notes": offline_notes(spec.region),
+        "notes": offline_notes(spec.region) + observability_notes(spec),
         "resources": _resources(run, secrets),
         "outputs": _outputs(run, secrets),
     }
@@ -242,6 +258,9 @@ def render_summary(plan: Mapping[str, Any]) -> str:
     endpoint_line = _endpoint_summary(plan)
     if endpoint_line:
         lines.append(endpoint_line)
+    observability_line = _observability_summary(plan)
+    if observability_line:
+        lines.append(observability_line)
     counts = Counter(resource["type"] for resource in plan["resources"])
     lines += ["", f"Resources ({len(plan['resources'])}):"]
     lines += [f"  {count:3d}  {kind}" for kind, count in sorted(counts.items())]
@@ -271,6 +290,19 @@ def _endpoint_summary(plan: Mapping[str, Any]) -> Optional[str]:
         reach = (f"{scheme} NLB from {', '.join(service.get('loadBalancerSourceRanges') or [])}")
     return (f"Endpoint: scope {endpoint.get('scope')}, {reach}, auth {endpoint.get('auth')}, "
             f"{endpoint.get('url')} (only /v1 is routed)")
+
+
+def _observability_summary(plan: Mapping[str, Any]) -> Optional[str]:
+    """The metrics stack, read back from the plan's releases and monitors (issue 18)."""
+    releases = [r["inputs"] for r in plan["resources"] if r["type"] == "kubernetes:helm.sh/v3:Release"
+                and r["inputs"].get("namespace") == metrics_names.NAMESPACE]
+    monitors = [r for r in plan["resources"]
+                if r["type"].startswith("kubernetes:monitoring.coreos.com/")]
+    if not releases:
+        return None
+    charts = ", ".join(f"{r.get('chart')} {r.get('version')}" for r in releases)
+    return (f"Observability: {charts} in namespace {metrics_names.NAMESPACE}, {len(monitors)} monitor/rule "
+            "object(s); offline, nothing is collected yet (no Prometheus runs until `pulumi up`)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -254,6 +254,7 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
         service_name=spec.service_name,
         api_server_cidrs=cluster.control_plane_cidrs,
         client_namespaces=spec.in_cluster_clients,
+        metrics_peers=_metrics_peers(spec),
     )
     # ---- end of lock-down ----
     pd_service = PdService("pd-service", PdServiceArgs(
@@ -279,7 +280,44 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
     )
     outputs[KUBECONFIG_KEY] = pulumi.Output.secret(cluster.kubeconfig_json)
     outputs.update(_endpoint(spec, cluster, network, pd_service, tags, kubernetes, created_at))
+    _observability(spec, cluster, tags, kubernetes)
     return outputs
+
+
+# ---- the metrics stack (issue 18 §1; one block, so other slices' changes merge around it) ----
+
+def _metrics_peers(spec: DeploymentSpec) -> tuple[dict[str, Any], ...]:
+    """Who may scrape the Ray pods' metrics ports: Prometheus's pods, when there is one."""
+    if not spec.observability.enabled:
+        return ()
+    from components.observability import prometheus_peers
+
+    return tuple(prometheus_peers())
+
+
+def _observability(spec: DeploymentSpec, cluster: Any, tags: dict[str, str],
+                   kubernetes: pulumi.ResourceOptions) -> None:
+    """kube-prometheus-stack, dcgm-exporter, the PodMonitors, rules and dashboards; nothing at
+    all with raypd:observability.enabled false. The `observability` output comes from
+    render_stack_outputs (the URLs are fixed names, known before anything runs)."""
+    if not spec.observability.enabled:
+        return
+    from components.cluster import aws_partition
+    from components.observability_dashboards import dashboards
+    from components.observability_rules import prometheus_rule_groups
+    from components.observability_stack import Observability, ObservabilityArgs
+
+    Observability("observability", ObservabilityArgs(
+        spec=spec,
+        cluster_name=spec.effective_cluster_name,  # the add-on waits for the system nodes
+        partition=aws_partition(spec.region),
+        oidc_provider_arn=cluster.oidc_provider_arn,
+        oidc_issuer=cluster.oidc_issuer,
+        tags=tags,
+        rule_groups=tuple(prometheus_rule_groups(spec)),
+        dashboards=tuple(sorted(dashboards(spec).items())),
+        install_after=(cluster.system_node_group,),
+    ), opts=kubernetes)
 
 
 # ---- the endpoint (issue 17 slice A; one block, so other slices' changes merge around it) ----

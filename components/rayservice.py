@@ -40,6 +40,7 @@ import math
 from typing import Any, Optional
 
 from components import catalogue, defaults
+from components import observability_names as metrics
 from components.model_access import service_account_name
 from components.rollout import rayservice_await_annotations
 from components.serve_config import render_application, to_yaml
@@ -187,12 +188,17 @@ def _head_group(spec: DeploymentSpec) -> dict[str, Any]:
         # KubeRay builds <name>-serve-svc from the head port named "serve".
         {"containerPort": defaults.SERVE_PORT, "name": "serve"},
     ]
+    env = [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(spec)]
+    if spec.observability.enabled:
+        # The head PodMonitor scrapes these ports by name; Ray's dashboard embeds Grafana.
+        ports += metrics.head_metrics_ports()
+        env += metrics.head_metrics_env()
     container = {
         "name": HEAD_CONTAINER,
         "image": spec.image_uri,
         "ports": ports,
         "resources": head_resources(spec),
-        "env": [{"name": "HF_HOME", "value": HF_HOME}, *_hf_token_env(spec)],
+        "env": env,
         "lifecycle": _pre_stop(),
     }
     return {
@@ -266,6 +272,8 @@ def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan, zone: Optional[str]
         ],
         "lifecycle": _pre_stop(),
     }
+    if spec.observability.enabled:
+        container["ports"] = metrics.worker_metrics_ports()  # the worker PodMonitor's port
     return {
         "groupName": group.name,
         # Where the cluster starts; from then on the autoscaler owns the count (module docstring).

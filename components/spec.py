@@ -29,6 +29,7 @@ from components import catalogue, defaults
 from components.endpoint_spec import EndpointSpec, endpoint_problems, endpoint_warnings
 from components.errors import FieldError, SpecError
 from components.image import unpinned_warning
+from components.observability_spec import ObservabilitySpec
 from components.regions import region_problem
 from components.safe_documents import DocumentError, DuplicateKeyError, load_json
 from components.serve_clients import KEY as IN_CLUSTER_CLIENTS_KEY
@@ -314,6 +315,8 @@ class DeploymentSpec(_Model):
     endpoint: EndpointSpec = EndpointSpec()
     # Namespaces whose pods may call the Serve port directly (components.serve_clients).
     in_cluster_clients: tuple[str, ...] = ()
+    # The metrics stack, PodMonitors and dcgm-exporter (components.observability_spec, issue 18).
+    observability: ObservabilitySpec = ObservabilitySpec()
 
     @field_validator("region")
     @classmethod
@@ -582,6 +585,8 @@ class DeploymentSpec(_Model):
             body.pop("endpoint", None)  # the default: no key, as before the key existed
         else:
             body["endpoint"] = self.endpoint.public()
+        if self.observability == ObservabilitySpec():
+            body.pop("observability", None)  # the default: no key, as before the key existed
         config: dict[str, Any] = {REGION_KEY: self.region}
         for key, value in body.items():
             if value is not None:
@@ -643,7 +648,7 @@ _ALIASES: dict[str, str] = {
     to_camel(name): name for name in DeploymentSpec.model_fields if name not in ("stack", "region")
 }
 _STRUCTURED_FIELDS = {"system_nodes", "model", "prefill", "decode", "colocated", "kv_transfer",
-                      "endpoint"}
+                      "endpoint", "observability"}
 
 
 def _field_alias(name: str) -> str:

@@ -134,6 +134,15 @@ PRESENTATION: dict[str, dict[str, Any]] = {
                                 help="comma-separated IAM role ARNs that get cluster-admin (EKS access "
                                      "entries): CI's, teammates'; not the role that deploys (it is admin "
                                      "already, and listing it fails the first Deploy)"),
+    # raypd:observability (issue 18; components.observability_spec, docs/observability.md).
+    "raypd:observability.enabled": dict(label="Metrics stack", section="observability",
+                                        help="Prometheus, Grafana, dcgm-exporter and the PodMonitors"),
+    "raypd:observability.prometheusStorageSize": dict(label="Prometheus volume", section="observability",
+                                                      help="e.g. 50Gi"),
+    "raypd:observability.prometheusRetention": dict(label="Prometheus retention", section="observability",
+                                                    help="e.g. 15d"),
+    "raypd:observability.grafanaStorageSize": dict(label="Grafana volume", section="observability",
+                                                   help="e.g. 10Gi"),
     "raypd:inClusterClients": dict(label="In-cluster client namespaces", section="cluster", wide=True,
                                    help="comma-separated namespaces whose pods may call the Serve port "
                                         "directly, without the gateway or an API key; empty: none"),
@@ -208,6 +217,7 @@ SECTIONS = (
     ("kv", "KV transfer"),
     ("cluster", "Cluster and image"),
     ("endpoint", "Endpoint"),
+    ("observability", "Observability"),
 )
 
 

@@ -137,9 +137,15 @@ def test_no_admin_roles_no_access_entries(hf_resources):
 
 # ---- KubeRay CRDs follow kuberayVersion ----
 
+def kuberay_crd_group(resources):
+    # The Prometheus Operator's CRDs are a ConfigGroup too (issue 18): pick KubeRay's.
+    (group,) = [r for r in of_type(resources, CONFIG_GROUP)
+                if any("/ray-project/kuberay/" in url for url in r.inputs["files"])]
+    return group
+
+
 def crd_files(resources) -> list[str]:
-    (group,) = of_type(resources, CONFIG_GROUP)
-    return group.inputs["files"]
+    return kuberay_crd_group(resources).inputs["files"]
 
 
 def test_kuberay_crds_are_those_of_the_configured_chart_version_and_come_first(hf_resources):
@@ -150,7 +156,7 @@ def test_kuberay_crds_are_those_of_the_configured_chart_version_and_come_first(h
     (operator,) = [r for r in of_type(hf_resources, RELEASE)
                    if r.inputs["chart"] == defaults.KUBERAY_CHART]
     assert operator.inputs["skipCrds"] is True
-    (group,) = of_type(hf_resources, CONFIG_GROUP)
+    group = kuberay_crd_group(hf_resources)
     assert group.urn in operator.dependencies
 
 

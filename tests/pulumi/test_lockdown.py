@@ -37,7 +37,7 @@ def test_the_vpc_cni_enforces_network_policies(reference_plan):
 
 def test_policies_exist_before_the_rayservice_and_after_its_namespace(reference_plan):
     names = {r["name"] for r in reference_plan.of_type(POLICY)}
-    assert len(names) == 5
+    assert len(names) == 6  # with the head's metrics ports for Prometheus (issue 18)
     (service,) = reference_plan.of_type("kubernetes:ray.io/v1:RayService")
     assert names <= set(service["dependsOn"])
     for policy in reference_plan.of_type(POLICY):

@@ -33,12 +33,15 @@ def test_reference_stack_creates_one_of_each_part_of_the_reference_deployment(re
     assert counts["aws:ec2/internetGateway:InternetGateway"] == 1
     assert counts["eks:index:Cluster"] == 1
     assert counts[MNG] == 2  # system + one shared GPU group
-    assert counts["aws:eks/addon:Addon"] == 1  # coredns (vpc-cni, kube-proxy come with the cluster)
+    # coredns (vpc-cni, kube-proxy come with the cluster); the EBS CSI driver for the metrics
+    # stack's volumes (issue 18, tests/pulumi/test_observability.py)
+    assert counts["aws:eks/addon:Addon"] == 2
     # NVIDIA + EFA device plugins, KubeRay operator; Envoy Gateway and the AWS Load Balancer
-    # Controller for the endpoint (tests/pulumi/test_endpoint_plan.py)
-    assert counts[RELEASE] == 5
+    # Controller for the endpoint (tests/pulumi/test_endpoint_plan.py); kube-prometheus-stack and
+    # dcgm-exporter (issue 18)
+    assert counts[RELEASE] == 7
     assert counts[RAYSERVICE] == 1
-    assert counts["kubernetes:core/v1:Namespace"] == 1
+    assert counts["kubernetes:core/v1:Namespace"] == 2  # the deployment's, monitoring
     # No HF token configured: the one Secret holds the endpoint's API keys.
     assert [r["name"] for r in reference_plan.of_type("kubernetes:core/v1:Secret")] == ["endpoint-api-keys"]
 
@@ -83,16 +86,16 @@ def test_system_nodes_run_the_configured_type_with_the_system_label(reference_pl
     assert inputs["enableIMDSv2"] is True
     assert len(inputs["subnetIds"]) == 2  # private subnets only, both AZs
     assert "enableEfaSupport" not in inputs
-    policies = {r["inputs"]["policyArn"] for r in reference_plan.of_type(
-        "aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+    node_attachments = [r for r in reference_plan.of_type(
+        "aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r["parent"] != "observability"]
+    policies = {r["inputs"]["policyArn"] for r in node_attachments}
     assert policies == {
         "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
         "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
         "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
     }
     # Nodes join only with their policies attached.
-    assert {r["name"] for r in reference_plan.of_type(
-        "aws:iam/rolePolicyAttachment:RolePolicyAttachment")} <= set(system["dependsOn"])
+    assert {r["name"] for r in node_attachments} <= set(system["dependsOn"])
 
 
 def test_system_nodes_have_disk_room_for_the_image_the_ray_head_runs(reference_plan):
@@ -120,7 +123,8 @@ def test_cluster_matches_the_reference_control_plane(reference_plan):
     assert inputs["nodeAssociatePublicIpAddress"] is False
     assert inputs["kubeProxyAddonOptions"]["enabled"] is True
     assert len(inputs["privateSubnetIds"]) == 2 and len(inputs["publicSubnetIds"]) == 2
-    (coredns,) = reference_plan.of_type("aws:eks/addon:Addon")
+    (coredns,) = [r for r in reference_plan.of_type("aws:eks/addon:Addon")
+                  if r["inputs"]["addonName"] == "coredns"]
     assert coredns["inputs"]["addonName"] == "coredns"
     assert coredns["inputs"]["clusterName"] == "raypd-demo"
     # Created once nodes exist, or it would sit DEGRADED until it times out.
@@ -150,6 +154,7 @@ def test_helm_releases_install_device_plugins_and_the_kuberay_operator(reference
     assert set(releases) == {
         defaults.NVIDIA_DEVICE_PLUGIN_CHART, defaults.EFA_DEVICE_PLUGIN_CHART, defaults.KUBERAY_CHART,
         defaults.ENVOY_GATEWAY_CHART, defaults.LB_CONTROLLER_CHART,
+        defaults.KUBE_PROMETHEUS_STACK_CHART, defaults.DCGM_EXPORTER_CHART,  # issue 18
     }
     kuberay = releases[defaults.KUBERAY_CHART]["inputs"]
     assert kuberay["version"] == "1.4.0"

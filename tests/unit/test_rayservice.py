@@ -70,7 +70,9 @@ def test_reference_head_is_cpu_only_on_system_nodes(reference_spec):
     assert group["template"]["spec"]["nodeSelector"] == {
         "role": "system", "node.kubernetes.io/instance-type": "m7i.xlarge"}
     ports = {p["name"]: p["containerPort"] for p in container(group)["ports"]}
-    assert ports == {"gcs": 6379, "dashboard": 8265, "serve": 8000}
+    # With the metrics stack on (the default, issue 18): the ports the head PodMonitor scrapes.
+    assert ports == {"gcs": 6379, "dashboard": 8265, "serve": 8000,
+                     "metrics": 8080, "as-metrics": 44217, "dash-metrics": 44227}
     assert "ray stop" in " ".join(container(group)["lifecycle"]["preStop"]["exec"]["command"])
     assert "HF_HOME" in env_of(group)
     assert "nvidia.com/gpu" not in container(group)["resources"]["requests"]

@@ -1,0 +1,40 @@
+"""The change preview for raypd:observability (components.observability_changes): what turning the
+metrics stack on or off, resizing it, or the first `up` of a stack deployed before it does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.changes import Kind, assess
+from components.spec import DeploymentSpec
+from components.topology import plan_deployment
+
+OFF = {"raypd:observability": {"enabled": False}}
+BEFORE_ISSUE_18 = {"schemaVersion": 1, "imageProvenance": {"reference": "x", "digest": None}}
+
+
+def effects(before: dict[str, Any], after: dict[str, Any], outputs: dict[str, Any] | None = None):
+    result = assess(plan_deployment(DeploymentSpec.from_config(before, "dev")),
+                    plan_deployment(DeploymentSpec.from_config(after, "dev")), "us-east-2a", outputs)
+    return {effect.subject: effect for effect in result.effects}, result
+
+
+def test_turning_it_off_rebuilds_the_ray_cluster_and_says_the_prometheus_volume_stays():
+    found, _ = effects({}, OFF)
+    assert found["the Ray cluster"].kind == Kind.NEW_RAY_CLUSTER  # the pods lose their metrics ports
+    assert "volume stays" in found["raypd:observability.enabled"].detail
+
+
+def test_a_stack_deployed_before_issue_18_is_told_its_ray_cluster_is_rebuilt_once():
+    found, result = effects({}, {}, BEFORE_ISSUE_18)
+    assert found["the Ray cluster (observability)"].kind == Kind.NEW_RAY_CLUSTER
+    assert result.chosen.downtime_seconds > 0
+    found, _ = effects({}, {}, {**BEFORE_ISSUE_18, "observability": {}})
+    assert "the Ray cluster (observability)" not in found
+
+
+def test_a_bigger_volume_does_not_touch_serving_and_says_existing_claims_keep_their_size():
+    found, result = effects({}, {"raypd:observability": {"prometheusStorageSize": "100Gi"}})
+    assert found["raypd:observability.prometheusStorageSize"].kind == Kind.NO_SERVING_EFFECT
+    assert "new volumes only" in found["raypd:observability.prometheusStorageSize"].detail
+    assert result.chosen.downtime_seconds == 0
