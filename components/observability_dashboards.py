@@ -22,7 +22,7 @@ from typing import Any
 
 from components import catalogue, defaults
 from components import metric_names as m
-from components.observability_rules import PHASE_INFO, WINDOW, kube_label, phased
+from components.observability_rules import PHASE_INFO, WINDOW, guarded_quantile, kube_label, phased
 from components.serve_config import APP_NAME
 from components.slo import Slo, slo_for
 from components.spec import DeploymentSpec
@@ -76,7 +76,7 @@ def slo_strip(spec: DeploymentSpec) -> list[Panel]:
     slo = slo_for(spec)
     app = f'application="{APP_NAME}"'
     ttft_by_phase = [
-        (f"sum({_quantile(q, m.TTFT, '', 'phase')})", f"p{int(q * 100)}") for q in (0.5, 0.95, 0.99)]
+        (f"sum({guarded_quantile(q, m.TTFT, 'phase')})", f"p{int(q * 100)}") for q in (0.5, 0.95, 0.99)]
     return [
         Panel("Requests/s", "Requests the Serve HTTP proxy answered for the app (by status), and "
               "requests the decoding engines completed.", "reqps",

@@ -96,9 +96,19 @@ def aggregate_rules() -> list[dict[str, Any]]:
     """By-phase aggregates shared by the SLO strip and the TTFT alert."""
     return [{
         "record": ttft_p95(),
-        "expr": (f"histogram_quantile(0.95, sum by ({m.PHASE_LABEL}, le) "
-                 f"(rate({phased(m.TTFT + '_bucket')}[{WINDOW}])))"),
+        "expr": guarded_quantile(0.95, m.TTFT, m.PHASE_LABEL),
     }]
+
+
+def guarded_quantile(q: float, histogram: str, by: str, where: str = "") -> str:
+    """histogram_quantile by `by`, only where the histogram saw observations in the window.
+
+    Without the guard an idle phase yields NaN, and a sum over phases (TTFT = prefill's + decode's)
+    would be NaN whenever one phase idles: an alert comparing it would never fire."""
+    sel = f"{{{where}}}" if where else ""
+    return (f"histogram_quantile({q}, sum by ({by}, le) (rate({phased(histogram + '_bucket')}{sel}"
+            f"[{WINDOW}]))) and on({by}) (sum by ({by}) (rate({phased(histogram + '_count')}{sel}"
+            f"[{WINDOW}])) > 0)")
 
 
 def _new_or_increased(series: str, where: str) -> str:
