@@ -42,6 +42,10 @@ ENGINE_COUNTERS = (m.PROMPT_TOKENS, m.GENERATION_TOKENS, m.REQUEST_SUCCESS, m.PR
 ENGINE_HISTOGRAMS = (m.TTFT, m.ITL, m.TPOT, m.QUEUE_TIME, m.PREFILL_TIME, m.NIXL_XFER_TIME,
                      m.NIXL_BYTES)
 WINDOW = "5m"
+# The node labels kube-state-metrics must export in kube_node_labels for the GPU-node alert and the
+# dashboard's per-phase GPU and per-type node panels (its --metric-labels-allowlist=nodes=[...]).
+KUBE_STATE_NODE_LABELS = (next(iter(defaults.GPU_ROLE_LABEL)), defaults.PHASE_LABEL_KEY,
+                          defaults.INSTANCE_TYPE_LABEL)
 
 
 def phased(metric: str) -> str:
@@ -191,7 +195,7 @@ def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
                "A GPU node of the deployment is not Ready: the replicas on it are gone or will "
                "be, and prefill or decode runs short until it returns or is replaced. Check the "
                "node's conditions and the managed node group. Needs kube-state-metrics with "
-               f"--metric-labels-allowlist=nodes=[{gpu_role_key},{defaults.PHASE_LABEL_KEY}].",
+               f"--metric-labels-allowlist=nodes=[{','.join(KUBE_STATE_NODE_LABELS)}].",
                "alert-gpu-node-not-ready"),
     ]
 

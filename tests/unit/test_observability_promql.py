@@ -25,6 +25,7 @@ import yaml
 from components import metric_names as m
 from components.observability_dashboards import dashboards, panel_queries
 from components.observability_rules import PHASE_INFO, engine_series, phased, prometheus_rule_groups
+from components.spec import DeploymentSpec
 from tests.real.stacks import small_stack_spec
 from tests.unit import prom_captures as cap
 
@@ -390,3 +391,24 @@ def test_the_server_labels_the_captured_engines_by_phase(prometheus: str) -> Non
     # No captured engine series is left without a phase.
     unphased = _query(prometheus, f"{m.RUNNING} unless on(ReplicaId) {PHASE_INFO}")
     assert unphased["data"]["result"] == []
+
+
+@needs_prometheus
+def test_every_dashboard_query_of_the_other_layouts_parses(prometheus: str) -> None:
+    """Colocated and heterogeneous stacks render other queries (no KV handoff, other line rates)."""
+    errors = []
+    for config in ({"raypd:mode": "colocated"},
+                   {"raypd:prefill": {"instanceType": "p5.48xlarge", "tensorParallelSize": 8},
+                    "raypd:decode": {"instanceType": "g6e.48xlarge", "tensorParallelSize": 8}}):
+        spec = DeploymentSpec.from_config(config, "other")
+        for board in dashboards(spec).values():
+            for title, expr in panel_queries(board):
+                answer = _query(prometheus, expr)
+                if answer.get("status") != "success":
+                    errors.append((title, expr, answer.get("error")))
+        for group in prometheus_rule_groups(spec):
+            for rule in group["rules"]:
+                answer = _query(prometheus, rule["expr"])
+                if answer.get("status") != "success":
+                    errors.append((rule.get("record") or rule.get("alert"), answer.get("error")))
+    assert not errors
