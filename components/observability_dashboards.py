@@ -86,8 +86,9 @@ def slo_strip(spec: DeploymentSpec) -> list[Panel]:
               "(a failed KV load answers 500).", "reqps",
               ((_rate(m.SERVE_HTTP_ERRORS, app, "error_code"), "{{error_code}}"),)),
         Panel("TTFT p50 / p95 / p99", "Time to first token: prefill engine's plus decode engine's "
-              "(the sum of the phases' quantiles, an estimate of what the ingress adds up; Ray "
-              f"Serve LLM measures no TTFT at the ingress). SLO p95: {slo.ttft_p95_seconds} s.",
+              "(the sum of the quantiles of the phases that served requests in the window, an "
+              "estimate of the ingress's TTFT: Ray Serve LLM measures none at the ingress). SLO "
+              f"p95: {slo.ttft_p95_seconds} s.",
               "s", tuple(ttft_by_phase), thresholds=(slo.ttft_p95_seconds,)),
         Panel("ITL p95", "Inter-token latency of the decoding engines, p95: the gap between two "
               f"streamed tokens the client sees. SLO: {slo.itl_p95_seconds} s.", "s",
