@@ -18,7 +18,8 @@ vllm 0.32 and ray 2.60; see tests/fixtures/real/README.md):
   very value vLLM puts in `ReplicaId`. `serve_deployment_replica_starts` is incremented once when
   a replica starts, so each live replica exports that counter (value >= 1: Ray drops counters that
   never moved) for its whole life: the join the recording rules use to give every engine series
-  its deployment, hence its phase.
+  its deployment, hence its phase. A real Ray 2.60 page shows it:
+  tests/fixtures/real/ray/serve-metrics-probe.txt (`replica="<the id the replica reported>"`).
 - The HTTP proxy's request counters (`ray/serve/_private/request_ingress_metrics.py`):
   `serve_num_http_requests` {route, method, application, status_code} and
   `serve_num_http_error_requests` {route, error_code, method, application}.

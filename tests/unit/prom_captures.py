@@ -6,9 +6,11 @@
   are given the form Ray's metrics agent gives every vLLM series (`vllm/v1/metrics/ray_wrappers.py`:
   ":" -> "_", prefix `ray_`, a `ReplicaId` tag), with the ReplicaId of the real Prefill / Decode
   replica, and nothing else changed (values, le buckets and labels are the capture's).
-- The capture has no `ray_serve_*` family, so the one Serve series the phase join reads
-  (`metric_names.SERVE_REPLICA_STARTS`, one per live replica) is written from the real Serve
-  API document `ray/serve-applications.json`: its deployment names and replica ids.
+- The LLM capture has no `ray_serve_*` family. `ray/serve-metrics-probe.txt` is Ray 2.60's own
+  Serve page for a replica named like Ray Serve LLM's (tests/real/capture_serve_metrics.py): the
+  series the phase join reads (`metric_names.SERVE_REPLICA_STARTS`) is that real series with its
+  `deployment` and `replica` set to the LLM capture's replicas, as the real Serve API document
+  `ray/serve-applications.json` names them.
 Parsed with prometheus_client's parser as tests/real/prom.py does: no metric name is typed here.
 """
 
@@ -26,6 +28,7 @@ from components.serve_config import APP_NAME
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 RAY_EXPORT = REAL / "ray" / "metrics-export-after-transfers.txt"
+SERVE_PROBE = REAL / "ray" / "serve-metrics-probe.txt"
 
 
 @dataclass(frozen=True)
@@ -62,11 +65,19 @@ def replicas() -> dict[str, str]:
     return {name: d["replicas"][0]["replica_id"] for name, d in deployments.items()}
 
 
+def serve_probe() -> list[Series]:
+    return parse(SERVE_PROBE.read_text())
+
+
 def serve_replica_series() -> list[Series]:
-    return [Series(m.SERVE_REPLICA_STARTS,
-                   ((m.SERVE_APPLICATION_LABEL, APP_NAME), (m.SERVE_DEPLOYMENT_LABEL, deployment),
-                    (m.SERVE_REPLICA_LABEL, replica)), 1.0)
-            for deployment, replica in replicas().items()]
+    """The probe's real replica-starts series, once per replica of the LLM capture."""
+    (template,) = only(serve_probe(), m.SERVE_REPLICA_STARTS)
+    out = []
+    for deployment, replica in replicas().items():
+        labels = dict(template.labels)
+        labels.update({m.SERVE_DEPLOYMENT_LABEL: deployment, m.SERVE_REPLICA_LABEL: replica})
+        out.append(Series(template.name, tuple(sorted(labels.items())), template.value))
+    return out
 
 
 def as_ray(series: Iterable[Series], replica_id: str) -> list[Series]:

@@ -38,8 +38,7 @@ needs_prometheus = pytest.mark.skipif(
 
 # Metrics no capture holds (the captures were cut to the families raypd read in issue 15, and
 # DCGM / kube-state-metrics do not run on this machine): their queries must parse, need not answer.
-NOT_CAPTURED = (m.SERVE_HTTP_REQUESTS, m.SERVE_HTTP_ERRORS, m.SERVE_REPLICA_HEALTHY,
-                m.QUEUE_TIME, m.PREFILL_TIME, m.TPOT, m.PREEMPTIONS, m.PREFIX_CACHE_HITS,
+NOT_CAPTURED = (m.SERVE_HTTP_ERRORS, m.QUEUE_TIME, m.PREFILL_TIME, m.TPOT, m.PREEMPTIONS, m.PREFIX_CACHE_HITS,
                 m.PREFIX_CACHE_QUERIES, m.DCGM_GPU_ACTIVE, m.KUBE_POD_PHASE, m.KUBE_NODE_LABELS,
                 m.KUBE_NODE_CONDITION)
 ALERTS = ("RaypdNixlTransferFailed", "RaypdKvExpired", "RaypdDecodeKvCacheFull",
@@ -68,11 +67,26 @@ def _good_capture() -> list[cap.Series]:
             + cap.pair_page("decode", "after-transfers", "Decode:tiny"))
 
 
+def test_serve_replica_label_is_the_replica_id_vllm_tags_its_series_with() -> None:
+    """The join's premise, on real captures: Ray Serve's `replica` label is the replica's own
+    `ReplicaID.unique_id` (the probe replica said so itself), and vLLM's `ReplicaId` under Ray
+    is the `replica_id` Serve's API lists for the Prefill and Decode deployments."""
+    probe = cap.serve_probe()
+    said = cap.SERVE_PROBE.read_text().splitlines()[0].split("its id is ")[1].split(" ")[0]
+    (starts,) = cap.only(probe, m.SERVE_REPLICA_STARTS)
+    assert (starts.label(m.SERVE_REPLICA_LABEL), starts.label(m.SERVE_DEPLOYMENT_LABEL),
+            starts.label(m.SERVE_APPLICATION_LABEL)) == (said, "Decode:tiny", "llm")
+    engine_ids = {s.label(m.REPLICA_ID_LABEL) for s in cap.ray_export() if s.name == m.RUNNING}
+    listed = cap.replicas()
+    assert engine_ids == {listed["Prefill:tiny"], listed["Decode:tiny"]}
+
+
 def test_captures_hold_what_the_rules_join() -> None:
     """The fixtures still have what the PromQL tests rely on (else they would pass vacuously)."""
-    good = cap.names(_good_capture())
+    good = cap.names(_good_capture()) | cap.names(cap.serve_probe())
     assert {m.RUNNING, m.KV_CACHE_USAGE, m.NIXL_FAILED_TRANSFERS, m.NIXL_KV_EXPIRED,
-            m.TTFT + "_bucket", m.ITL + "_bucket", m.SERVE_REPLICA_STARTS} <= good
+            m.TTFT + "_bucket", m.ITL + "_bucket", m.SERVE_REPLICA_STARTS, m.SERVE_HTTP_REQUESTS,
+            m.SERVE_REPLICA_HEALTHY} <= good
     for name in NOT_CAPTURED:  # the parse-only list stays honest: captured metrics must answer
         assert not any(n.startswith(name) for n in good), name
 
@@ -239,6 +253,7 @@ class _Pages:
             "/ray": ((cap.REAL / "ray" / "metrics-export-idle.txt").read_text(),
                      cap.RAY_EXPORT.read_text()),
             "/serve": (serve, serve),
+            "/serve-probe": (cap.SERVE_PROBE.read_text(),) * 2,
             "/prefill": (cap.exposition(cap.pair_page("prefill", "idle", "Prefill:tiny")),
                          cap.exposition(cap.pair_page("prefill", "after-transfers", "Prefill:tiny"))),
             "/decode": (cap.exposition(cap.pair_page("decode", "idle", "Decode:tiny")),
