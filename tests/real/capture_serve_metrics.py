@@ -4,7 +4,7 @@
 The LLM capture (tests/fixtures/real/ray/metrics-export-*.txt) was cut to vLLM's families, so it
 holds no `ray_serve_*` series; the phase join of components/observability_rules.py reads one. This
 starts a local Ray head (no model: a replica named like Ray Serve LLM's, `Decode:tiny`, in app
-`llm`), answers one request that returns the replica's own id, and writes the `ray_serve_*`
+`llm`), answers one request that returns the replica's own id and one that raises (500), and writes the `ray_serve_*`
 families raypd reads from the metrics export port to tests/fixtures/real/ray/serve-metrics-probe.txt, headed by a
 `# captured` line naming the versions and that id. About 30 s, under the machine's real-engine lock.
 """
@@ -14,8 +14,10 @@ from __future__ import annotations
 import datetime
 import json
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import ray
 from ray import serve
@@ -33,7 +35,9 @@ OUT = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "ray" / "serve
 
 @serve.deployment(name="Decode:tiny", num_replicas=1, ray_actor_options={"num_cpus": 0.1})
 class Probe:
-    def __call__(self, request: object) -> dict[str, str]:
+    def __call__(self, request: Any) -> dict[str, str]:
+        if request.query_params.get("fail"):
+            raise RuntimeError("planted failure")  # Serve answers 500: the error counters
         replica = serve.get_replica_context().replica_id
         return {"unique_id": replica.unique_id, "full_id": replica.to_full_id_str()}
 
@@ -57,17 +61,23 @@ def main() -> None:
             serve.run(Probe.bind(), name="llm", route_prefix="/")
             with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/", timeout=60) as answer:
                 ids = json.load(answer)
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{http_port}/?fail=1", timeout=60)
+            except urllib.error.HTTPError as error:
+                assert error.code == 500, error.code
+            else:
+                raise AssertionError("the planted failure did not answer HTTP 500")
             deadline, text = time.monotonic() + 120, ""
             while time.monotonic() < deadline:  # Ray exports every few seconds
                 with urllib.request.urlopen(f"http://127.0.0.1:{export_port}/metrics", timeout=30) as page:
                     text = page.read().decode()
-                if f'replica="{ids["unique_id"]}"' in text and "ray_serve_replica_processing_queries" in text:
+                if f'replica="{ids["unique_id"]}"' in text and all(f in text for f in FAMILIES):
                     break
                 time.sleep(2)
             header = (f"# captured {datetime.date.today()} by tests/real/capture_serve_metrics.py "
                       f"(ray {ray.__version__}, CPU): Ray metrics export port, app llm with one replica "
-                      f"of deployment Decode:tiny after one request; the replica said its id is "
-                      f"{ids['unique_id']} ({ids['full_id']})\n")
+                      "of deployment Decode:tiny after one request and one that raised (HTTP 500); the "
+                      f"replica said its id is {ids['unique_id']} ({ids['full_id']})\n")
             OUT.write_text(header + _families(text))
             print(f"wrote {OUT}")
         finally:
