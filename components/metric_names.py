@@ -18,7 +18,8 @@ vllm 0.32 and ray 2.60; see tests/fixtures/real/README.md):
   very value vLLM puts in `ReplicaId`. `serve_deployment_replica_starts` is incremented once when
   a replica starts, so each live replica exports that counter (value >= 1: Ray drops counters that
   never moved) for its whole life: the join the recording rules use to give every engine series
-  its deployment, hence its phase. A real Ray 2.60 page shows it:
+  its deployment, hence its phase; the replica's `serve_replica_processing_queries` gauge (set
+  every metrics interval) carries the same labels, and the join reads either. A real Ray 2.60 page shows it:
   tests/fixtures/real/ray/serve-metrics-probe.txt (`replica="<the id the replica reported>"`).
 - The HTTP proxy's request counters (`ray/serve/_private/request_ingress_metrics.py`):
   `serve_num_http_requests` {route, method, application, status_code} and
@@ -69,6 +70,7 @@ NIXL_KV_EXPIRED = ray_vllm("nixl_num_kv_expired_reqs_total")
 
 # ---- Ray Serve ----
 SERVE_REPLICA_STARTS = "ray_serve_deployment_replica_starts_total"
+SERVE_REPLICA_QUERIES = "ray_serve_replica_processing_queries"   # gauge, same labels
 SERVE_HTTP_REQUESTS = "ray_serve_num_http_requests_total"
 SERVE_HTTP_ERRORS = "ray_serve_num_http_error_requests_total"
 SERVE_REPLICA_HEALTHY = "ray_serve_deployment_replica_healthy"

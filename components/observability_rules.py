@@ -66,8 +66,10 @@ def _phase_info(spec: DeploymentSpec) -> str:
     parts = []
     for phase in spec.phases:
         deployment = serve_deployment_name(phase, spec.model.id)
-        selector = (f'{m.SERVE_REPLICA_STARTS}{{{m.SERVE_APPLICATION_LABEL}="{APP_NAME}",'
-                    f'{m.SERVE_DEPLOYMENT_LABEL}="{deployment}"}}')
+        where = (f'{{{m.SERVE_APPLICATION_LABEL}="{APP_NAME}",'
+                 f'{m.SERVE_DEPLOYMENT_LABEL}="{deployment}"}}')
+        # Either per-replica Serve series will do: one missing in some Ray version loses nothing.
+        selector = f"{m.SERVE_REPLICA_STARTS}{where} or {m.SERVE_REPLICA_QUERIES}{where}"
         parts.append(
             f'label_replace(label_replace(max by ({m.SERVE_DEPLOYMENT_LABEL}, '
             f'{m.SERVE_REPLICA_LABEL}) ({selector}), "{m.PHASE_LABEL}", "{phase}", "", ""), '

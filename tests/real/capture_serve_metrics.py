@@ -29,7 +29,7 @@ from tests.real.processes import free_port
 # The Serve families raypd's rules and dashboard read (cut as tests/real/capture.py cuts vLLM's).
 FAMILIES = tuple(name.removesuffix("_total") for name in (
     m.SERVE_REPLICA_STARTS, m.SERVE_HTTP_REQUESTS, m.SERVE_HTTP_ERRORS, m.SERVE_REPLICA_HEALTHY,
-    "ray_serve_replica_processing_queries"))
+    m.SERVE_REPLICA_QUERIES))
 OUT = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "ray" / "serve-metrics-probe.txt"
 
 

@@ -69,9 +69,9 @@ def serve_probe() -> list[Series]:
     return parse(SERVE_PROBE.read_text())
 
 
-def serve_replica_series() -> list[Series]:
-    """The probe's real replica-starts series, once per replica of the LLM capture."""
-    (template,) = only(serve_probe(), m.SERVE_REPLICA_STARTS)
+def serve_replica_series(name: str = m.SERVE_REPLICA_STARTS) -> list[Series]:
+    """The probe's real per-replica series `name`, once per replica of the LLM capture."""
+    (template,) = only(serve_probe(), name)
     out = []
     for deployment, replica in replicas().items():
         labels = dict(template.labels)

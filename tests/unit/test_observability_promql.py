@@ -224,6 +224,21 @@ def test_recording_rules_put_the_phase_on_every_engine_series(tmp_path: Path) ->
 
 
 @needs_promtool
+def test_the_phase_join_also_reads_the_replicas_processing_queries_gauge(tmp_path: Path) -> None:
+    """A Ray that does not export the replica-starts counter loses no phase."""
+    series = ([s for s in _good_capture() if s.name != m.SERVE_REPLICA_STARTS]
+              + cap.serve_replica_series(m.SERVE_REPLICA_QUERIES))
+    check = {"expr": f"count by (phase) ({phased(m.RUNNING)})", "eval_time": "5m",
+             "exp_samples": [{"labels": '{phase="decode"}', "value": 2},
+                             {"labels": '{phase="prefill"}', "value": 2}]}
+    scenario = {"interval": "1m",
+                "input_series": [{"series": k, "values": v} for k, v in _values(series).items()],
+                "promql_expr_test": [check]}
+    done = _promtool_test(tmp_path, [scenario])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
 def test_alerts_stay_silent_on_the_good_capture(tmp_path: Path) -> None:
     done = _promtool_test(tmp_path, [_scenario(_values(_good_capture()), set())])
     assert done.returncode == 0, done.stdout + done.stderr
