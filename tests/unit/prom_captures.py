@@ -11,6 +11,10 @@
   series the phase join reads (`metric_names.SERVE_REPLICA_STARTS`) is that real series with its
   `deployment` and `replica` set to the LLM capture's replicas, as the real Serve API document
   `ray/serve-applications.json` names them.
+- `engine/metrics-*.txt`: one real engine of the same harness (tests/real/capture_engine_metrics.py)
+  with the families only the dashboard reads (queue and prefill time, TPOT, preemptions, prefix
+  cache); it is given the form Ray gives it, once with each phase's ReplicaId, so both columns'
+  panels read real series.
 Parsed with prometheus_client's parser as tests/real/prom.py does: no metric name is typed here.
 """
 
@@ -95,6 +99,12 @@ def as_ray(series: Iterable[Series], replica_id: str) -> list[Series]:
 def pair_page(phase: str, moment: str, deployment: str) -> list[Series]:
     """e.g. ("decode", "after-transfers", "Decode:tiny")."""
     text = (REAL / "pair" / f"{phase}-metrics-{moment}.txt").read_text()
+    return as_ray(parse(text), replicas()[deployment])
+
+
+def engine_page(moment: str, deployment: str) -> list[Series]:
+    """e.g. ("after-chats", "Decode:tiny")."""
+    text = (REAL / "engine" / f"metrics-{moment}.txt").read_text()
     return as_ray(parse(text), replicas()[deployment])
 
 

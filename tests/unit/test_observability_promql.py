@@ -36,11 +36,9 @@ needs_promtool = pytest.mark.skipif(
 needs_prometheus = pytest.mark.skipif(
     PROMETHEUS is None, reason="prometheus not installed: run scripts/ensure-prometheus (make test does)")
 
-# Metrics no capture holds (the captures were cut to the families raypd read in issue 15, and
-# DCGM / kube-state-metrics do not run on this machine): their queries must parse, need not answer.
-NOT_CAPTURED = (m.QUEUE_TIME, m.PREFILL_TIME, m.TPOT, m.PREEMPTIONS, m.PREFIX_CACHE_HITS,
-                m.PREFIX_CACHE_QUERIES, m.DCGM_GPU_ACTIVE, m.KUBE_POD_PHASE, m.KUBE_NODE_LABELS,
-                m.KUBE_NODE_CONDITION)
+# Metrics no capture holds (DCGM and kube-state-metrics do not run on this machine): their queries
+# must parse, need not answer. Every other query must answer on the real captures.
+NOT_CAPTURED = (m.DCGM_GPU_ACTIVE, m.KUBE_POD_PHASE, m.KUBE_NODE_LABELS, m.KUBE_NODE_CONDITION)
 ALERTS = ("RaypdNixlTransferFailed", "RaypdKvExpired", "RaypdDecodeKvCacheFull",
           "RaypdDecodeRequestsWaiting", "RaypdTtftAboveSlo", "RaypdEngineStoppedReporting",
           "RaypdGpuNodeNotReady")
@@ -83,10 +81,13 @@ def test_serve_replica_label_is_the_replica_id_vllm_tags_its_series_with() -> No
 
 def test_captures_hold_what_the_rules_join() -> None:
     """The fixtures still have what the PromQL tests rely on (else they would pass vacuously)."""
-    good = cap.names(_good_capture()) | cap.names(cap.serve_probe())
+    good = (cap.names(_good_capture()) | cap.names(cap.serve_probe())
+            | cap.names(cap.engine_page("after-chats", "Prefill:tiny")))
     assert {m.RUNNING, m.KV_CACHE_USAGE, m.NIXL_FAILED_TRANSFERS, m.NIXL_KV_EXPIRED,
             m.TTFT + "_bucket", m.ITL + "_bucket", m.SERVE_REPLICA_STARTS, m.SERVE_HTTP_REQUESTS,
-            m.SERVE_REPLICA_HEALTHY, m.SERVE_HTTP_ERRORS} <= good
+            m.SERVE_REPLICA_HEALTHY, m.SERVE_HTTP_ERRORS, m.QUEUE_TIME + "_bucket",
+            m.PREFILL_TIME + "_bucket", m.TPOT + "_bucket", m.PREEMPTIONS, m.PREFIX_CACHE_HITS,
+            m.PREFIX_CACHE_QUERIES} <= good
     for name in NOT_CAPTURED:  # the parse-only list stays honest: captured metrics must answer
         assert not any(n.startswith(name) for n in good), name
 
@@ -273,6 +274,11 @@ class _Pages:
                          cap.exposition(cap.pair_page("prefill", "after-transfers", "Prefill:tiny"))),
             "/decode": (cap.exposition(cap.pair_page("decode", "idle", "Decode:tiny")),
                         cap.exposition(cap.pair_page("decode", "after-transfers", "Decode:tiny"))),
+            # One real engine's dashboard-only families (queue time, TPOT, prefix cache...), once
+            # per phase's replica, so both columns read them.
+            **{f"/engine-{phase}": (cap.exposition(cap.engine_page("idle", deployment)),
+                                    cap.exposition(cap.engine_page("after-chats", deployment)))
+               for phase, deployment in (("prefill", "Prefill:tiny"), ("decode", "Decode:tiny"))},
         }
         self.served = dict.fromkeys(self.pages, 0)
         self.lock = threading.Lock()
