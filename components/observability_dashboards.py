@@ -132,19 +132,20 @@ def kv_handoff(spec: DeploymentSpec) -> list[Panel]:
     by = "ReplicaId, engine"
     throughput: list[tuple[str, str]] = [(
         f"{_rate(phased(m.NIXL_BYTES + '_sum'), d, by)} / "
-        f"{_rate(phased(m.NIXL_XFER_TIME + '_sum'), d, by)} / 1e9", "per rank {{ReplicaId}}")]
-    if line_rate is not None:
-        throughput.append((f"vector({line_rate / 8})", f"EFA line rate {spec.decode.instance_type}"))
+        f"{_rate(phased(m.NIXL_XFER_TIME + '_sum'), d, by)}", "per rank {{ReplicaId}}")]
+    if line_rate is not None:  # Gbit/s -> bytes/s, the panel's unit (Grafana scales it to GB/s)
+        throughput.append((f"vector({line_rate * 1e9 / 8:.0f})",
+                           f"EFA line rate {spec.decode.instance_type}"))
     return [
         Panel("NIXL transfer time p50 / p99", "Time of one NIXL KV read by decode (pull mode: "
               "decode reads prefill's blocks), per transfer.", "s",
               ((_quantile(0.5, m.NIXL_XFER_TIME, d), "p50"),
                (_quantile(0.99, m.NIXL_XFER_TIME, d), "p99"))),
-        Panel("NIXL throughput per rank (GB/s)", "Bytes per second of transfer time, averaged over "
+        Panel("NIXL throughput per rank", "Bytes per second of transfer time, averaged over "
               "one engine rank's transfers: vLLM's NIXL throughput is a per-rank average, not the "
               "aggregate of the node's links. Drawn against the EFA line rate of the decode "
               "instance type" + (f" ({line_rate:g} Gbit/s)." if line_rate else " (none on record)."),
-              "decgbytes", tuple(throughput)),
+              "Bps", tuple(throughput)),
         Panel("NIXL transfers/s", "KV transfers decode completed per second.", "ops",
               ((_rate(phased(m.NIXL_XFER_TIME + "_count"), d, "ReplicaId"), "{{ReplicaId}}"),)),
         Panel("NIXL failed transfers", "Failed NIXL transfers (handshake, transfer and "

@@ -84,7 +84,8 @@ def test_nixl_throughput_is_labelled_per_rank_against_the_decode_efa_line_rate(
     (panel,) = [p for p in _dashboard(spec)["panels"] if p["title"].startswith("NIXL throughput")]
     assert "per-rank average, not the aggregate" in panel["description"]
     assert "3200 Gbit/s" in panel["description"]
-    assert any(t["expr"] == "vector(400.0)" for t in panel["targets"])  # 3200 Gbit/s = 400 GB/s
+    assert panel["fieldConfig"]["defaults"]["unit"] == "Bps"
+    assert any(t["expr"] == "vector(400000000000)" for t in panel["targets"])  # 3200 Gbit/s
 
 
 def test_every_efa_instance_type_has_a_line_rate_and_no_other_does() -> None:
