@@ -17,7 +17,7 @@ PromQL tests; the only template variable is the data source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from components import catalogue, defaults
@@ -42,7 +42,6 @@ class Panel:
     kind: str = "timeseries"
     thresholds: tuple[float, ...] = ()
     width: int = 8
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _rate(series: str, where: str = "", by: str = "") -> str:
@@ -225,7 +224,6 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
                         "overrides": []},
         "targets": [{"refId": chr(ord("A") + i), "datasource": DATASOURCE, "expr": expr,
                      "legendFormat": legend} for i, (expr, legend) in enumerate(panel.targets)],
-        **panel.extra,
     }
 
 
