@@ -448,3 +448,11 @@ def test_every_dashboard_query_of_the_other_layouts_parses(prometheus: str) -> N
                 if answer.get("status") != "success":
                     errors.append((rule.get("record") or rule.get("alert"), answer.get("error")))
     assert not errors
+
+
+@needs_prometheus
+def test_ensure_prometheus_does_nothing_when_both_binaries_are_there() -> None:
+    """`make test` calls it every run: with promtool and prometheus present it must be silent."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "ensure-prometheus"
+    done = subprocess.run([str(script)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
