@@ -17,6 +17,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed
 	./scripts/ensure-chromium
 	./scripts/ensure-postgresql
+	./scripts/ensure-prometheus
 	$(PY) -m ruff check .
 	$(PY) -m mypy components serve webui bench
 	$(PY) -m pytest $(ARGS)

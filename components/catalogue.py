@@ -130,3 +130,22 @@ def price_basis(region: str) -> str:
     if region == PRICE_REGION:
         return basis
     return f"{basis}; {region} prices differ, this is not {region}'s"
+
+
+# EFA line rate (Gbit/s): the instance's network bandwidth, which its EFA interfaces share (EC2's
+# accelerated-computing specifications, "Network bandwidth"). The dashboard draws the KV handoff's
+# NIXL throughput against it; types without EFA are absent. A separate table, not an InstanceType
+# field, so the catalogue's rows stay as DescribeInstanceTypes recorded them.
+EFA_LINE_RATE_GBPS: dict[str, float] = {
+    "g5.8xlarge": 25, "g5.12xlarge": 40, "g5.16xlarge": 25, "g5.24xlarge": 50, "g5.48xlarge": 100,
+    "g6.8xlarge": 25, "g6.12xlarge": 40, "g6.16xlarge": 25, "g6.24xlarge": 50, "g6.48xlarge": 100,
+    "g6e.8xlarge": 25, "g6e.12xlarge": 100, "g6e.16xlarge": 35, "g6e.24xlarge": 200,
+    "g6e.48xlarge": 400,
+    "p4d.24xlarge": 400, "p4de.24xlarge": 400, "p5.4xlarge": 100, "p5.48xlarge": 3200,
+    "p5e.48xlarge": 3200, "p5en.48xlarge": 3200, "p6-b200.48xlarge": 3200,
+}
+
+
+def efa_line_rate_gbps(name: str) -> Optional[float]:
+    """The EFA line rate of an instance type in Gbit/s; None without EFA (or not on record)."""
+    return EFA_LINE_RATE_GBPS.get(name)
