@@ -32,6 +32,7 @@ from typing import Any
 
 from components import defaults
 from components import observability_names as names
+from components.observability_rules import KUBE_STATE_NODE_LABELS
 from components.rayservice import RAY_SERVICE_LABEL
 from components.spec import DeploymentSpec
 
@@ -105,7 +106,11 @@ def kube_prometheus_stack_values(spec: DeploymentSpec) -> dict[str, Any]:
             "ruleSelectorNilUsesHelmValues": False,
         }},
         "alertmanager": {"alertmanagerSpec": _system()},
-        "kube-state-metrics": _system(),
+        # kube_node_labels carries only the node labels listed here (kube-state-metrics'
+        # --metric-labels-allowlist): the GPU-node alert and the per-phase GPU and per-type node
+        # panels join on them.
+        "kube-state-metrics": {**_system(), "metricLabelsAllowlist": [
+            f"nodes=[{','.join(KUBE_STATE_NODE_LABELS)}]"]},
         "grafana": {
             "fullnameOverride": names.GRAFANA_SERVICE,
             **_system(),

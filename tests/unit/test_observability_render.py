@@ -5,6 +5,8 @@ only Prometheus (besides the API server) reaches the metrics ports."""
 
 from __future__ import annotations
 
+import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
@@ -317,3 +319,15 @@ def test_the_defaults_are_the_documented_ones_and_leave_no_config_key():
             spec.observability.grafana_storage_size) == ("50Gi", "15d", "10Gi")
     assert "raypd:observability" not in spec.public_config()
     assert spec_of(OFF).public_config()["raypd:observability"]["enabled"] is False
+
+
+def test_kube_state_metrics_exports_every_node_label_the_rules_and_panels_join_on():
+    from components.observability_dashboards import dashboards
+
+    spec = spec_of({})
+    (allowlist,) = kube_prometheus_stack_values(spec)["kube-state-metrics"]["metricLabelsAllowlist"]
+    exported = set(allowlist.removeprefix("nodes=[").removesuffix("]").split(","))
+    # kube-state-metrics turns label role into label_role, raypd.io/phase into label_raypd_io_phase.
+    promql = json.dumps([prometheus_rule_groups(spec), dashboards(spec)])
+    used = set(re.findall(r"label_[a-z0-9_]+", promql)) - {"label_replace"}
+    assert used and used <= {"label_" + re.sub(r"[^a-z0-9]", "_", label) for label in exported}
