@@ -35,7 +35,7 @@ from webui.engines.base import (
     resource_record,
 )
 from webui.engines.workdir import StackFiles, UsesStackFiles, stack_file_name, stack_work_dir
-from webui.redact import redact
+from webui.redact import redact, redact_value
 from webui.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -210,7 +210,10 @@ class OfflineEngine(UsesStackFiles):
             ctx.emit({"kind": "diagnostic", "severity": "warning", "message": str(warning)})
         ordered = list(reversed(resources)) if operation == "destroy" else resources
         last = deployed_plan if operation == "preview" and isinstance(deployed_plan, dict) else None
-        steps = plan_diff(last, plan) if last is not None else None
+        # The store keeps plans redacted (webui.store): compare the new plan in that same form, or
+        # prose that reads like a credential ("first token: prefill ...", in a dashboard's
+        # description) is masked in one and not the other, and shows as a change forever.
+        steps = plan_diff(last, redact_value(plan)) if last is not None else None
         step_ops = {step["name"]: step["op"] for step in steps or []}
         total = len(ordered)
         for done, resource in enumerate(ordered, start=1):
