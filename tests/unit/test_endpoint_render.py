@@ -21,6 +21,7 @@ from components.endpoint_lb import (
     nlb_annotations,
 )
 from components.spec import DeploymentSpec
+from tests.strict_schema import strict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CERT = "arn:aws:acm:us-east-2:123456789012:certificate/0f3c7d2e-1b4a-4c5d-9e8f-a1b2c3d4e5f6"
@@ -53,19 +54,6 @@ def objects_of(name: str) -> dict[str, dict[str, Any]]:
     return gateway_objects(spec, nlb_annotations(spec, SUBNETS))
 
 
-def _strict(schema: Any) -> Any:
-    """The API server prunes unknown fields silently; for a test, an unknown field is an error
-    (a typo such as `streamIdleTimout` would otherwise pass and configure nothing)."""
-    if isinstance(schema, list):
-        return [_strict(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {key: _strict(value) for key, value in schema.items()}
-    if ("properties" in out and "additionalProperties" not in out
-            and not out.get("x-kubernetes-preserve-unknown-fields")):
-        out["additionalProperties"] = False
-    return out
-
 
 @lru_cache(maxsize=None)
 def crd_schema(kind: str, version: str) -> dict[str, Any]:
@@ -73,7 +61,7 @@ def crd_schema(kind: str, version: str) -> dict[str, Any]:
     crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     assert crd["spec"]["names"]["kind"] == kind
     (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version and v["served"]]
-    schema = _strict(served["schema"]["openAPIV3Schema"])
+    schema = strict(served["schema"]["openAPIV3Schema"])
     schema["properties"]["metadata"] = {"type": "object"}  # ObjectMeta is not in the CRD
     return schema
 

@@ -30,6 +30,7 @@ from components.observability_rules import prometheus_rule_groups
 from components.rayservice import render_rayservice
 from components.spec import DeploymentSpec
 from components.topology import plan_deployment
+from tests.strict_schema import strict
 from tests.unit.network_policy_eval import Pod, may_reach
 from tests.unit.test_network_policy import head, kuberay_pod, worker
 
@@ -46,25 +47,13 @@ def spec_of(config: dict[str, Any] | None = None) -> DeploymentSpec:
     return DeploymentSpec.from_config(config or {}, "dev")
 
 
-def _strict(schema: Any) -> Any:
-    """Unknown fields are errors in the test (the API server would prune them silently)."""
-    if isinstance(schema, list):
-        return [_strict(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {key: _strict(value) for key, value in schema.items()}
-    if ("properties" in out and "additionalProperties" not in out
-            and not out.get("x-kubernetes-preserve-unknown-fields")):
-        out["additionalProperties"] = False
-    return out
-
 
 @lru_cache(maxsize=None)
 def crd_schema(kind: str) -> dict[str, Any]:
     crd = yaml.safe_load((FIXTURES / "crds" / CRD_FILES[kind]).read_text(encoding="utf-8"))
     assert crd["spec"]["names"]["kind"] == kind
     (served,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1" and v["served"]]
-    schema = _strict(served["schema"]["openAPIV3Schema"])
+    schema = strict(served["schema"]["openAPIV3Schema"])
     schema["properties"]["metadata"] = {"type": "object"}
     return schema
 
