@@ -9,11 +9,14 @@ moment its API server received the request. So, per request and so in the mean:
   what it adds on top (the proxy's two HTTP hops, the API servers' chat templating and
   tokenization before vLLM's clock starts, and the scheduling delays of a busy 2-core box) is no
   accuracy fact to assert: it grew from ~0.3 s to over 3 s per request with other work on the
-  machine. It is printed, as a measurement; a TTFT the client took too late is caught by the next
-  point instead, which holds under any load;
-- the time from first to last token is at least decode's own (the hop adds about the same delay to
-  both ends, and relaying each chunk more on a loaded machine), so a client that stamped its first
-  token late or its last early shows a generation time shorter than decode's;
+  machine. It is printed, as a measurement;
+- the client's e2e is at least prefill's e2e plus decode's e2e, for the same reason: the client
+  sent before prefill's clock started and saw the last token after decode's clock stopped;
+- the time from first to last token is printed beside decode's, not bounded: it is the difference
+  of two hop delays (the last chunk's minus the first's), and on a loaded machine the first chunk
+  alone waited seconds more than the last (client 19.4 s against decode 25.7 s in one CI run).
+  A client that stamps its first token late or its last early is caught where the delays are
+  known, by the loadgen tests against the OpenAI stand-in (tests/unit/test_benchmark_loadgen.py);
 - token counts are exact: the usage chunk is decode's count, and prefill made one token each.
 """
 
@@ -84,16 +87,16 @@ def test_benchmark_counts_and_latencies_agree_with_vllms_counters(real_pd_pair: 
     print(f"measured: {detail}; the hops and API-server work add {client_ttft_s - servers_s:.3f} s per request")
     assert summary["ttft_ms"]["mean"] is not None and abs(summary["ttft_ms"]["mean"] / 1000 - client_ttft_s) < 1e-6
 
-    # first to last token: decode's own generation time, the hop's delay cancels out
-    client_generation_s = sum(r["e2e_ms"] - r["ttft_ms"] for r in records) / 1000
-    decode_generation_s = (_delta(decode, decode_before, "vllm:e2e_request_latency_seconds_sum")
-                           - _delta(decode, decode_before, "vllm:time_to_first_token_seconds_sum"))
-    detail = f"first-to-last token: client {client_generation_s:.3f} s, decode {decode_generation_s:.3f} s"
-    assert decode_generation_s > 0, detail
-    # The client cannot see the last token before decode made it, nor the first after it: a client
-    # that stamped its first token late (or its last early) falls short of decode's own time. What
-    # relaying each chunk adds on top grows with the machine's load (7 s over 16 s measured with two
-    # CPU hogs running): printed, not bounded.
-    assert client_generation_s >= 0.9 * decode_generation_s - 0.05 * REQUESTS, detail
+    # e2e: both legs sequential inside the client's span, so bounded below under any load
+    client_e2e_s = sum(r["e2e_ms"] for r in records) / 1000 / REQUESTS
+    decode_e2e_s = _delta(decode, decode_before, "vllm:e2e_request_latency_seconds_sum") / REQUESTS
+    detail = f"client e2e {client_e2e_s:.4f} s, prefill e2e {prefill_e2e_s:.4f} s + decode e2e {decode_e2e_s:.4f} s"
+    assert decode_e2e_s > decode_ttft_s, detail
+    assert client_e2e_s >= 0.95 * (prefill_e2e_s + decode_e2e_s), detail
     assert all(r["ttft_ms"] <= r["e2e_ms"] for r in records)
     print(f"measured: {detail}")
+
+    # first to last token: a difference of two hop delays, printed as a measurement
+    client_generation_s = sum(r["e2e_ms"] - r["ttft_ms"] for r in records) / 1000
+    decode_generation_s = decode_e2e_s * REQUESTS - decode_ttft_s * REQUESTS
+    print(f"measured: first-to-last token: client {client_generation_s:.3f} s, decode {decode_generation_s:.3f} s")
