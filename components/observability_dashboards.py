@@ -71,11 +71,37 @@ def _gpu_active(phase_regex: str) -> str:
             f"max by (Hostname, phase) ({nodes}))")
 
 
+@dataclass(frozen=True)
+class StripNumber:
+    """One number of the SLO strip: the dashboard graphs it, the web app shows it live."""
+
+    key: str
+    label: str
+    unit: str      # "reqps", "s" or "percentunit" (Grafana's unit ids)
+    expr: str      # an instant query answering one sample, or none when nothing was observed
+    slo: float | None = None   # a time to stay under (TTFT p95, ITL p95)
+
+
+def strip_numbers(slo: Slo) -> list[StripNumber]:
+    """The SLO strip's single numbers, each one expression the panels and the live strip share."""
+    app = f'application="{APP_NAME}"'
+    ttft = [StripNumber(f"ttft_p{int(q * 100)}", f"TTFT p{int(q * 100)}", "s",
+                        f"sum({guarded_quantile(q, m.TTFT, 'phase')})",
+                        slo.ttft_p95_seconds if q == 0.95 else None) for q in (0.5, 0.95, 0.99)]
+    return [
+        StripNumber("requests_per_s", "Requests/s", "reqps", _rate(m.SERVE_HTTP_REQUESTS, app)),
+        StripNumber("errors_per_s", "Errors/s", "reqps", _rate(m.SERVE_HTTP_ERRORS, app)),
+        *ttft,
+        StripNumber("itl_p95", "ITL p95", "s", _quantile(0.95, m.ITL, DECODING), slo.itl_p95_seconds),
+        StripNumber("ttft_within_slo", "TTFT within SLO", "percentunit", _within(m.TTFT, slo.ttft_p95_seconds)),
+        StripNumber("itl_within_slo", "ITL within SLO", "percentunit", _within(m.ITL, slo.itl_p95_seconds)),
+    ]
+
+
 def slo_strip(spec: DeploymentSpec) -> list[Panel]:
     slo = slo_for(spec)
     app = f'application="{APP_NAME}"'
-    ttft_by_phase = [
-        (f"sum({guarded_quantile(q, m.TTFT, 'phase')})", f"p{int(q * 100)}") for q in (0.5, 0.95, 0.99)]
+    number = {n.key: n for n in strip_numbers(slo)}
     return [
         Panel("Requests/s", "Requests the Serve HTTP proxy answered for the app (by status), and "
               "requests the decoding engines completed.", "reqps",
@@ -88,16 +114,17 @@ def slo_strip(spec: DeploymentSpec) -> list[Panel]:
               "(the sum of the quantiles of the phases that served requests in the window, an "
               "estimate of the ingress's TTFT: Ray Serve LLM measures none at the ingress). SLO "
               f"p95: {slo.ttft_p95_seconds} s.",
-              "s", tuple(ttft_by_phase), thresholds=(slo.ttft_p95_seconds,)),
+              "s", tuple((number[k].expr, k[-3:]) for k in ("ttft_p50", "ttft_p95", "ttft_p99")),
+              thresholds=(slo.ttft_p95_seconds,)),
         Panel("ITL p95", "Inter-token latency of the decoding engines, p95: the gap between two "
               f"streamed tokens the client sees. SLO: {slo.itl_p95_seconds} s.", "s",
-              ((_quantile(0.95, m.ITL, DECODING), "ITL p95"),), thresholds=(slo.itl_p95_seconds,)),
+              ((number["itl_p95"].expr, "ITL p95"),), thresholds=(slo.itl_p95_seconds,)),
         Panel("Goodput against the SLOs", "Share of first tokens the decoding engine produced "
               f"within {slo.ttft_p95_seconds} s of its arrival, and share of tokens within the "
               f"ITL SLO {slo.itl_p95_seconds} s (read from the histogram bucket at the SLO; "
               "prefill's own time is in the TTFT panel).", "percentunit",
-              ((_within(m.TTFT, slo.ttft_p95_seconds), "TTFT within SLO"),
-               (_within(m.ITL, slo.itl_p95_seconds), "ITL within SLO")),
+              ((number["ttft_within_slo"].expr, "TTFT within SLO"),
+               (number["itl_within_slo"].expr, "ITL within SLO")),
               width=16),
     ]
 
@@ -227,6 +254,11 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     }
 
 
+def dashboard_uid(stack: str) -> str:
+    """The deployment dashboard's uid (Grafana caps uids at 40 characters): its URL is /d/<uid>."""
+    return f"raypd-{stack}"[:40]
+
+
 def deployment_dashboard(spec: DeploymentSpec) -> dict[str, Any]:
     panels: list[dict[str, Any]] = []
     y, next_id = 0, 1
@@ -240,9 +272,8 @@ def deployment_dashboard(spec: DeploymentSpec) -> dict[str, Any]:
             panels.append(_panel_json(panel, next_id, x, y))
             next_id, x = next_id + 1, x + panel.width
         y += 8
-    name = f"raypd-{spec.stack}"
     return {
-        "uid": name[:40], "title": f"raypd {spec.stack}: {spec.model.id} ({spec.mode})",
+        "uid": dashboard_uid(spec.stack), "title": f"raypd {spec.stack}: {spec.model.id} ({spec.mode})",
         "tags": ["raypd", spec.mode], "timezone": "utc", "schemaVersion": SCHEMA_VERSION,
         "refresh": "30s", "time": {"from": "now-1h", "to": "now"}, "editable": False,
         "templating": {"list": [{"name": "datasource", "type": "datasource", "query": "prometheus",

@@ -42,6 +42,12 @@ ENGINE_COUNTERS = (m.PROMPT_TOKENS, m.GENERATION_TOKENS, m.REQUEST_SUCCESS, m.PR
 ENGINE_HISTOGRAMS = (m.TTFT, m.ITL, m.TPOT, m.QUEUE_TIME, m.PREFILL_TIME, m.NIXL_XFER_TIME,
                      m.NIXL_BYTES)
 WINDOW = "5m"
+# The series that says an engine is there. Not a gauge: Ray 2.60 exports a vLLM gauge only for the
+# export rounds in which the engine set it, so an idle engine's num_requests_running, waiting and
+# KV cache usage have no series at all (seen on real Ray Serve LLM: one sample after verify's
+# chat, then none; tests/real/ray/test_verify_on_real_ray.py). Counters stay exported once born,
+# and every engine that served has generated tokens (prefill one per request).
+ENGINE_PRESENCE = m.GENERATION_TOKENS
 # The node labels kube-state-metrics must export in kube_node_labels for the GPU-node alert and the
 # dashboard's per-phase GPU and per-type node panels (its --metric-labels-allowlist=nodes=[...]).
 KUBE_STATE_NODE_LABELS = (next(iter(defaults.GPU_ROLE_LABEL)), defaults.PHASE_LABEL_KEY,
@@ -139,6 +145,7 @@ def _alert(name: str, expr: str, for_: str, severity: str, summary: str, descrip
 def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
     slo = slo_for(spec)
     decodes = f'{m.PHASE_LABEL}=~"decode|colocated"'
+    by_engine = f"{m.PHASE_LABEL}, {m.SERVE_DEPLOYMENT_LABEL}, {m.REPLICA_ID_LABEL}"
     gpu_role_key, gpu_role_value = next(iter(defaults.GPU_ROLE_LABEL.items()))
     ready = f'{m.KUBE_NODE_CONDITION}{{condition="Ready",status="true"}}'
     gpu_nodes = f'{m.KUBE_NODE_LABELS}{{{kube_label(gpu_role_key)}="{gpu_role_value}"}}'
@@ -184,7 +191,8 @@ def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
                "which side is slow; scale prefill when prefill queues.",
                "alert-ttft-above-slo"),
         _alert("RaypdEngineStoppedReporting",
-               f"present_over_time({phased(m.RUNNING)}[1h]) unless {phased(m.RUNNING)}",
+               f"max by ({by_engine}) (present_over_time({phased(ENGINE_PRESENCE)}[1h])) unless "
+               f"max by ({by_engine}) ({phased(ENGINE_PRESENCE)})",
                "2m", "critical",
                "Engine {{ $labels.ReplicaId }} ({{ $labels.deployment }}) stopped reporting",
                "An engine that exported metrics in the last hour no longer does: its replica "

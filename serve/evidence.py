@@ -348,6 +348,10 @@ class Evidence:
             raise self.down
         return self._require_client()
 
+    def live_client(self) -> KubeClient:
+        """The client for a check's own uncached calls (Prometheus); refuses when the API is down."""
+        return self._client()
+
     def ray_log(self, query: Mapping[str, Any]) -> str:
         """A log file through Ray's log API (`/api/v0/logs/file`) on the head Service."""
         response = self._client().service_proxy(

@@ -1,7 +1,8 @@
 """The live status of a deployed stack for the web app's Status panel (not a check report).
 
 One snapshot of what runs now: GPU nodes, Ray worker pods per group and the engines they host,
-the RayService's Ready condition and the Serve application's status. It never raises and never
+the RayService's Ready condition, the Serve application's status, and the SLO strip's numbers and
+active alerts from the deployment's Prometheus (serve.live_metrics). It never raises and never
 holds a secret: a section that could not be read says so inside the snapshot.
 """
 
@@ -28,6 +29,7 @@ from serve.evidence import (
     resolve_kubeconfig,
 )
 from serve.kube import DEFAULT_TIMEOUT, KubeClient, KubeError, client_from_kubeconfig
+from serve.live_metrics import live_metrics
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ def cluster_status(outputs: Mapping[str, Any], kubeconfig: Optional[str] = None,
     """A JSON-able snapshot for the web app's Status panel; never raises, never holds secrets.
 
     Sections that could not be read carry `{"error": "..."}`; a whole-snapshot failure (bad
-    outputs, unusable kubeconfig) is `{"error": "..."}` alone. At most four API calls of
+    outputs, unusable kubeconfig) is `{"error": "..."}` alone. At most five API calls of
     `timeout` seconds each, and one when the API does not answer at all.
     """
     try:
@@ -121,4 +123,6 @@ def _cluster_status(outputs: Mapping[str, Any], kubeconfig: Optional[str],
     except KubeError as exc:
         result["ready"] = {"error": str(exc)}
         result["serveApplication"] = {"error": str(exc)}
+    result["metrics"] = ({"available": False, "reason": str(ev.down)} if ev.down is not None
+                         else live_metrics(client, outputs, timeout))
     return result

@@ -19,6 +19,7 @@ Exit 0 when no check failed, 1 when one did, 2 on invalid input (one line on std
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import secrets
@@ -32,7 +33,7 @@ from components.checks import Check, Report, write_report
 from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
 from components.safe_documents import shown_name
 from components.serve_config import KV_LOAD_FAILURE_POLICY
-from serve import exposure_check
+from serve import exposure_check, metrics_check
 from serve.endpoint_checks import TITLES as ENDPOINT_TITLES
 from serve.endpoint_checks import endpoint_checks, read_api_key
 from serve.evidence import (
@@ -104,6 +105,7 @@ TITLES = {
     "kv-transfer": "KV cache moved from prefill to decode for a real request",
     **ENDPOINT_TITLES,  # endpoint-external, endpoint-auth: serve/endpoint_checks.py
     exposure_check.CHECK_ID: exposure_check.TITLE,
+    metrics_check.CHECK_ID: metrics_check.TITLE,
 }
 
 
@@ -719,6 +721,8 @@ def run_verify(
     log_lines: int = LOG_LINES,
     aws_session: Any = None,
     api_key: Optional[str] = None,
+    metrics_wait_seconds: float = metrics_check.WAIT_SECONDS,
+    metrics_poll_seconds: float = metrics_check.POLL_SECONDS,
 ) -> Report:
     """Every verify check against a deployed stack; raises VerifyInputError on unusable input.
 
@@ -726,7 +730,8 @@ def run_verify(
     use instead of the Serve Service proxy. Every API call is bounded by `timeout` seconds, the
     chat by `chat_timeout`; after the chat the KV counters are re-read for up to `kv_wait_seconds`.
     `api_key` is the key endpoint-external sends to outputs endpoint.url (default: the outputs'
-    apiKey, as the web app's verify job has them); it never appears in the report.
+    apiKey, as the web app's verify job has them); it never appears in the report. After the
+    chat, metrics-flowing waits up to `metrics_wait_seconds` for its series to reach Prometheus.
     """
     check_outputs(outputs, have_kubeconfig=kubeconfig is not None or client is not None)
     plan = VerifyPlan.from_outputs(outputs)
@@ -766,6 +771,9 @@ def run_verify(
                         waited)]
     checks += endpoint_checks(outputs, api_key, timeout)
     checks.append(_guarded(ev, exposure_check.CHECK_ID, exposure_check.check_exposure, ev))
+    checks.append(_guarded(ev, metrics_check.CHECK_ID, functools.partial(
+        metrics_check.check_metrics_flowing, wait_seconds=metrics_wait_seconds,
+        poll_seconds=metrics_poll_seconds, timeout=timeout), ev, outputs))
     return Report.of("verify", _nothing_checked_fails(ev, checks))
 
 

@@ -531,6 +531,11 @@ class LiveStatus(Passthrough):
     rayPods: list[dict[str, Any]] | SectionError = absent("Ray worker pods: name, group, phase, node, status")
     ready: dict[str, Any] = absent("the RayService's Ready condition (or error)")
     serveApplication: dict[str, Any] = absent("the Serve application and its deployments (or error)")
+    metrics: dict[str, Any] = absent(
+        "from the deployment's Prometheus: {available, reason?, strip: [{key, label, unit, value, slo, "
+        "breached}], alerts: [{name, state, severity, summary, runbook, activeAt}]}")
+    dashboards: dict[str, Any] = absent(
+        "Grafana of the deployment: {portForward: the command that reaches it, links: [{title, url}]}")
 
 
 class BenchmarkRun(ApiAnswer):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from components.checks import VERIFY_IDS, Check, Report
+from components.outputs import OBSERVABILITY_KEY
 from components.spec import DeploymentSpec
 from webui.engines.base import OFFLINE_NOTICE
 from webui.redact import remember_secret
@@ -105,6 +106,10 @@ class Checker:
         kubeconfig = outputs.get("kubeconfig")
         status = {"available": True, "checkedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   **self.status_fn(outputs, kubeconfig if isinstance(kubeconfig, str) else None)}
+        if outputs.get(OBSERVABILITY_KEY):
+            from serve.live_metrics import dashboard_links
+
+            status["dashboards"] = dashboard_links(stack)
         with self._lock:
             self._status_cache[stack] = (now, status)
         return status

@@ -18,7 +18,9 @@ import pytest
 from components.checks import VERIFY_IDS
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
-from tests.patience import PATIENCE_S
+from tests.patience import PATIENCE_S, until
+from tests.prometheus_server import Pages, answers, need_prometheus, page_jobs, page_server, prometheus_scraping
+from tests.unit import prom_captures as cap
 from tests.web.support import TOKEN, FakeEngine
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -26,14 +28,26 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The stand-in cluster with a real Prometheus behind its Prometheus Service: it scrapes the
+    stand-in's worker pods (what verify's metrics-flowing reads) and the real captured engine pages
+    (tests/unit/prom_captures.py) under this stack's Serve deployment names, decode's after a KV
+    load that failed, so the SLO strip has real numbers and one real alert fires."""
     need_a_browser()
+    need_prometheus()
     from tests.fakes.kube_api import FakeKubeApi
 
     with FakeKubeApi("healthy") as kube:
-        engine = FakeEngine()
-        engine.live = kube.outputs()
-        with serving(Path(tmp_path_factory.mktemp("raypd-home")), engine) as (base, _):
-            yield {"base": base, "kube": kube}
+        names = kube.deployment_names
+        pages = Pages(cap.scrape_pages({"Prefill:tiny": names["prefill"], "Decode:tiny": names["decode"]},
+                                       decode_after="after-failed-load"))
+        with page_server(pages) as target, prometheus_scraping(
+                kube, tmp_path_factory.mktemp("prometheus"), extra_jobs=page_jobs(target, pages)) as prometheus:
+            until(lambda: pages.scrapes() > cap.IDLE_SCRAPES and answers(prometheus, 'ALERTS{alertstate="firing"}'),
+                  "the captures' after-pages scraped and an alert firing", timeout=3 * PATIENCE_S)
+            engine = FakeEngine()
+            engine.live = kube.outputs()
+            with serving(Path(tmp_path_factory.mktemp("raypd-home")), engine) as (base, _):
+                yield {"base": base, "kube": kube}
 
 
 def test_status_panel_shows_the_live_cluster_and_verify_now_reruns_the_checks(live):
@@ -59,11 +73,25 @@ def test_status_panel_shows_the_live_cluster_and_verify_now_reruns_the_checks(li
         expect(panel).to_contain_text("RayService ray-llm: Ready", timeout=20_000)
         expect(panel).to_contain_text("Serve application llm: RUNNING")
         expect(panel).to_contain_text("Prefill:qwen3_5-9b")
-        expect(panel.locator("table >> nth=1")).to_contain_text("us-east-2a")  # the GPU nodes
+        expect(panel.locator("table", has=page.locator("th", has_text="GPU node"))).to_contain_text("us-east-2a")
         expect(panel).to_contain_text("ray-llm")
         report = page.locator("#verify-report")
         expect(report).to_have_attribute("data-ok", "1")
         expect(report.locator('tr[data-check="kv-transfer"]')).to_contain_text("pass")
+        expect(report.locator('tr[data-check="metrics-flowing"]')).to_contain_text("pass")
+
+        # The SLO strip and the alerts, live from Prometheus through the Kubernetes API proxy.
+        strip = panel.locator("#slo-strip")
+        expect(strip.locator('[data-key="ttft_p95"] .slo-value')).to_have_text(re.compile(r"^\d+(\.\d+)? m?s$"))
+        expect(strip.locator('[data-key="requests_per_s"] .slo-value')).to_have_text(re.compile(r"/s$"))
+        expect(strip.locator('[data-key="ttft_p95"]')).to_contain_text("SLO 2.50 s")
+        alerts = panel.locator("#alerts-firing")
+        expect(alerts.locator('tr[data-alert="RaypdNixlTransferFailed"]')).to_contain_text("firing")
+        expect(alerts.locator('tr[data-alert="RaypdNixlTransferFailed"]')).to_contain_text(
+            "docs/troubleshooting.md#alert-nixl-transfers-failed")
+        link = panel.locator("#dashboard-links a").first
+        expect(link).to_have_attribute("href", "http://127.0.0.1:3000/d/raypd-live/?orgId=1&from=now-1h&to=now")
+        expect(panel.locator("#dashboard-links code")).to_contain_text("port-forward svc/raypd-grafana 3000:80")
         page.screenshot(path=str(ARTIFACTS / "12-status-live.png"), full_page=True)
 
         before = len(live["kube"].requests)

@@ -81,6 +81,11 @@ matter, so a test may change them between calls):
   and every worker pod's proxy on 8080 then pass requests to them (query string as sent, repeated
   keys kept), as the API server proxies to the pods. With `worker_pod_ip="127.0.0.1"` the worker
   pods carry the real Ray node's IP, so replicas map onto them.
+- `prometheus_upstream` (attribute, default None): a real Prometheus's URL; the metrics
+  namespace's Prometheus Service proxy (`/api/v1/namespaces/monitoring/services/raypd-prometheus:
+  9090/proxy/...`) then passes requests to it; without one that Service has no ready endpoint
+  (503). `scrape_config()` is the Prometheus scrape job that reads every worker pod's page through
+  this API's pod proxy, as the worker PodMonitor reads them in a cluster.
 - `serve_upstream` (attribute, default None): an OpenAI server's URL; the Serve Service's proxy
   (`.../services/<serve>:8000/proxy/...`) then passes requests to it and streams the answer back.
 Looking in: `objects()` -> {"configmaps": [names], "jobs": [names], "pods": [Job pod names]} of
@@ -113,6 +118,7 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit
 
 import yaml
 
+from components import observability_names
 from components.outputs import render_stack_outputs
 from components.spec import DeploymentSpec
 from components.topology import plan_deployment
@@ -349,6 +355,7 @@ class FakeKubeApi(LoopbackServer):
         self.serve_upstream: Optional[str] = None
         self.dashboard_upstream: Optional[str] = None
         self.metrics_upstream: Optional[str] = None
+        self.prometheus_upstream: Optional[str] = None
         self.runs: list[JobRun] = []
         self._jobs_lock = threading.RLock()
         self._config_maps: dict[tuple[str, str], dict[str, Any]] = {}
@@ -1019,7 +1026,9 @@ class FakeKubeApi(LoopbackServer):
         prefixed `ray_`, every series tagged ReplicaId, and no series for a counter or histogram
         that was never incremented (RayCounterWrapper.inc skips 0; Ray exports recorded tag sets
         only), so an engine that served nothing yet has no series at all, as
-        tests/fixtures/real/ray/metrics-export-idle.txt shows. `metric_prefix="vllm:"` gives plain
+        tests/fixtures/real/ray/metrics-export-idle.txt shows; and no gauge for an engine idle now
+        (Ray 2.60 exports a gauge only for rounds in which it was set: real Ray Serve LLM showed
+        one num_requests_running sample after a request, then none). `metric_prefix="vllm:"` gives plain
         vLLM's own page (prometheus_client keeps zeros: tests/fixtures/real/pair/)."""
         prefix = self.metric_prefix
         plain = prefix == "vllm:"
@@ -1029,10 +1038,12 @@ class FakeKubeApi(LoopbackServer):
             f'ray_node_cpu_utilization{{InstanceId="",SessionName="{SESSION}",ip="10.0.2.100"}} 3.1',
         ]
         pod_ip = next(p["status"]["podIP"] for p in self.pods if p["metadata"]["name"] == pod)
-        for replicas in self.replicas.values():
+        for phase, replicas in self.replicas.items():
             for replica in replicas:
                 if replica["node_ip"] != pod_ip:
                     continue
+                if not plain:  # Ray Serve's own per-replica counter, from the replica's start on
+                    lines.append(self._serve_replica_series(pod_ip, phase, replica))
                 engine = self._engines[replica["replica_id"]]
                 if not plain and not any(engine.values()):
                     continue  # Ray exports an engine's series on first use (tests/fixtures/real/ray)
@@ -1048,7 +1059,8 @@ class FakeKubeApi(LoopbackServer):
                     label_text = labels + (f",{extra}" if extra else "")
                     lines.append(f"{prefix}{name}{{{label_text}}} {float(value)}")
 
-                series("num_requests_running", 0, "gauge")
+                if plain:  # Ray exports a gauge only for rounds the engine set it in: busy ones
+                    series("num_requests_running", 0, "gauge")  # (an idle engine's is absent)
                 series("generation_tokens_total", engine["generated"], "counter")
                 for source, key in (("local_compute", "local"), ("external_kv_transfer", "external")):
                     series("prompt_tokens_by_source_total", engine[key], "counter", f'source="{source}"')
@@ -1059,6 +1071,28 @@ class FakeKubeApi(LoopbackServer):
                     series("nixl_bytes_transferred_count", engine["transfers"], "histogram")
                     series("nixl_num_failed_transfers_total", engine["failed"], "counter")
         return "\n".join(lines) + "\n"
+
+    def _serve_replica_series(self, pod_ip: str, phase: str, replica: dict[str, Any]) -> str:
+        """`ray_serve_deployment_replica_starts_total` as Ray 2.60 exports it for a replica from its
+        start on (tests/fixtures/real/ray/serve-metrics-probe.txt: `replica` is the replica id vLLM
+        tags its series with as ReplicaId)."""
+        labels = (f'Component="core_worker",NodeAddress="{pod_ip}",SessionName="{SESSION}",'
+                  f'Version="{RAY_VERSION}",WorkerId="{_hex(replica["actor_id"], 56)}",application="llm",'
+                  f'deployment="{self.deployment_names[phase]}",'
+                  'otel_scope_name="ray._private.telemetry.open_telemetry_metric_recorder",'
+                  f'otel_scope_schema_url="",otel_scope_version="",replica="{replica["replica_id"]}"')
+        return f"ray_serve_deployment_replica_starts_total{{{labels}}} 1.0"
+
+    def scrape_configs(self) -> list[dict[str, Any]]:
+        """Prometheus scrape jobs reading every worker pod's metrics page through this API's pod
+        proxy with the stack's token: in a cluster the worker PodMonitor scrapes the same pages
+        from the pods themselves; `honor_labels`, as it sets (components/observability.py)."""
+        host = urlsplit(self.url).netloc
+        namespace = self.spec.namespace
+        return [{"job_name": f"pod-{pod}", "honor_labels": True, "scrape_interval": "1s",
+                 "metrics_path": f"/api/v1/namespaces/{namespace}/pods/{pod}:8080/proxy/metrics",
+                 "authorization": {"type": "Bearer", "credentials": self.token},
+                 "static_configs": [{"targets": [host]}]} for pod in sorted(self._worker_pods)]
 
     def take_failure(self, failures: dict[str, int], key: str) -> bool:
         """True (and one fewer to come) when the next read of `key` is to fail."""
@@ -1498,6 +1532,10 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._text(200, text)
             return
+        if (len(parts) >= 7 and parts[:4] == ["api", "v1", "namespaces", observability_names.NAMESPACE]
+                and parts[4] == "services" and parts[6] == "proxy"):
+            self._prometheus_proxy(fake, method, parts[5], "/".join(parts[7:]), query, body)
+            return
         if len(parts) >= 7 and parts[:4] == ["api", "v1", "namespaces", ns] and parts[6] == "proxy":
             target, _, port = parts[5].partition(":")
             rest = "/".join(parts[7:]) + ("/" if path.endswith("/") and len(parts) > 7 else "")
@@ -1634,6 +1672,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, error_document(f"no route /{rest}", "NotFoundError", 404))
             return
         self._json(404, _status(404, "NotFound", f'services "{service}" not found'))
+
+    def _prometheus_proxy(self, fake: FakeKubeApi, method: str, target: str, rest: str,
+                          query: dict[str, str], body: bytes) -> None:
+        """The metrics namespace's Prometheus Service: passed to `prometheus_upstream` (a real
+        Prometheus) when set; otherwise the Service exists with no ready pod, and the API server
+        answers as its service proxy does then (503 Status, `no endpoints available for service`)."""
+        service, _, port = target.partition(":")
+        if service != observability_names.PROMETHEUS_SERVICE or port not in ("9090", "http-web"):
+            self._json(404, _status(404, "NotFound", f'services "{service}" not found'))
+        elif fake.prometheus_upstream:
+            self._pass_through(fake.prometheus_upstream, method, rest, query, body)
+        else:
+            self._json(503, _status(503, "ServiceUnavailable",
+                                    f'no endpoints available for service "{service}"'))
 
     def _pass_through(self, upstream: str, method: str, rest: str, query: dict[str, str], body: bytes) -> None:
         """The API server's proxy: the request to the upstream, its answer streamed back chunk by chunk."""

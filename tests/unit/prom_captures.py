@@ -108,6 +108,47 @@ def engine_page(moment: str, deployment: str) -> list[Series]:
     return as_ray(parse(text), replicas()[deployment])
 
 
+IDLE_SCRAPES = 2
+
+
+def scrape_pages(deployments: Mapping[str, str] | None = None,
+                 decode_after: str = "after-transfers") -> dict[str, tuple[str, ...]]:
+    """Scrape path -> its pages: idle for the first IDLE_SCRAPES scrapes, then after the transfers,
+    so rates and quantiles have real movement to read. `deployments` renames the captured Serve
+    deployments ("Prefill:tiny" -> another stack's name) in Ray Serve's series, which the phase
+    join reads; the engines keep the captured ReplicaIds. `decode_after="after-failed-load"` is the
+    real decode after a KV load that failed (its NIXL failure counter moved)."""
+    rename = dict(deployments or {})
+
+    def renamed(series: list[Series]) -> list[Series]:
+        out = []
+        for s in series:
+            labels = dict(s.labels)
+            if labels.get(m.SERVE_DEPLOYMENT_LABEL) in rename:
+                labels[m.SERVE_DEPLOYMENT_LABEL] = rename[labels[m.SERVE_DEPLOYMENT_LABEL]]
+            out.append(Series(s.name, tuple(sorted(labels.items())), s.value))
+        return out
+
+    def twice(idle: list[Series], after: list[Series]) -> tuple[str, ...]:
+        return (exposition(renamed(idle)),) * IDLE_SCRAPES + (exposition(renamed(after)),)
+
+    serve = serve_replica_series()
+    probe = serve_probe()
+    return {
+        "/ray": twice(parse((REAL / "ray" / "metrics-export-idle.txt").read_text()), ray_export()),
+        "/serve": twice(serve, serve),
+        "/serve-probe": twice(probe, probe),
+        "/prefill": twice(pair_page("prefill", "idle", "Prefill:tiny"),
+                          pair_page("prefill", "after-transfers", "Prefill:tiny")),
+        "/decode": twice(pair_page("decode", "idle", "Decode:tiny"),
+                         pair_page("decode", decode_after, "Decode:tiny")),
+        # One real engine's dashboard-only families (queue time, TPOT, prefix cache...), once per
+        # phase's replica, so both columns read them.
+        **{f"/engine-{phase}": twice(engine_page("idle", deployment), engine_page("after-chats", deployment))
+           for phase, deployment in (("prefill", "Prefill:tiny"), ("decode", "Decode:tiny"))},
+    }
+
+
 def ray_export() -> list[Series]:
     return parse(RAY_EXPORT.read_text())
 

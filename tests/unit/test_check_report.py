@@ -23,7 +23,7 @@ def test_ids_are_the_ones_contract_5_lists() -> None:
     assert VERIFY_IDS == ("gpu-nodes", "efa-devices", "one-zone", "rayservice-ready",
                           "serve-app-running", "replica-placement", "nixl-backend",
                           "endpoint-models", "endpoint-chat", "kv-transfer",
-                          "endpoint-external", "endpoint-auth", "dashboard-exposure")
+                          "endpoint-external", "endpoint-auth", "dashboard-exposure", "metrics-flowing")
 
 
 def test_ok_is_false_exactly_when_a_check_failed() -> None:

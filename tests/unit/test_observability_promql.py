@@ -7,17 +7,9 @@ in components/metric_names.py, or upstream, empties a query and fails here.
 
 from __future__ import annotations
 
-import json
-import shutil
-import socket
 import subprocess
-import threading
-import time
-import urllib.parse
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 import pytest
 import yaml
@@ -26,11 +18,21 @@ from components import metric_names as m
 from components.observability_dashboards import dashboards, panel_queries
 from components.observability_rules import PHASE_INFO, engine_series, phased, prometheus_rule_groups
 from components.spec import DeploymentSpec
+from tests.prometheus_server import (
+    PROMETHEUS,
+    PROMTOOL,
+    Pages,
+    answers,
+    api,
+    need_prometheus,
+    page_jobs,
+    page_server,
+    query,
+    running_prometheus,
+)
 from tests.real.stacks import small_stack_spec
 from tests.unit import prom_captures as cap
 
-PROMTOOL = shutil.which("promtool")
-PROMETHEUS = shutil.which("prometheus")
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool not installed: run scripts/ensure-prometheus (make test does)")
 needs_prometheus = pytest.mark.skipif(
@@ -172,9 +174,10 @@ def _bad_scenarios() -> dict[str, dict[str, Any]]:
         values[s.selector()] = f"{s.value!r}+{10 if suffix == '_count' else 40}x40"
     scenarios["ttft"] = _scenario(values, {"RaypdTtftAboveSlo"})
 
-    # Ray's decode engine stops exporting at minute 10 (its replica died).
+    # Ray's decode engine stops exporting at minute 10 (its replica died): every series of it.
     values = _values(good)
-    values[_one(ray, m.RUNNING, ReplicaId=decode_id)] = "0x10 stale"
+    for series in cap.where(good, {m.REPLICA_ID_LABEL: decode_id}):
+        values[series.selector()] = f"{series.value!r}x10 stale"
     scenarios["engine-gone"] = _scenario(values, {"RaypdEngineStoppedReporting"})
 
     # A GPU node NotReady (kube-state-metrics is not in the captures: its series are typed here).
@@ -246,6 +249,22 @@ def test_alerts_stay_silent_on_the_good_capture(tmp_path: Path) -> None:
 
 
 @needs_promtool
+def test_an_idle_engine_whose_gauges_ray_stopped_exporting_raises_no_alert(tmp_path: Path) -> None:
+    """Ray exports vLLM's gauges only while an engine sets them (busy): idle from minute 10 on,
+    both engines keep their counters and lose running/waiting/KV-usage. Nothing may fire."""
+    good = _good_capture()
+    values = _values(good)
+    gauges = {m.RUNNING, m.WAITING, m.KV_CACHE_USAGE}
+    idle = [s for s in good if s.name in gauges and s.label(m.REPLICA_ID_LABEL)]
+    engines = {cap.replicas()["Prefill:tiny"], cap.replicas()["Decode:tiny"]}
+    assert engines <= {s.label(m.REPLICA_ID_LABEL) for s in idle}
+    for series in idle:
+        values[series.selector()] = f"{series.value!r}x10 stale"
+    done = _promtool_test(tmp_path, [_scenario(values, set(), at="30m")])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_each_alert_fires_on_its_bad_series_and_only_it(tmp_path: Path, scenario: str) -> None:
     scenarios = _bad_scenarios()  # built here: a renamed metric fails this test, not collection
@@ -256,137 +275,18 @@ def test_each_alert_fires_on_its_bad_series_and_only_it(tmp_path: Path, scenario
 
 # ---- every dashboard query on a real Prometheus server scraping the captures ----
 
-class _Pages:
-    """What each scrape target answers: its idle page for the first scrapes, then its page after
-    the transfers, so rates and quantiles have real movement to read (as a deployment that
-    starts idle and then serves requests)."""
-
-    IDLE_SCRAPES = 2
-
-    def __init__(self) -> None:
-        serve = cap.exposition(cap.serve_replica_series())
-        self.pages: dict[str, tuple[str, str]] = {
-            "/ray": ((cap.REAL / "ray" / "metrics-export-idle.txt").read_text(),
-                     cap.RAY_EXPORT.read_text()),
-            "/serve": (serve, serve),
-            "/serve-probe": (cap.SERVE_PROBE.read_text(),) * 2,
-            "/prefill": (cap.exposition(cap.pair_page("prefill", "idle", "Prefill:tiny")),
-                         cap.exposition(cap.pair_page("prefill", "after-transfers", "Prefill:tiny"))),
-            "/decode": (cap.exposition(cap.pair_page("decode", "idle", "Decode:tiny")),
-                        cap.exposition(cap.pair_page("decode", "after-transfers", "Decode:tiny"))),
-            # One real engine's dashboard-only families (queue time, TPOT, prefix cache...), once
-            # per phase's replica, so both columns read them.
-            **{f"/engine-{phase}": (cap.exposition(cap.engine_page("idle", deployment)),
-                                    cap.exposition(cap.engine_page("after-chats", deployment)))
-               for phase, deployment in (("prefill", "Prefill:tiny"), ("decode", "Decode:tiny"))},
-        }
-        self.served = dict.fromkeys(self.pages, 0)
-        self.lock = threading.Lock()
-
-    def answer(self, path: str) -> Optional[str]:
-        with self.lock:
-            if path not in self.pages:
-                return None
-            self.served[path] += 1
-            return self.pages[path][0 if self.served[path] <= self.IDLE_SCRAPES else 1]
-
-    def after_scrapes(self) -> int:
-        with self.lock:
-            return min(self.served.values()) - self.IDLE_SCRAPES
-
-
-def _page_server(pages: _Pages) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            body = pages.answer(urllib.parse.urlsplit(self.path).path)
-            if body is None:
-                self.send_error(404)
-                return
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _api(base: str, path: str, **params: str) -> dict[str, Any]:
-    url = f"{base}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
-    try:
-        with urllib.request.urlopen(url, timeout=30) as answer:
-            return dict(json.load(answer))
-    except urllib.error.HTTPError as error:  # a bad query answers 400 with a JSON error
-        return dict(json.load(error))
-
-
-def _query(base: str, expr: str) -> dict[str, Any]:
-    return _api(base, "/api/v1/query", query=expr)
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real `prometheus` on 127.0.0.1 with the rendered rules, scraping the captures every second."""
-    if PROMETHEUS is None:
-        pytest.skip("prometheus not installed: run scripts/ensure-prometheus (make test does)")
-    directory = tmp_path_factory.mktemp("prometheus")
-    rules = _write_rules(directory)
-    pages = _Pages()
-    server = _page_server(pages)
-    target = f"127.0.0.1:{server.server_address[1]}"
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(rules)],
-        "scrape_configs": [{"job_name": path.strip("/"), "metrics_path": path, "honor_labels": True,
-                            "static_configs": [{"targets": [target]}]} for path in pages.pages],
-    }
-    (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = (directory / "prometheus.log").open("w")
-    process = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={directory / 'prometheus.yml'}",
-         f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT)
-    try:
-        # Ready once every target answered 3 pages after its idle ones and the rules have turned
-        # the moved TTFT counters into a rate (a loaded 2-core machine may take a while).
-        deadline = time.monotonic() + 180
-        ready = f"sum(rate({phased(m.TTFT + '_count')}[5m])) > 0"
-        while True:
-            assert process.poll() is None, (directory / "prometheus.log").read_text()[-3000:]
-            if pages.after_scrapes() >= 3:
-                try:
-                    if _query(base, ready).get("data", {}).get("result"):
-                        break
-                except (OSError, ValueError):
-                    pass
-            assert time.monotonic() < deadline, (
-                f"prometheus not ready in 180 s (served {pages.served}):\n"
-                + (directory / "prometheus.log").read_text()[-3000:])
-            time.sleep(0.2)
+    need_prometheus()
+    pages = Pages(cap.scrape_pages())
+    # Ready once every target answered 3 pages after its idle ones and the rules have turned the
+    # moved TTFT counters into a rate.
+    moved = f"sum(rate({phased(m.TTFT + '_count')}[5m])) > 0"
+    with page_server(pages) as target, running_prometheus(
+            tmp_path_factory.mktemp("prometheus"), prometheus_rule_groups(_spec()), page_jobs(target, pages),
+            ready=lambda base: pages.scrapes() >= cap.IDLE_SCRAPES + 3 and answers(base, moved)) as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=20)
-        log.close()
-        server.shutdown()
 
 
 def _captured(expr: str) -> bool:
@@ -395,7 +295,7 @@ def _captured(expr: str) -> bool:
 
 @needs_prometheus
 def test_every_rule_evaluates_without_error_on_the_server(prometheus: str) -> None:
-    groups = _api(prometheus, "/api/v1/rules")["data"]["groups"]
+    groups = api(prometheus, "/api/v1/rules")["data"]["groups"]
     rules = [rule for group in groups for rule in group["rules"]]
     assert len(rules) == sum(len(g["rules"]) for g in prometheus_rule_groups(_spec()))
     unhealthy = [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
@@ -407,7 +307,7 @@ def test_every_dashboard_query_parses_and_the_captured_ones_answer(prometheus: s
     empty, errors, parse_only = [], [], []
     for name, dashboard in dashboards(_spec()).items():
         for title, expr in panel_queries(dashboard):
-            answer = _query(prometheus, expr)
+            answer = query(prometheus, expr)
             if answer.get("status") != "success":
                 errors.append((name, title, expr, answer.get("error")))
             elif not _captured(expr):
@@ -421,11 +321,11 @@ def test_every_dashboard_query_parses_and_the_captured_ones_answer(prometheus: s
 
 @needs_prometheus
 def test_the_server_labels_the_captured_engines_by_phase(prometheus: str) -> None:
-    answer = _query(prometheus, f"count by (phase, deployment) ({phased(m.RUNNING)})")
+    answer = query(prometheus, f"count by (phase, deployment) ({phased(m.RUNNING)})")
     got = {(s["metric"]["phase"], s["metric"]["deployment"]) for s in answer["data"]["result"]}
     assert got == {("prefill", "Prefill:tiny"), ("decode", "Decode:tiny")}
     # No captured engine series is left without a phase.
-    unphased = _query(prometheus, f"{m.RUNNING} unless on(ReplicaId) {PHASE_INFO}")
+    unphased = query(prometheus, f"{m.RUNNING} unless on(ReplicaId) {PHASE_INFO}")
     assert unphased["data"]["result"] == []
 
 
@@ -439,12 +339,12 @@ def test_every_dashboard_query_of_the_other_layouts_parses(prometheus: str) -> N
         spec = DeploymentSpec.from_config(config, "other")
         for board in dashboards(spec).values():
             for title, expr in panel_queries(board):
-                answer = _query(prometheus, expr)
+                answer = query(prometheus, expr)
                 if answer.get("status") != "success":
                     errors.append((title, expr, answer.get("error")))
         for group in prometheus_rule_groups(spec):
             for rule in group["rules"]:
-                answer = _query(prometheus, rule["expr"])
+                answer = query(prometheus, rule["expr"])
                 if answer.get("status") != "success":
                     errors.append((rule.get("record") or rule.get("alert"), answer.get("error")))
     assert not errors

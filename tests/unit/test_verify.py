@@ -7,6 +7,7 @@ or stdin, and its exit codes (0 ok, 1 a check failed, 2 invalid input) are asser
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -23,9 +24,14 @@ from serve.endpoint_checks import ENDPOINT_IDS
 from serve.verify import cluster_status, run_verify
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer
+from tests.patience import PATIENCE_S
+from tests.prometheus_server import prometheus_scraping
 from tests.unit.cli_support import ROOT, run_module
 
 FAST = {"kv_wait_seconds": 0, "timeout": 5}
+# With a real Prometheus (tests/prometheus_server.py) the chat's series take a scrape and a rule
+# evaluation (1 s each there) to arrive: wait for them, ending at once when they are in.
+METRICS = {"metrics_wait_seconds": PATIENCE_S, "metrics_poll_seconds": 0.5}
 
 
 def statuses(report: Report) -> dict[str, str]:
@@ -59,9 +65,11 @@ EXPECTED: dict[str, dict[str, str]] = {
 
 
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
-def test_scenarios_are_reported_in_the_right_check(scenario: str) -> None:
-    with FakeKubeApi(scenario) as kube:
-        report = run_verify(kube.outputs(), **FAST)
+def test_scenarios_are_reported_in_the_right_check(scenario: str, tmp_path: Path) -> None:
+    with FakeKubeApi(scenario) as kube, contextlib.ExitStack() as stack:
+        if scenario == "healthy":  # the other scenarios' Prometheus Service has no endpoint: fail
+            stack.enter_context(prometheus_scraping(kube, tmp_path / "prometheus"))
+        report = run_verify(kube.outputs(), **FAST, **METRICS)
     got = statuses(report)
     assert list(got) == list(VERIFY_IDS)
     for check_id, status in EXPECTED[scenario].items():
@@ -394,8 +402,8 @@ def run_stdin(*args: str, stdin: str, env: dict[str, str] | None = None) -> subp
 
 
 @pytest.fixture
-def healthy() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi("healthy") as kube:
+def healthy(tmp_path: Path) -> Iterator[FakeKubeApi]:
+    with FakeKubeApi("healthy") as kube, prometheus_scraping(kube, tmp_path / "prometheus"):
         yield kube
 
 
@@ -497,7 +505,10 @@ def test_cli_mints_the_eks_token_and_never_runs_the_exec(tmp_path: Path) -> None
     with FakeKubeApi("healthy", accept_token=accept) as kube:
         outputs = kube.outputs(exec_command=str(script))
         result = run_stdin("--outputs", "-", "--json", stdin=json.dumps(outputs), env=env)
-    assert result.returncode == 0, result.stdout + result.stderr
+    # No Prometheus runs for this stand-in (its Service has no endpoint): the one failure, and
+    # every other check got its evidence with the minted token.
+    failed = [c["id"] for c in json.loads(result.stdout)["checks"] if c["status"] == "fail"]
+    assert (result.returncode, failed) == (1, ["metrics-flowing"]), result.stdout + result.stderr
     assert not marker.exists(), "verify ran the kubeconfig's exec command"
     assert seen and all(token.startswith("k8s-aws-v1.") for token in seen)
     assert not any(token in result.stdout + result.stderr for token in seen)

@@ -219,11 +219,12 @@ def test_deployment_page_has_status_panel_and_verify_button(app):
 
 @pytest.mark.parametrize("scenario,failing", [("healthy", set()), ("ucx-fallback", {"nixl-backend"})])
 def test_verify_after_a_real_up_reads_the_cluster_through_the_kubernetes_api(
-        fake_app, fake_engine, scenario, failing):
+        fake_app, fake_engine, scenario, failing, tmp_path):
     from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
+    from tests.prometheus_server import prometheus_scraping
 
     client = fake_app.test_client()
-    with FakeKubeApi(scenario) as kube:
+    with FakeKubeApi(scenario) as kube, prometheus_scraping(kube, tmp_path / "prometheus"):
         fake_engine.live = kube.outputs()
         create(client, "real")
         job = _start(client, "real", "up")
@@ -237,6 +238,7 @@ def test_verify_after_a_real_up_reads_the_cluster_through_the_kubernetes_api(
         assert status["available"] is True
         assert len(status["nodes"]) == 2 and all(node["ready"] for node in status["nodes"])
         assert status["ready"]["status"] == "True"
+        assert status["metrics"]["available"] is True and status["metrics"]["strip"]
         answers = client.get(f"/api/v1/jobs/{job['id']}", headers=AUTH).get_data(as_text=True)
         assert DEFAULT_TOKEN not in answers and DEFAULT_TOKEN not in str(status)
 

@@ -200,6 +200,7 @@
         })));
       }
     }
+    renderMetrics(box, status.metrics, status.dashboards);
     if (!sectionError(box, status.nodes, "Nodes")) {
       box.appendChild(table(["GPU node", "Group", "Type", "Zone", "Ready", "GPUs", "EFA"], (status.nodes || []).map(function (n) {
         return [n.name, n.nodeGroup || n.eksNodeGroup || "", n.instanceType || "", n.zone || "", yesNo(n.ready), n.gpus, n.efa];
@@ -211,6 +212,70 @@
       })));
     }
     if (status.checkedAt) box.appendChild(element("p", "checked " + status.checkedAt, "muted small"));
+  }
+
+  // The SLO strip's numbers and raypd's active alerts, from the deployment's Prometheus (issue 18 §4);
+  // the shape is serve.live_metrics's. Values are numbers or null (nothing observed in the window).
+  function formatNumber(value, unit) {
+    if (value === null || value === undefined) return "no data";
+    if (unit === "s") return value < 1 ? Math.round(value * 1000) + " ms" : value.toFixed(2) + " s";
+    if (unit === "percentunit") return (value * 100).toFixed(1) + "%";
+    return value.toFixed(value < 10 ? 2 : 0) + "/s";
+  }
+
+  function renderMetrics(box, metrics, dashboards) {
+    if (!metrics) return;
+    var section = element("div", null, "live-metrics");
+    section.id = "live-metrics";
+    section.appendChild(element("h3", "SLO strip (Prometheus, last 5 min)"));
+    if (!metrics.available) {
+      section.appendChild(element("p", "Metrics: " + (metrics.reason || "not available"), "notice notice-bad"));
+      box.appendChild(section);
+      return;
+    }
+    var strip = element("div", null, "slo-strip");
+    strip.id = "slo-strip";
+    (metrics.strip || []).forEach(function (n) {
+      var tile = element("div", null, "slo-number" + (n.breached ? " slo-breached" : ""));
+      tile.setAttribute("data-key", n.key);
+      tile.setAttribute("data-breached", n.breached ? "1" : "0");
+      tile.appendChild(element("span", n.label, "slo-label"));
+      tile.appendChild(element("span", formatNumber(n.value, n.unit), "slo-value"));
+      if (n.slo !== null && n.slo !== undefined) tile.appendChild(element("span", "SLO " + formatNumber(n.slo, n.unit), "muted small"));
+      strip.appendChild(tile);
+    });
+    section.appendChild(strip);
+    var alerts = metrics.alerts || [];
+    var list = element("div", null, "alerts");
+    list.id = "alerts-firing";
+    var firing = alerts.filter(function (a) { return a.state === "firing"; }).length;
+    list.setAttribute("data-firing", String(firing));
+    list.appendChild(element("p", firing ? firing + " alert(s) firing" : "No alert firing" +
+      (alerts.length ? " (" + alerts.length + " pending)" : ""), firing ? "notice notice-bad" : "muted"));
+    if (alerts.length) {
+      var t = table(["Alert", "State", "Severity", "What", "Runbook"], alerts.map(function (a) {
+        return [a.name, a.state, a.severity || "", a.summary || "", a.runbook || ""];
+      }));
+      t.querySelectorAll("tbody tr").forEach(function (row, index) { row.setAttribute("data-alert", alerts[index].name); });
+      list.appendChild(t);
+    }
+    section.appendChild(list);
+    if (dashboards && dashboards.links) {
+      var links = element("p", "Dashboards (after ", "small");
+      links.id = "dashboard-links";
+      links.appendChild(element("code", dashboards.portForward));
+      links.appendChild(document.createTextNode("): "));
+      dashboards.links.forEach(function (link, index) {
+        var a = element("a", link.title);
+        a.href = link.url;
+        a.target = "_blank";
+        a.rel = "noopener noreferrer";
+        if (index) links.appendChild(document.createTextNode(" · "));
+        links.appendChild(a);
+      });
+      section.appendChild(links);
+    }
+    box.appendChild(section);
   }
 
   function setupStatus() {

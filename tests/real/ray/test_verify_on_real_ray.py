@@ -6,17 +6,22 @@ the EKS API server: its RayService, nodes and pods describe the stack, and its h
 (8265) and worker pod proxy (8080) forward to the real dashboard and the real metrics export port,
 so verify's Ray-side evidence (Serve applications, State API actors, the log API by actor id, the
 ray_vllm_* counters) is read from real Ray, as on the cluster. The chat goes to the real Serve
-HTTP port through the Serve Service's proxy.
+HTTP port through the Serve Service's proxy. A real Prometheus with raypd's rules for the stack
+scrapes the worker pods' proxy (so real Ray's export), and metrics-flowing asks it through the
+stand-in's Prometheus Service proxy: the phase join on real Ray Serve LLM series.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from serve.verify import run_verify
 from tests.fakes.kube_api import FakeKubeApi
+from tests.prometheus_server import prometheus_scraping
 from tests.real.ray_serve import RayServe
 
 
-def test_verify_reads_real_ray_through_the_kubernetes_proxy(real_ray_serve: RayServe) -> None:
+def test_verify_reads_real_ray_through_the_kubernetes_proxy(real_ray_serve: RayServe, tmp_path: Path) -> None:
     ray = real_ray_serve
     config = {"raypd:model": {"id": ray.model_id, "source": "Qwen/Qwen3-8B"},
               "raypd:kvTransfer": {"connector": "NixlConnector", "backend": "UCX"}}
@@ -25,8 +30,9 @@ def test_verify_reads_real_ray_through_the_kubernetes_proxy(real_ray_serve: RayS
         kube.metrics_upstream = ray.metrics_urls[0]
         kube.serve_upstream = ray.serve_url
         # Ray exports metrics every few seconds and the tiny engines share two busy cores: wait long.
-        report = run_verify(kube.outputs(), timeout=60, chat_timeout=300, kv_wait_seconds=120,
-                            kv_poll_seconds=3)
+        with prometheus_scraping(kube, tmp_path / "prometheus"):
+            report = run_verify(kube.outputs(), timeout=60, chat_timeout=300, kv_wait_seconds=120,
+                                kv_poll_seconds=3, metrics_wait_seconds=180, metrics_poll_seconds=2)
         proxied = [r["path"] for r in kube.requests]
     got = {check.id: check for check in report.checks}
     message = "\n".join(f"{c.id}: {c.status}: {c.detail}" for c in report.checks) + "\n" + ray.describe()
@@ -35,6 +41,8 @@ def test_verify_reads_real_ray_through_the_kubernetes_proxy(real_ray_serve: RayS
     assert got["endpoint-models"].status == "pass" and got["endpoint-chat"].status == "pass", message
     assert got["kv-transfer"].status == "pass", message
     assert "from external_kv_transfer, local_compute +0" in got["kv-transfer"].detail, message
+    assert got["metrics-flowing"].status == "pass", message
+    assert "prefill 1 of 1" in got["metrics-flowing"].detail and "decode 1 of 1" in got["metrics-flowing"].detail
     # one Ray node runs both engines here, while the plan gives each its own: placement says so
     assert got["replica-placement"].status == "fail" and "share node" in got["replica-placement"].detail
     assert any(p.endswith("ray-llm-head-svc:8265/proxy/api/v0/actors") for p in proxied)

@@ -1,0 +1,151 @@
+"""Verify check `metrics-flowing`: every engine reports to Prometheus, and under its phase.
+
+The dashboards and alerts (issue 18) read only the phase-labelled copies of vLLM's series that the
+recording rules make (components.observability_rules): `replica:raypd_phase:info` per Serve
+replica, from Ray Serve's own per-replica series, and `engine:<metric>:phase`, vLLM's series
+joined to it on `ReplicaId`. A PodMonitor that misses the worker pods, a renamed label or a rule
+that never loaded leaves every panel empty and every alert silent, with nothing red anywhere. This
+check asks the deployment's Prometheus (serve.prometheus_api, through the Kubernetes API) for:
+
+- the phase of every Serve replica of the prefill/decode (or colocated) deployments, as the Serve
+  API lists them: each needs its `replica:raypd_phase:info` series with the right phase;
+- every engine that exported its series needs the phased copy. The engine's presence is read from
+  a counter (observability_rules.ENGINE_PRESENCE), not a gauge: Ray exports vLLM's gauges only
+  while the engine is busy, so an idle engine has none;
+- at least one engine per phase with series. Under Ray an engine exports nothing before its first
+  request (tests/fixtures/real/ray/metrics-export-idle.txt), so this runs after verify's chat, and
+  waits: the chat's series reach Prometheus after Ray's export round (~10 s), a scrape (15 s) and
+  a rule evaluation (30 s). Idle replicas beyond the first are counted, not failed.
+A stack without the metrics stack (`raypd:observability.enabled: false`) is skipped.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Optional
+from urllib.parse import urlsplit
+
+from components import metric_names as m
+from components import observability_names
+from components.checks import Check
+from components.observability_rules import ENGINE_PRESENCE, PHASE_INFO, phased
+from components.outputs import OBSERVABILITY_KEY
+from serve.evidence import Evidence
+from serve.kube import KubeClient
+from serve.prometheus_api import PrometheusApi, PrometheusError
+
+CHECK_ID = "metrics-flowing"
+TITLE = "every engine's metrics reach Prometheus with their phase"
+WAIT_SECONDS = 75.0    # Ray's export round + a scrape + a rule evaluation, with room
+POLL_SECONDS = 5.0
+# Ray Serve's and vLLM's series can miss a scrape (a busy node's export answering late): a look
+# back over a few scrapes keeps one missed scrape from reading as a missing engine.
+LOOKBACK = "2m"
+REMEDY_PROMETHEUS = (f"check the metrics stack: kubectl -n {observability_names.NAMESPACE} get pods "
+                     "(Prometheus, its operator); see docs/observability.md")
+
+
+def prometheus_for(client: KubeClient, outputs: Mapping[str, Any],
+                   timeout: Optional[float] = None) -> Optional[PrometheusApi]:
+    """The stack's Prometheus from outputs `observability.prometheusUrl` (`http://<svc>.<ns>.svc...
+    :<port>`), or None when the stack has no metrics stack."""
+    section = outputs.get(OBSERVABILITY_KEY)
+    if not isinstance(section, Mapping) or not section.get("prometheusUrl"):
+        return None
+    url = urlsplit(str(section["prometheusUrl"]))
+    parts = (url.hostname or "").split(".")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        raise PrometheusError(f"outputs observability.prometheusUrl is not a Service URL: {url.geturl()[:120]}")
+    return PrometheusApi(client, namespace=parts[1], service=parts[0], port=url.port or 80, timeout=timeout)
+
+
+def _by_replica(api: PrometheusApi, expr: str) -> dict[str, dict[str, str]]:
+    return {s.labels.get(m.REPLICA_ID_LABEL, ""): s.labels for s in api.query(expr)}
+
+
+class _Reading:
+    """One look at Prometheus: phases of the replicas, engines that export, engines phased."""
+
+    def __init__(self, api: PrometheusApi):
+        by = f"{m.REPLICA_ID_LABEL}, {m.PHASE_LABEL}"
+        self.info = _by_replica(api, f"max by ({by}) (last_over_time({PHASE_INFO}[{LOOKBACK}]))")
+        self.raw = _by_replica(api, f"count by ({m.REPLICA_ID_LABEL}) "
+                                    f"(last_over_time({ENGINE_PRESENCE}[{LOOKBACK}]))")
+        self.phased = _by_replica(api, f"count by ({by}) (last_over_time({phased(ENGINE_PRESENCE)}[{LOOKBACK}]))")
+
+    def reporting(self, replicas: list[str]) -> list[str]:
+        return [r for r in replicas if r in self.phased]
+
+
+def check_metrics_flowing(ev: Evidence, outputs: Mapping[str, Any], *, wait_seconds: float = WAIT_SECONDS,
+                          poll_seconds: float = POLL_SECONDS, timeout: Optional[float] = None) -> Check:
+    if outputs.get(OBSERVABILITY_KEY) is None:
+        return Check.skipped(CHECK_ID, TITLE, "the stack has no metrics stack (raypd:observability.enabled "
+                             "is false): nothing collects metrics")
+    api = prometheus_for(ev.live_client(), outputs, timeout)
+    assert api is not None
+    replicas = {phase: [str(r.get("replica_id")) for r in found if r.get("replica_id")]
+                for phase, found in ev.engine_replicas().items()}
+    if not any(replicas.values()):
+        return Check.warned(CHECK_ID, TITLE, "the Serve API lists no engine replica: no engine to look "
+                            "for in Prometheus (see serve-app-running)")
+    deadline = time.monotonic() + max(0.0, wait_seconds)
+    try:
+        while True:  # bounded by the deadline; ends at once when every phase reports
+            reading = _Reading(api)
+            if all(reading.reporting(ids) for ids in replicas.values()) \
+                    or time.monotonic() + poll_seconds > deadline:
+                break
+            time.sleep(poll_seconds)
+    except PrometheusError as exc:
+        return Check.failed(CHECK_ID, TITLE, f"{exc}: no metric of this deployment is collected",
+                            REMEDY_PROMETHEUS)
+    return _judge(replicas, reading, wait_seconds)
+
+
+def _judge(replicas: dict[str, list[str]], reading: _Reading, waited: float) -> Check:
+    wrong = [f"{rid} ({phase}: Prometheus has {reading.info[rid].get(m.PHASE_LABEL) or 'no phase'})"
+             for phase, ids in replicas.items() for rid in ids
+             if rid in reading.info and reading.info[rid].get(m.PHASE_LABEL) != phase]
+    if wrong:
+        return Check.failed(CHECK_ID, TITLE, f"replicas labelled with the wrong phase: {', '.join(wrong)}",
+                            "the recording rule's deployment names do not match the Serve deployments: "
+                            "run `pulumi up` so the PrometheusRule matches the deployed model")
+    unknown = [f"{rid} ({phase})" for phase, ids in replicas.items() for rid in ids if rid not in reading.info]
+    known = {rid for ids in replicas.values() for rid in ids}
+    strangers = sorted(rid for rid in reading.info if rid not in known)
+    if unknown and strangers:
+        return Check.failed(
+            CHECK_ID, TITLE, f"Prometheus has the phase of replicas {', '.join(strangers[:6])}, but the "
+            f"Serve API lists {', '.join(unknown)}: Ray Serve's `{m.SERVE_REPLICA_LABEL}` label does not "
+            f"carry the replica id vLLM tags its series with ({m.REPLICA_ID_LABEL}), so no engine series "
+            "gets a phase", "compare the two labels in Prometheus; see docs/observability.md")
+    if unknown:
+        return Check.failed(
+            CHECK_ID, TITLE, f"no {PHASE_INFO} series for the Serve replicas {', '.join(unknown)}: Prometheus "
+            f"does not scrape their worker pods (Ray Serve's {m.SERVE_REPLICA_STARTS} is missing), or the "
+            "raypd recording rules are not loaded",
+            "kubectl get podmonitors,prometheusrules -A; check the Prometheus targets page for the worker "
+            "pods (port 8080)")
+    unphased = sorted(set(reading.raw) - set(reading.phased))
+    if unphased:
+        return Check.failed(
+            CHECK_ID, TITLE, f"engine series without a phase for ReplicaId {', '.join(unphased)}: the join "
+            f"of vLLM's {m.REPLICA_ID_LABEL} to Ray Serve's `{m.SERVE_REPLICA_LABEL}` found no replica",
+            "compare the labels of the two series in Prometheus; see docs/observability.md")
+    silent = [phase for phase, ids in replicas.items() if ids and not reading.reporting(ids)]
+    if silent:
+        return Check.failed(
+            CHECK_ID, TITLE, f"no {' or '.join(silent)} engine has series in Prometheus after "
+            f"{waited:g} s (Ray exports an engine's series after its first request, which verify's chat "
+            "sent)", "if the chat failed, fix that first; else check the worker pods' scrape targets")
+    parts, idle = [], 0
+    for phase, ids in replicas.items():
+        if not ids:
+            continue
+        live = reading.reporting(ids)
+        idle += len(ids) - len(live)
+        parts.append(f"{phase} {len(live)} of {len(ids)} ({', '.join(live)})")
+    note = (f"; {idle} replica(s) have served nothing yet, so Ray exported no series for them "
+            "(their phase is known)") if idle else ""
+    return Check.passed(CHECK_ID, TITLE, f"engines reporting under their phase: {'; '.join(parts)}{note}")

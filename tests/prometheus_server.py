@@ -1,0 +1,176 @@
+"""A real `prometheus` server on 127.0.0.1 for tests (Debian's package: scripts/ensure-prometheus).
+
+It runs with the rules raypd renders and scrape jobs the test gives (pages of the real captures,
+or the Kubernetes stand-in's worker pods through its pod proxy), every second, so a test can ask
+it what the dashboards, the alerts, verify and the web app ask the deployment's Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import pytest
+import yaml
+
+PROMETHEUS = shutil.which("prometheus")
+PROMTOOL = shutil.which("promtool")
+
+
+def need_prometheus() -> None:
+    if PROMETHEUS is None:
+        pytest.skip("prometheus not installed: run scripts/ensure-prometheus (make test does)")
+
+
+class Pages:
+    """What each scrape path answers: its first texts in turn, then the last one for ever (a
+    deployment that starts idle and then serves requests)."""
+
+    def __init__(self, pages: dict[str, Sequence[str]]):
+        self.pages = {path: tuple(texts) for path, texts in pages.items()}
+        self.served = dict.fromkeys(self.pages, 0)
+        self.lock = threading.Lock()
+
+    def answer(self, path: str) -> Optional[str]:
+        with self.lock:
+            if path not in self.pages:
+                return None
+            self.served[path] += 1
+            texts = self.pages[path]
+            return texts[min(self.served[path], len(texts)) - 1]
+
+    def scrapes(self) -> int:
+        """How many times the least-scraped path was read."""
+        with self.lock:
+            return min(self.served.values())
+
+
+@contextmanager
+def page_server(pages: Pages) -> Iterator[str]:
+    """The pages over HTTP on 127.0.0.1; yields `host:port`."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            body = pages.answer(urllib.parse.urlsplit(self.path).path)
+            if body is None:
+                self.send_error(404)
+                return
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def page_jobs(target: str, pages: Pages) -> list[dict[str, Any]]:
+    """One scrape job per page path of a page server."""
+    return [{"job_name": path.strip("/") or "root", "metrics_path": path, "honor_labels": True,
+             "static_configs": [{"targets": [target]}]} for path in pages.pages]
+
+
+def api(base: str, path: str, **params: str) -> dict[str, Any]:
+    url = f"{base}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+    try:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return dict(json.load(answer))
+    except urllib.error.HTTPError as error:  # a bad query answers 400 with a JSON error
+        return dict(json.load(error))
+
+
+def query(base: str, expr: str) -> dict[str, Any]:
+    return api(base, "/api/v1/query", query=expr)
+
+
+def answers(base: str, expr: str) -> bool:
+    """The query answers at least one sample (False while the server is still starting)."""
+    try:
+        return bool(query(base, expr).get("data", {}).get("result"))
+    except (OSError, ValueError):
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_prometheus(directory: Path, rule_groups: list[dict[str, Any]],
+                       scrape_configs: list[dict[str, Any]],
+                       ready: Callable[[str], bool] = lambda base: True,
+                       deadline_s: float = 180) -> Iterator[str]:
+    """Yields the base URL of a prometheus scraping and evaluating every second, once `ready(base)`
+    holds (a loaded 2-core machine may take a while: the deadline is generous)."""
+    need_prometheus()
+    assert PROMETHEUS is not None
+    directory.mkdir(parents=True, exist_ok=True)
+    rules = directory / "rules.yml"
+    rules.write_text(yaml.safe_dump({"groups": rule_groups}, sort_keys=False))
+    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+              "rule_files": [str(rules)], "scrape_configs": scrape_configs}
+    (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_path = directory / "prometheus.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={directory / 'prometheus.yml'}",
+             f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + deadline_s
+            while not (answers(base, "up") and ready(base)):
+                assert process.poll() is None, log_path.read_text()[-3000:]
+                assert time.monotonic() < deadline, (
+                    f"prometheus not ready in {deadline_s:g} s:\n" + log_path.read_text()[-3000:])
+                time.sleep(0.2)
+            yield base
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=20)
+
+
+@contextmanager
+def prometheus_scraping(kube: Any, directory: Path, rule_groups: Optional[list[dict[str, Any]]] = None,
+                        extra_jobs: Sequence[dict[str, Any]] = ()) -> Iterator[str]:
+    """A real Prometheus scraping the Kubernetes stand-in's worker pods (tests/fakes/kube_api.py
+    `scrape_configs`) with the stack's rules (default: raypd's for the stand-in's spec), behind the
+    stand-in's Prometheus Service proxy while it runs."""
+    from components.observability_rules import prometheus_rule_groups
+
+    groups = prometheus_rule_groups(kube.spec) if rule_groups is None else rule_groups
+    jobs = kube.scrape_configs() + list(extra_jobs)
+    scraped = f"count(up == 1) >= {len(jobs)}"
+    with running_prometheus(directory, groups, jobs, ready=lambda base: answers(base, scraped)) as base:
+        kube.prometheus_upstream = base
+        try:
+            yield base
+        finally:
+            kube.prometheus_upstream = None
