@@ -38,6 +38,7 @@ import http.client
 import json
 import logging
 import os
+import random
 import socket
 import ssl
 import stat
@@ -71,7 +72,12 @@ EKS_TOKEN_REUSE_SECONDS = 600
 Query = Union[Mapping[str, Any], Sequence[tuple[str, Any]]]
 
 # A Secret's read-modify-write retries this often when another writer got there first (HTTP 409).
-SECRET_WRITE_ATTEMPTS = 5
+# Every conflict means another writer's write landed, so N writers at once need at most N attempts
+# each: 10 covers ten people managing keys at the same instant. Between attempts a jittered,
+# doubling pause (client-go's RetryOnConflict backs off too) keeps the losers from colliding again.
+SECRET_WRITE_ATTEMPTS = 10
+SECRET_RETRY_PAUSE_S = 0.02
+SECRET_RETRY_PAUSE_MAX_S = 1.0
 MERGE_PATCH = "application/merge-patch+json"
 
 RAYSERVICE_GROUP_VERSION = "ray.io/v1"
@@ -580,6 +586,8 @@ class KubeClient:
                     raise KubeConflict(f"the Secret {namespace}/{name} kept changing under "
                                        f"{attempts} attempts to write it; try again", status=409) from None
                 log.debug("Secret %s/%s changed meanwhile; reading it again", namespace, name)
+                pause = min(SECRET_RETRY_PAUSE_MAX_S, SECRET_RETRY_PAUSE_S * 2 ** (attempt - 1))
+                time.sleep(pause * random.uniform(0.5, 1.5))
         raise AssertionError("unreachable")  # the loop returns or raises
 
     # -- the calls verify and the web app make --

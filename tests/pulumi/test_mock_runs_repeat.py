@@ -39,7 +39,7 @@ def run_child() -> subprocess.CompletedProcess[str]:
     stacks = {"reference": {}, "heterogeneous": HETEROGENEOUS, "colocated": COLOCATED}
     return subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(stacks), str(RUNS_PER_PROCESS)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_module(module: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_module(module: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`timeout` only bounds a hung process: a plan that takes 7 s idle took over 120 s on a
+    2-core machine running two CPU hogs and a second test suite."""
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=ROOT, capture_output=True, text=True, timeout=timeout,

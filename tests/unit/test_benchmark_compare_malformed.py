@@ -136,7 +136,7 @@ def test_the_module_entry_point_prints_one_line_for_a_5000_digit_integer(tmp_pat
     good = write(tmp_path / "good", json.dumps(SUMMARY), good_records())
     bad = write(tmp_path / "bad", json.dumps(SUMMARY), good_records('{"ok": true, "ttft_ms": ' + DIGITS_5000 + "}"))
     result = subprocess.run([sys.executable, "-m", "serve.benchmark", "compare", str(good), str(bad), "--out",
-                             str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                             str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 2, result.stderr
     expected = f"benchmark: {bad / 'requests.jsonl'} line 3: not standard JSON: an integer of 5000 digits\n"
     assert result.stderr == expected

@@ -97,7 +97,7 @@ def test_the_mounted_files_alone_run_a_benchmark(tmp_path):
         command[command.index("--endpoint") + 1] = server.url
         command[command.index("--out") + 1] = str(tmp_path / "results")
         env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(root)}
-        result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["requests"] == {"sent": 4, "completed": 4, "failed": 0}

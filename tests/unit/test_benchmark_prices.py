@@ -102,7 +102,7 @@ def test_a_bad_region_from_a_shell_is_one_line_with_exit_2(tmp_path: Path) -> No
     a, b = _run_dir(tmp_path, "a", 0.3), _run_dir(tmp_path, "b", 0.1)
     result = subprocess.run([sys.executable, "-m", "serve.benchmark", "compare", str(a), str(b), "--out",
                              str(tmp_path / "r"), "--region", "$(whoami)"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
+                            text=True, timeout=600)
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
         "benchmark: --region: must be an AWS region name such as us-east-2, got '$(whoami)'"]
 

@@ -398,7 +398,7 @@ def write_outputs(directory: Path, document: Any) -> Path:
 
 def run_stdin(*args: str, stdin: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "serve.verify", *args], cwd=ROOT, input=stdin,
-                          capture_output=True, text=True, timeout=120, env=env)
+                          capture_output=True, text=True, timeout=600, env=env)
 
 
 @pytest.fixture
