@@ -174,3 +174,21 @@ def prometheus_scraping(kube: Any, directory: Path, rule_groups: Optional[list[d
             yield base
         finally:
             kube.prometheus_upstream = None
+
+
+@contextmanager
+def prometheus_with_captures(kube: Any, directory: Path) -> Iterator[str]:
+    """`prometheus_scraping` plus the real captured engine pages (tests/unit/prom_captures.py)
+    under the stand-in's Serve deployment names, decode's after a KV load that failed: the SLO
+    strip has real numbers and RaypdNixlTransferFailed really fires. Yields once it does."""
+    from tests.patience import PATIENCE_S, until
+    from tests.unit import prom_captures as cap
+
+    names = kube.deployment_names
+    pages = Pages(cap.scrape_pages({"Prefill:tiny": names["prefill"], "Decode:tiny": names["decode"]},
+                                   decode_after="after-failed-load"))
+    with page_server(pages) as target, \
+            prometheus_scraping(kube, directory, extra_jobs=page_jobs(target, pages)) as base:
+        until(lambda: pages.scrapes() > cap.IDLE_SCRAPES and answers(base, 'ALERTS{alertstate="firing"}'),
+              "the captures' after-pages scraped and an alert firing", timeout=3 * PATIENCE_S)
+        yield base

@@ -18,9 +18,8 @@ import pytest
 from components.checks import VERIFY_IDS
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
-from tests.patience import PATIENCE_S, until
-from tests.prometheus_server import Pages, answers, need_prometheus, page_jobs, page_server, prometheus_scraping
-from tests.unit import prom_captures as cap
+from tests.patience import PATIENCE_S
+from tests.prometheus_server import need_prometheus, prometheus_with_captures
 from tests.web.support import TOKEN, FakeEngine
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -36,18 +35,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     need_prometheus()
     from tests.fakes.kube_api import FakeKubeApi
 
-    with FakeKubeApi("healthy") as kube:
-        names = kube.deployment_names
-        pages = Pages(cap.scrape_pages({"Prefill:tiny": names["prefill"], "Decode:tiny": names["decode"]},
-                                       decode_after="after-failed-load"))
-        with page_server(pages) as target, prometheus_scraping(
-                kube, tmp_path_factory.mktemp("prometheus"), extra_jobs=page_jobs(target, pages)) as prometheus:
-            until(lambda: pages.scrapes() > cap.IDLE_SCRAPES and answers(prometheus, 'ALERTS{alertstate="firing"}'),
-                  "the captures' after-pages scraped and an alert firing", timeout=3 * PATIENCE_S)
-            engine = FakeEngine()
-            engine.live = kube.outputs()
-            with serving(Path(tmp_path_factory.mktemp("raypd-home")), engine) as (base, _):
-                yield {"base": base, "kube": kube}
+    with FakeKubeApi("healthy") as kube, prometheus_with_captures(kube, tmp_path_factory.mktemp("prometheus")):
+        engine = FakeEngine()
+        engine.live = kube.outputs()
+        with serving(Path(tmp_path_factory.mktemp("raypd-home")), engine) as (base, _):
+            yield {"base": base, "kube": kube}
 
 
 def test_status_panel_shows_the_live_cluster_and_verify_now_reruns_the_checks(live):

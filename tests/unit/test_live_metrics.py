@@ -20,26 +20,17 @@ from serve.live_metrics import dashboard_links, live_metrics, strip_query
 from serve.live_status import cluster_status
 from serve.prometheus_api import PrometheusApi, PrometheusError
 from tests.fakes.kube_api import FakeKubeApi
-from tests.patience import PATIENCE_S, until
-from tests.prometheus_server import Pages, answers, need_prometheus, page_jobs, page_server, prometheus_scraping
+from tests.prometheus_server import need_prometheus, prometheus_with_captures
 from tests.prometheus_server import query as prom_query
-from tests.unit import prom_captures as cap
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     need_prometheus()
-    with FakeKubeApi("healthy") as kube:
-        names = kube.deployment_names
-        pages = Pages(cap.scrape_pages({"Prefill:tiny": names["prefill"], "Decode:tiny": names["decode"]},
-                                       decode_after="after-failed-load"))
-        with page_server(pages) as target, prometheus_scraping(
-                kube, tmp_path_factory.mktemp("prometheus"), extra_jobs=page_jobs(target, pages)) as base:
-            until(lambda: pages.scrapes() > cap.IDLE_SCRAPES and answers(base, 'ALERTS{alertstate="firing"}'),
-                  "the after-pages scraped and an alert firing", timeout=3 * PATIENCE_S)
-            outputs = kube.outputs()
-            yield {"kube": kube, "outputs": outputs, "prometheus": base,
-                   "client": client_from_kubeconfig(outputs["kubeconfig"], timeout=10)}
+    with FakeKubeApi("healthy") as kube, prometheus_with_captures(kube, tmp_path_factory.mktemp("prometheus")) as base:
+        outputs = kube.outputs()
+        yield {"kube": kube, "outputs": outputs, "prometheus": base,
+               "client": client_from_kubeconfig(outputs["kubeconfig"], timeout=10)}
 
 
 def test_the_strip_has_every_number_with_the_values_prometheus_computes(stack: dict[str, Any]) -> None:
