@@ -99,8 +99,23 @@ def api(base: str, path: str, **params: str) -> dict[str, Any]:
         return dict(json.load(error))
 
 
-def query(base: str, expr: str) -> dict[str, Any]:
-    return api(base, "/api/v1/query", query=expr)
+def query(base: str, expr: str, at: Optional[str] = None) -> dict[str, Any]:
+    """An instant query, now or `at` (RFC 3339 or Unix time, as Prometheus's API takes it)."""
+    return api(base, "/api/v1/query", query=expr, **({"time": at} if at else {}))
+
+
+QUERY_LOG = "queries.log"
+
+
+def asked_at(directory: Path, expr: str) -> str:
+    """When the server evaluated the last HTTP instant query of `expr`, from its own query log
+    (`query_log_file`: one JSON line per query, `params.end` the evaluation time). Asking the
+    same expression `at` that time answers from the same samples, however long the ask took."""
+    times = [entry["params"]["end"] for entry in map(json.loads, (directory / QUERY_LOG).read_text().splitlines())
+             if entry.get("httpRequest", {}).get("path") == "/api/v1/query"
+             and entry.get("params", {}).get("query") == expr]
+    assert times, f"prometheus logged no query of {expr[:120]!r}"
+    return str(times[-1])
 
 
 def answers(base: str, expr: str) -> bool:
@@ -129,7 +144,8 @@ def running_prometheus(directory: Path, rule_groups: list[dict[str, Any]],
     directory.mkdir(parents=True, exist_ok=True)
     rules = directory / "rules.yml"
     rules.write_text(yaml.safe_dump({"groups": rule_groups}, sort_keys=False))
-    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s",
+                         "query_log_file": str(directory / QUERY_LOG)},
               "rule_files": [str(rules)], "scrape_configs": scrape_configs}
     (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = _free_port()
