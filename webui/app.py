@@ -103,7 +103,24 @@ def create_app(
 
     @app.get("/healthz")
     def healthz() -> Response:
+        # Liveness: the process answers. It stays 200 while the store is down, since restarting
+        # raypd cures nothing then (it reconnects by itself); /readyz says whether to send it traffic.
         return jsonify({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Any:
+        # Readiness, for a load balancer's or Kubernetes' probe: the job store answers.
+        try:
+            app.extensions["raypd"].store.ping()
+        except Exception as exc:
+            reason = unavailable_reason(exc)
+            if reason is None:
+                raise
+            response = jsonify({"status": "unavailable", "reason": reason})
+            response.status_code = 503
+            response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            return response
+        return jsonify({"status": "ready"})
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Any:

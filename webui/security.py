@@ -1,6 +1,6 @@
 """Access control and browser hardening for every request.
 
-- The access token (RAYPD_TOKEN, or one generated at start) guards everything except /healthz, the
+- The access token (RAYPD_TOKEN, or one generated at start) guards everything except /healthz and /readyz, the
   login page and the static files (public code, no data). The API takes `Authorization: Bearer`;
   browsers log in once and get an HttpOnly, SameSite=Strict session cookie.
 - Browser forms carry a per-session CSRF token; API calls made with the cookie (the page's own
@@ -34,7 +34,7 @@ CSP = (
     "frame-ancestors 'none'"
 )
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-PUBLIC_ENDPOINTS = {"healthz", "pages.login", "pages.login_post", "static"}
+PUBLIC_ENDPOINTS = {"healthz", "readyz", "pages.login", "pages.login_post", "static"}
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "X-CSRF-Token"
 SESSION_COOKIE = "raypd_session"

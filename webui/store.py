@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Union, cast
 
-from sqlalchemy import and_, case, delete, func, insert, or_, select, update
+from sqlalchemy import and_, case, delete, func, insert, literal, or_, select, update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine, RowMapping
@@ -182,6 +182,11 @@ class Store:
         """One transaction: committed when the block ends, rolled back if it raises."""
         with self._engine.begin() as conn:
             yield conn
+
+    def ping(self) -> None:
+        """One round trip to the database; raises what the driver raises when it is not there."""
+        with self._read() as conn:
+            conn.execute(select(literal(1))).scalar_one()
 
     def close(self) -> None:
         self._engine.dispose()

@@ -49,6 +49,12 @@ def test_healthz_answers_without_a_token(client):
     assert response.get_json() == {"status": "ok"}
 
 
+def test_readyz_answers_without_a_token_while_the_store_answers(client):
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.get_json() == {"status": "ready"}
+
+
 def test_api_answers_carry_security_headers(client):
     response = client.get("/api/v1/deployments", headers=AUTH)
     assert "default-src 'self'" in response.headers["Content-Security-Policy"]

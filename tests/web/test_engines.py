@@ -29,6 +29,7 @@ from tests.web.support import HF_TOKEN, settings_for
 from webui.engines.base import (
     EngineConflict,
     EngineNotFound,
+    EngineUnavailable,
     JobContext,
     OperationCancelled,
     OperationFailed,
@@ -189,6 +190,8 @@ def test_outputs_mask_secrets_by_their_flag():
     ("error: no stack named 'demo' found", EngineNotFound, 404),
     ("error: stack 'demo' already exists", EngineConflict, 409),
     ("error: creating EKS Cluster (raypd-demo): AccessDeniedException: not authorized", OperationFailed, 500),
+    ("error: incorrect passphrase", EngineUnavailable, 503),
+    ('error: constructing secrets manager of type "passphrase": incorrect passphrase', EngineUnavailable, 503),
 ])
 def test_automation_api_errors_map_to_http_answers(stderr, kind, status):
     error = create_command_error(CommandResult(stdout="", stderr=stderr, code=255))

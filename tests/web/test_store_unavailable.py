@@ -142,6 +142,14 @@ def assert_unavailable_page(response: Any, words: str) -> None:
     assert "Traceback" not in page and "sqlalchemy" not in page.lower()
 
 
+def assert_not_ready(anonymous: FlaskClient, words: str) -> None:
+    """/readyz (no token) turns traffic away while the store is down; /healthz stays up (a restart cures nothing)."""
+    ready = anonymous.get("/readyz")
+    assert ready.status_code == 503 and int(ready.headers["Retry-After"]) > 0, ready.get_data(as_text=True)
+    assert ready.get_json()["status"] == "unavailable" and words in ready.get_json()["reason"]
+    assert anonymous.get("/healthz").status_code == 200
+
+
 def test_a_full_disk_answers_503_and_the_app_works_again_as_soon_as_space_is_freed(make_app, fake_engine, disk):
     app = make_app(home=disk.home, engine=fake_engine)
     disk.attach(app)
@@ -241,6 +249,7 @@ def test_a_stopped_postgresql_answers_503_and_the_app_recovers_when_it_is_back(m
     assert fake_engine.started.wait(PATIENCE_S)
 
     server.halt()
+    assert_not_ready(app.test_client(), "not reachable")
     assert_unavailable_json(client.get("/api/v1/deployments", headers=AUTH), "not reachable")
     assert_unavailable_json(client.post("/api/v1/deployments", json={"name": "b", "config": {}}, headers=AUTH),
                             "not reachable")
@@ -252,6 +261,7 @@ def test_a_stopped_postgresql_answers_503_and_the_app_recovers_when_it_is_back(m
 
     server.resume()  # no restart of the app: the pool drops its dead connections
     until(lambda: client.get("/api/v1/deployments", headers=AUTH).status_code == 200, "the API to answer again")
+    assert app.test_client().get("/readyz").status_code == 200
     assert page.get("/").status_code == 200
     job = wait_for_job(client, job_id)
     assert job["status"] == "failed" and "job store" in job["error"]

@@ -54,6 +54,7 @@ from webui.engines.base import (
     EngineConflict,
     EngineError,
     EngineNotFound,
+    EngineUnavailable,
     JobContext,
     OperationCancelled,
     OperationFailed,
@@ -180,6 +181,11 @@ def clean_command_error(exc: BaseException) -> str:
     return message if len(message) <= MAX_ERROR_CHARS else message[: MAX_ERROR_CHARS - 1] + "…"
 
 
+# What the CLI says when the passphrase opens no secret of the stack (pkg/secrets/passphrase/manager.go,
+# ErrIncorrectPassphrase); it may come wrapped ("constructing secrets manager ...: incorrect passphrase").
+WRONG_SECRETS_KEY = "incorrect passphrase"
+
+
 def map_command_error(exc: BaseException, stack: str) -> EngineError:
     """Automation API errors -> engine errors with the HTTP status the API answers."""
     if isinstance(exc, auto.ConcurrentUpdateError):
@@ -191,7 +197,15 @@ def map_command_error(exc: BaseException, stack: str) -> EngineError:
     if isinstance(exc, auto.StackAlreadyExistsError):
         return EngineConflict(f"the Pulumi backend already has a stack named {stack}")
     if isinstance(exc, auto.CommandError):
-        return OperationFailed(clean_command_error(exc))
+        message = clean_command_error(exc)
+        if WRONG_SECRETS_KEY in message:
+            # Not the request's fault and not a bug: this server holds another key than the one the
+            # stack was sealed with. A 503 tells a load balancer's client another server may do it.
+            return EngineUnavailable(
+                f"this server cannot open the secrets of stack {stack} ({message}): its "
+                "PULUMI_CONFIG_PASSPHRASE[_FILE] is not the passphrase the stack was created with; "
+                "give it the team's, then try again (nothing was changed)")
+        return OperationFailed(message)
     return OperationFailed(redact(str(exc)) or type(exc).__name__)
 
 
