@@ -4,8 +4,9 @@ The keys are the endpoint's, in the Secret its gateway reads; serve.api_keys doe
 the Kubernetes API with the stack's kubeconfig, which is read from the engine for the one call and
 dropped (as verify does: webui/checking.py). Nothing here stores a key: not the job store, not the
 audit log (it names the key, never its value), not a log line or an event. A new key's value is in
-the one answer that created it; the pages show it once through `Reveals` (in memory, taken on the
-first read), never through the session cookie, a flash message or a URL.
+the one answer that created it; the page shows it in the answer to its create form (not after a
+redirect, which another server of a team may serve), never through the session cookie, a flash
+message, the job store or a URL.
 
 What cannot be done is said plainly, with the status the API answers: an offline plan has no
 cluster, a deployment not deployed yet has no outputs, auth none has no keys (409); a cluster that
@@ -14,9 +15,6 @@ does not answer, or a kubeconfig that cannot be used, is 503.
 
 from __future__ import annotations
 
-import secrets
-import threading
-import time
 from typing import Any, Callable, Mapping, Optional
 
 from components.errors import FieldError
@@ -40,8 +38,6 @@ KUBE_TIMEOUT = 8.0  # one Secret read or write, in a request: bounded well under
 OFFLINE_HAS_NO_CLUSTER = (f"{OFFLINE_NOTICE}: an offline plan has no cluster, so it has no endpoint "
                           "and no API keys. Keys exist once a deployment made with the Pulumi engine "
                           "is deployed")
-REVEAL_TTL_SECONDS = 5 * 60
-MAX_REVEALS = 100
 
 KeysFor = Callable[[Mapping[str, Any]], ApiKeys]
 
@@ -135,37 +131,3 @@ def keys_box_state(detail: Mapping[str, Any]) -> Optional[str]:
         return ("This endpoint has auth none (raypd:endpoint.auth): it takes no API keys. Set auth: "
                 "apiKey and Deploy to require them.")
     return None
-
-
-class Reveals:
-    """New keys waiting to be shown once on the page that follows the create form's redirect.
-
-    The browser's session holds only a random id (the session is a signed cookie, readable by
-    whoever holds it); the value stays in this process's memory, is taken on the first read and
-    expires after REVEAL_TTL_SECONDS. A reload finds nothing; so does another server (team mode):
-    the key was shown by the one that made it, or, if that page never loaded, is revoked and made again.
-    """
-
-    def __init__(self) -> None:
-        self._items: dict[str, tuple[str, dict[str, str], float]] = {}
-        self._lock = threading.Lock()
-
-    def put(self, deployment: str, created: dict[str, str]) -> str:
-        reveal = secrets.token_urlsafe(16)
-        now = time.monotonic()
-        with self._lock:
-            self._items = {k: v for k, v in self._items.items() if v[2] > now}
-            while len(self._items) >= MAX_REVEALS:
-                self._items.pop(next(iter(self._items)))
-            self._items[reveal] = (deployment, dict(created), now + REVEAL_TTL_SECONDS)
-        return reveal
-
-    def take(self, reveal: Any, deployment: str) -> Optional[dict[str, str]]:
-        if not isinstance(reveal, str):
-            return None
-        with self._lock:
-            item = self._items.get(reveal)
-            if item is None or item[0] != deployment:
-                return None
-            del self._items[reveal]
-        return item[1] if item[2] > time.monotonic() else None

@@ -14,6 +14,7 @@ from flask import (
     Response,
     flash,
     g,
+    make_response,
     redirect,
     render_template,
     request,
@@ -55,7 +56,6 @@ OPERATION_LABELS = {"preview": "Preview", "up": "Deploy", "refresh": "Refresh", 
                     "preflight": "Preflight", "verify": "Verify", "benchmark": "Benchmark",
                     "clear-pending": "Clear pending operations"}
 FORCE_FIELD = "force"  # the "launch anyway" box: launch despite a failed preflight
-NEW_KEY_SESSION = "newKey"  # the id of a new key waiting in app.reveals (never the key itself)
 
 
 # ---- login ----
@@ -182,6 +182,11 @@ def new_deployment_post() -> Any:
 
 @bp.get("/deployments/<name>")
 def deployment(name: str) -> Any:
+    return _render_deployment(name)
+
+
+def _render_deployment(name: str, new_key: Optional[dict[str, str]] = None) -> Any:
+    """The deployment page; `new_key` only in the answer to the form that created that key."""
     app = raypd()
     try:
         # The plan the page draws, built once with the detail (None: see detail["warnings"]).
@@ -195,8 +200,6 @@ def deployment(name: str) -> Any:
             # record is removed only by a succeeded destroy, whose job may still be recording its end.
             return redirect(url_for("pages.index", removed=name))
         return render_error(404, f"There is no deployment named “{name}”. It may have been torn down.")
-    # A key made by the create form's POST, shown on this one page view and gone after it.
-    new_key = app.reveals.take(session.pop(NEW_KEY_SESSION, None), name)
     job = app.reads.job_of(name, request.args.get("job"))
     if job is None and detail["jobs"]:
         job = app.reads.job(detail["jobs"][0]["id"])
@@ -473,7 +476,12 @@ def api_key_create(name: str) -> ResponseReturnValue:
     except (KeysUnavailable, EngineError) as exc:
         flash(exc.message, "error")
     else:
-        session[NEW_KEY_SESSION] = app.reveals.put(name, created)
+        # The new key is in this answer and nowhere else (no redirect to a page that would have to
+        # find it again: behind a load balancer that page may be served by another server). The
+        # page's script swaps the address for the deployment's, so a reload is a plain GET.
+        answer = make_response(_render_deployment(name, new_key=created))
+        answer.headers["Cache-Control"] = "no-store"
+        return answer
     return redirect(url_for("pages.deployment", name=name, _anchor="api-keys"))
 
 

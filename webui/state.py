@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 from flask import current_app
 
-from webui.api_keys import ApiKeyService, Reveals
+from webui.api_keys import ApiKeyService
 from webui.benchmarking import BenchmarkService
 from webui.deployments.commands import Deployments
 from webui.deployments.reads import Reads
@@ -91,7 +91,6 @@ class Raypd:
     service: Deployments  # webui/deployments: every deployment operation the views ask for
     benchmarks: BenchmarkService
     api_keys: ApiKeyService  # the endpoint's API keys, in the cluster (never in the store)
-    reveals: Reveals = field(default_factory=Reveals)  # a new key, shown once on the next page
     drafts: TokenDrafts = field(default_factory=TokenDrafts)
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     fragments: FragmentCache = field(default_factory=FragmentCache)
