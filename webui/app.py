@@ -22,6 +22,7 @@ from webui.deployments.upgrades import complete_deployed_records, complete_stack
 from webui.engines.base import OFFLINE_NOTICE
 from webui.engines.pulumi_engine import CliDiscovery, find_pulumi_cli
 from webui.engines.select import EngineSet, select_engines
+from webui.engines.workdir import sweep_stale_work_dirs
 from webui.errors import api_error, render_error
 from webui.jobs import JobRunner
 from webui.redact import remember_secret
@@ -59,6 +60,10 @@ def create_app(
 ) -> Flask:
     """Build the app. `discover` and `engines` exist for tests (a fake CLI finder or engine)."""
     prepare_home(settings)
+    swept = sweep_stale_work_dirs(settings.work_root)
+    if swept:
+        logger.info("removed %d work dir(s) older than a day under %s (left by a killed server)",
+                    swept, settings.work_root)
     for name in drop_empty_passphrase():
         logger.warning("ignoring the empty %s in the environment (it would override the passphrase file)", name)
     # Neither may ever be shown again; mask them should a CLI or a library echo one.

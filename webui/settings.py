@@ -6,7 +6,8 @@ Everything the app writes lives under one directory, RAYPD_HOME (default ~/.rayp
     passphrase             secrets-provider passphrase, 0600, made once (unless PULUMI_CONFIG_PASSPHRASE[_FILE])
     raypd.db               SQLite (WAL): deployments, jobs, progress events, audit log
                            (unless RAYPD_DATABASE_URL puts them in PostgreSQL: team mode)
-    work/<stack>.<random>/ a Pulumi work dir made for one engine call and removed after it
+    work/<stack>.<random>/ a Pulumi work dir made for one engine call and removed after it (or at
+                           a start, a day old: left by a killed server)
     cli/<stack>/           the pid of a Pulumi CLI this server runs (to know, after a restart,
                            whether one outlived it; meaningful on this host only)
 

@@ -8,9 +8,11 @@ UpdateSummary, LocalWorkspace writing its project file). The one test that needs
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -49,7 +51,7 @@ from webui.engines.pulumi_engine import (
     write_config,
 )
 from webui.engines.select import select_engines
-from webui.engines.workdir import stack_work_dir
+from webui.engines.workdir import stack_work_dir, sweep_stale_work_dirs
 from webui.settings import Settings, SettingsError, prepare_home, pulumi_env
 from webui.store import Store
 
@@ -467,6 +469,25 @@ def test_destroy_of_a_stack_the_backend_does_not_have_is_already_done(tmp_path):
 class FakeCommand:
     command = "pulumi"
     version = None
+
+
+def test_a_start_sweeps_the_work_dirs_a_killed_server_left_and_keeps_the_young_ones(tmp_path):
+    from webui.app import close_app, create_app
+
+    settings = settings_for(tmp_path / "home")
+    prepare_home(settings)
+    old, young = settings.work_root / "demo.left", settings.work_root / "demo.running"
+    for path in (old, young):
+        path.mkdir()
+        (path / "Pulumi.demo.yaml").write_text("encryptionsalt: v1:x\n")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(old, (two_days_ago, two_days_ago))
+    app = create_app(settings)
+    try:
+        assert not old.exists() and (young / "Pulumi.demo.yaml").is_file()
+    finally:
+        close_app(app)
+    assert sweep_stale_work_dirs(settings.work_root / "missing") == 0
 
 
 def test_each_call_gets_a_fresh_work_dir_with_the_stored_settings_and_runs_the_project_program(tmp_path):

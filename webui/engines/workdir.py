@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional, Protocol
@@ -75,6 +76,31 @@ def stack_work_dir(root: Path, stack: str, files: StackFiles, *, start_empty: bo
                 files.save_stack_file(stack, written)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+# No engine call lasts a day (an EKS `up` takes well under an hour): a work dir older than this was
+# left by a server that was killed mid-call, and nothing will ever come back for it.
+STALE_WORK_DIR_SECONDS = 24 * 3600
+
+
+def sweep_stale_work_dirs(root: Path, max_age_seconds: float = STALE_WORK_DIR_SECONDS,
+                          now: Optional[float] = None) -> int:
+    """Remove the work dirs a killed server left under `root` (their settings files hold sealed
+    secrets, and they pile up); younger ones may belong to a call still running. Returns how many."""
+    cutoff = (time.time() if now is None else now) - max_age_seconds
+    removed = 0
+    try:
+        children = list(root.iterdir())
+    except OSError:
+        return 0
+    for child in children:
+        try:
+            if child.is_dir() and not child.is_symlink() and child.stat().st_mtime < cutoff:
+                shutil.rmtree(child)
+                removed += 1
+        except OSError:
+            continue  # another server's sweep, or a file we may not touch: not worth failing a start
+    return removed
 
 
 def legacy_stack_file(workspace_dir: Path, stack: str) -> Optional[str]:
