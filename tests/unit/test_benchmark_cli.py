@@ -61,7 +61,7 @@ def test_rate_sweep_runs_one_sub_run_per_rate_and_reports_goodput(tmp_path: Path
     out = tmp_path / "sweep"
     with OpenAIServer(MODEL, ttft_s=0.005, output_tokens=4) as server:
         code = main(["run", "--endpoint", server.base_url, "--model", MODEL, "--rate", "40,20", "--requests", "10",
-                     "--output-tokens", "4", "--input-tokens", "10", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "1000",
+                     "--output-tokens", "4", "--input-tokens", "10", "--slo-ttft-ms", "60000", "--slo-tpot-ms", "10000",
                      "--out", str(out)])
     assert code == 0
     top = json.loads((out / "summary.json").read_text())

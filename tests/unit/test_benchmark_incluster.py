@@ -97,7 +97,7 @@ def test_a_small_run_comes_back_whole_and_leaves_nothing_behind():
 
 def test_a_sweep_brings_back_the_sweep_summary_with_goodput():
     args = ["--rate", "10,20", "--requests", "8", "--output-tokens", "4", "--input-tokens", "8",
-            "--slo-ttft-ms", "5000", "--slo-tpot-ms", "5000"]
+            "--slo-ttft-ms", "60000", "--slo-tpot-ms", "10000"]
     progress: list[dict[str, Any]] = []
     with cluster() as (kube, _, outputs, client):
         result = _run(client, outputs, args, name="sweep-1", progress=progress)
@@ -105,7 +105,7 @@ def test_a_sweep_brings_back_the_sweep_summary_with_goodput():
     summary = result.summary
     assert summary["load"] == {"rates": [10.0, 20.0]}
     assert [s["rate"] for s in summary["sweep"]] == [10.0, 20.0]
-    assert "goodput" in summary and summary["goodput"]["rate"] == 20.0  # every request meets a 5 s SLO
+    assert "goodput" in summary and summary["goodput"]["rate"] == 20.0  # every request meets a 60 s SLO
     assert summary["requests"]["sent"] == 16 and len(result.records) == 16
     assert sorted({r["rate"] for r in result.records}) == [10.0, 20.0]
     assert progress and {p["subruns"] for p in progress} == {2} and {p["total"] for p in progress} == {16}

@@ -320,11 +320,10 @@
     var card = document.getElementById("api-keys");
     var box = document.getElementById("api-keys-list");
     var copy = document.getElementById("copy-api-key");
-    var card0 = document.getElementById("api-keys");
-    if (copy && card0 && card0.getAttribute("data-page-url") && window.history.replaceState) {
+    if (copy && card && card.getAttribute("data-page-url") && window.history.replaceState) {
       // This page answered the create form's POST: give it the deployment's own address, so a
       // reload (or the reload after a job ends) is a GET that shows the key no more, not a resubmit.
-      window.history.replaceState(null, "", card0.getAttribute("data-page-url") + "#api-keys");
+      window.history.replaceState(null, "", card.getAttribute("data-page-url") + "#api-keys");
     }
     if (copy) {
       copy.addEventListener("click", function () {
