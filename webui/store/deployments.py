@@ -1,0 +1,154 @@
+"""Deployments' rows (what the list and the pages read) and each stack's settings file."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Mapping, Optional, cast
+
+from sqlalchemy import case, delete, insert, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.exc import IntegrityError
+
+from webui import db
+from webui.deployments.lifecycle import Standing
+from webui.deployments.records import DeploymentRecord, ListedDeployment
+from webui.redact import redact_value
+from webui.store.base import NameTaken, StoreBase, compact_json, json_or
+
+DEPLOYMENT_FIELDS = ("status", "outputs", "resources", "config", "summary", "last_operation",
+                     "last_operation_at", "last_result", "last_job")
+JSON_FIELDS = ("outputs", "resources", "config", "summary")
+
+
+def deployment_values(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The columns an update writes: only known fields (KeyError otherwise), JSON ones redacted."""
+    values: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key not in DEPLOYMENT_FIELDS:
+            raise KeyError(key)
+        if key in JSON_FIELDS:
+            value = None if value is None else compact_json(redact_value(value))
+        values[key] = value
+    values["updated_at"] = time.time()
+    return values
+
+
+class DeploymentRows(StoreBase):
+    """Deployments, and the Pulumi.<stack>.yaml every server reads from here (team mode)."""
+
+    def create_deployment(
+        self, name: str, engine: str, config: dict[str, Any], summary: dict[str, Any],
+        status: str = Standing.CREATED.value,
+    ) -> None:
+        now = time.time()
+        try:
+            with self._write() as conn:
+                conn.execute(insert(db.deployments).values(
+                    name=name, engine=engine, status=status, config=compact_json(config),
+                    summary=compact_json(summary), created_at=now, updated_at=now,
+                ))
+        except IntegrityError:
+            raise NameTaken(name) from None
+
+    def _deployment_row(self, row: RowMapping, full: bool) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "name": row["name"],
+            "engine": row["engine"],
+            "status": row["status"],
+            "summary": json_or(row["summary"], {}),
+            "createdAt": row["created_at"],
+            "updatedAt": row["updated_at"],
+            "lastOperation": row["last_operation"],
+            "lastOperationAt": row["last_operation_at"],
+            "lastResult": row["last_result"],
+            "lastJob": row["last_job"],
+        }
+        if full:
+            record["config"] = json_or(row["config"], {})
+            record["outputs"] = json_or(row["outputs"])
+            record["resources"] = json_or(row["resources"])
+        return record
+
+    def get_deployment(self, name: str) -> Optional[DeploymentRecord]:
+        with self._read() as conn:
+            row = conn.execute(
+                select(db.deployments).where(db.deployments.c.name == name)
+            ).mappings().first()
+        return None if row is None else cast(DeploymentRecord, self._deployment_row(row, full=True))
+
+    def list_deployments(self) -> list[ListedDeployment]:
+        """Every deployment as the list shows it, in one query: `summary` is the deployed settings'
+        (None when an older raypd recorded none) once an up recorded what it deployed, else the
+        stack's own; `deployed` holds when, the token flag and whether the stack's config differs."""
+        d, c = db.deployments.c, db.deployed_configs.c
+        deployed = c.deployment.is_not(None)
+        with self._read() as conn:
+            rows = conn.execute(
+                select(d.name, d.engine, d.status, d.created_at, d.updated_at,
+                       d.last_operation, d.last_operation_at, d.last_result, d.last_job,
+                       case((deployed, c.summary), else_=d.summary).label("summary"),
+                       deployed.label("deployed"), c.time.label("deployed_at"),
+                       c.token_replaced.label("token_replaced"),
+                       # Both configs only where their text differs (one writer dumps both the same
+                       # way, so equal text is the common case); then compared as JSON.
+                       case((d.config != c.config, d.config)).label("config"),
+                       case((d.config != c.config, c.config)).label("deployed_config"))
+                .select_from(db.deployments.outerjoin(db.deployed_configs, c.deployment == d.name))
+                .order_by(d.name)
+            ).mappings().all()
+        listed = []
+        for row in rows:
+            record = self._deployment_row(row, full=False)
+            record["deployed"] = None if not row["deployed"] else {
+                "time": row["deployed_at"], "tokenReplaced": bool(row["token_replaced"]),
+                "configDiffers": row["config"] is not None
+                and json.loads(row["config"]) != json.loads(row["deployed_config"]),
+            }
+            listed.append(cast(ListedDeployment, record))
+        return listed
+
+    def update_deployment(self, name: str, **fields: Any) -> None:
+        values = deployment_values(fields)
+        with self._write() as conn:
+            conn.execute(update(db.deployments).where(db.deployments.c.name == name).values(**values))
+
+    def delete_deployment(self, name: str) -> None:
+        with self._write() as conn:
+            conn.execute(delete(db.deployments).where(db.deployments.c.name == name))
+            # Reports describe what was there; a new deployment of the same name starts clean.
+            conn.execute(delete(db.checks).where(db.checks.c.deployment == name))
+            conn.execute(delete(db.deployed_configs).where(db.deployed_configs.c.deployment == name))
+            conn.execute(delete(db.stack_files).where(db.stack_files.c.stack == name))
+
+    # ---- stack settings files (the engines' StackFiles) ----
+
+    def stack_file(self, stack: str) -> Optional[str]:
+        """The stack's Pulumi.<stack>.yaml as its engine last wrote it, or None."""
+        c = db.stack_files.c
+        with self._read() as conn:
+            return conn.execute(select(c.text).where(c.stack == stack)).scalar()
+
+    def save_stack_file(self, stack: str, text: str) -> None:
+        """Written as given: it holds ciphertext and provider state, which a mask would corrupt."""
+        with self._write() as conn:
+            self._upsert(conn, db.stack_files, {"stack": stack, "text": text, "updated_at": time.time()},
+                         ["stack"])
+
+    def delete_stack_file(self, stack: str) -> None:
+        with self._write() as conn:
+            conn.execute(delete(db.stack_files).where(db.stack_files.c.stack == stack))
+
+    def stacks_without_file(self) -> list[dict[str, Any]]:
+        """Deployments whose settings file the store lacks (an older raypd kept it in one server's
+        RAYPD_HOME): [{name, engine, config}]."""
+        d, f = db.deployments.c, db.stack_files.c
+        with self._read() as conn:
+            rows = conn.execute(
+                select(d.name, d.engine, d.config)
+                .select_from(db.deployments.outerjoin(db.stack_files, f.stack == d.name))
+                .where(f.stack.is_(None)).order_by(d.name)
+            ).mappings().all()
+        return [{"name": row["name"], "engine": row["engine"], "config": json.loads(row["config"])}
+                for row in rows]
+
