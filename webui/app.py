@@ -20,7 +20,7 @@ from webui.deployments.errors import NotFound
 from webui.deployments.lifecycle import tone
 from webui.deployments.upgrades import complete_deployed_records, complete_stack_files
 from webui.engines.base import OFFLINE_NOTICE
-from webui.engines.pulumi_engine import CliDiscovery, find_pulumi_cli
+from webui.engines.pulumi_cli import CliDiscovery, find_pulumi_cli
 from webui.engines.select import EngineSet, select_engines
 from webui.engines.workdir import sweep_stale_work_dirs
 from webui.errors import api_error, render_error

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from components.endpoint_names import KEY_NAME_PATTERN
 from components.spec import MAX_STACK_NAME
 from webui import api_models as m
 from webui.api_models import MAX_WINDOW_SECONDS
@@ -27,7 +28,7 @@ _NAME = {
 }
 _JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 _KEY_NAME = {"name": "keyName", "in": "path", "required": True,
-             "schema": {"type": "string", "pattern": m.KEY_NAME_PATTERN.pattern, "maxLength": 32},
+             "schema": {"type": "string", "pattern": KEY_NAME_PATTERN.pattern, "maxLength": 32},
              "description": "the API key's name"}
 _RUN_ID = {"name": "run", "in": "path", "required": True, "schema": {"type": "string"},
            "description": "a benchmark run's id (the job that made it)"}

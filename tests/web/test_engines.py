@@ -39,12 +39,11 @@ from webui.engines.base import (
 )
 from webui.engines.events import EventTranslator, urn_name
 from webui.engines.offline import OfflineEngine, stack_file_document
-from webui.engines.pulumi_engine import (
-    CLI_NOT_FOUND,
-    PulumiEngine,
+from webui.engines.pulumi_cli import CLI_NOT_FOUND, find_pulumi_cli
+from webui.engines.pulumi_engine import PulumiEngine
+from webui.engines.pulumi_io import (
     clean_command_error,
     config_map,
-    find_pulumi_cli,
     map_command_error,
     masked_outputs,
     pending_from_deployment,

@@ -22,7 +22,8 @@ from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, HF_TOKEN, create, settings_for, wait_for_job
 from webui.app import close_app, create_app
 from webui.engines.offline import OfflineEngine
-from webui.engines.pulumi_engine import CliDiscovery, PulumiEngine
+from webui.engines.pulumi_cli import CliDiscovery
+from webui.engines.pulumi_engine import PulumiEngine
 from webui.engines.select import EngineSet, select_engines
 from webui.settings import SettingsError
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from webui.engines.offline import OfflineEngine
-from webui.engines.pulumi_engine import CliDiscovery, PulumiEngine, find_pulumi_cli
+from webui.engines.pulumi_cli import CliDiscovery, find_pulumi_cli
+from webui.engines.pulumi_engine import PulumiEngine
 from webui.settings import Settings, SettingsError, team_mode_problems
 
 INSTALL_HINT = (
