@@ -58,6 +58,8 @@ class LoadConfig:
     concurrency: Optional[int] = None
     duration_s: Optional[float] = None
     timeout_s: float = 60.0
+    # How long a new connection may take (within timeout_s): a server that accepts nothing fails fast.
+    connect_timeout_s: float = 10.0
     seed: int = 0
     ignore_eos: bool = False
     # Through the Kubernetes API server's service proxy: its TLS and a fresh Authorization per request.
@@ -242,7 +244,7 @@ async def run_load(config: LoadConfig, specs: Sequence[RequestSpec],
     connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=POOL_IDLE_S,
                                      ssl=config.ssl_context if config.ssl_context is not None else True)
     records: list[dict[str, Any]] = []
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(config.timeout_s, 10.0))
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(config.timeout_s, config.connect_timeout_s))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         t0 = time.perf_counter()
         deadline = t0 + config.duration_s if config.duration_s is not None else None

@@ -25,6 +25,7 @@ from serve.benchmark.runfiles import dumps
 from serve.benchmark.summary import finite_ratio, summarize
 from serve.benchmark.workload import synthetic_workload
 from tests.fakes.openai_server import OpenAIServer
+from tests.patience import PATIENCE_S
 
 MODEL = "bench-model"
 OUTPUT_TOKENS = 4
@@ -74,7 +75,8 @@ HOSTILE = [
 
 
 def load(server: OpenAIServer, count: int = 3, api: str = "chat") -> list[dict[str, Any]]:
-    config = LoadConfig(server.url, MODEL, api=api, concurrency=2)
+    # A connect that a loaded machine's scheduler delays is not what these tests are about.
+    config = LoadConfig(server.url, MODEL, api=api, concurrency=2, connect_timeout_s=PATIENCE_S)
     return asyncio.run(run_load(config, synthetic_workload(count, 20, OUTPUT_TOKENS)))
 
 

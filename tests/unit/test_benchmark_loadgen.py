@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import statistics
 import sys
 import time
@@ -15,8 +16,16 @@ from serve.benchmark import loadgen
 from serve.benchmark.loadgen import LoadConfig, poisson_arrivals, run_load
 from serve.benchmark.workload import synthetic_workload
 from tests.fakes.openai_server import OpenAIServer
+from tests.patience import PATIENCE_S
 
 MODEL = "bench-model"
+
+
+def patient(endpoint: str, **settings: Any) -> LoadConfig:
+    """A LoadConfig whose connects wait as long as the suite waits for anything: a loaded machine
+    can starve the client's event loop past the 10 s default, and that is not what is tested here
+    (the timeout test keeps its own)."""
+    return LoadConfig(endpoint, MODEL, connect_timeout_s=PATIENCE_S, **settings)
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +93,7 @@ def test_measured_ttft_and_itl_agree_with_what_the_server_did(api: str) -> None:
         # Two connections, ten requests: the first on each connection also pays for the TCP connect,
         # which is part of a client's TTFT (and of the excess over the server's time bounded below).
         records, lateness = asyncio.run(_beside_loop_lateness(
-            run_load(LoadConfig(server.base_url, MODEL, api=api, concurrency=2), specs)))
+            run_load(patient(server.base_url, api=api, concurrency=2), specs)))
     assert all(r["ok"] for r in records), records
     assert all(r["completion_tokens"] == 12 and r["prompt_tokens"] for r in records)
     streams = {_prompt(s.request): s for s in server.streams}
@@ -137,7 +146,7 @@ def _open_loop_beside_an_ideal_sender(rate: float, seed: int, count: int, output
                                       server: OpenAIServer) -> tuple[list[dict[str, Any]], list[float], list[float]]:
     """An open-loop run against `server` with the ideal sender in the same event loop, on the same
     schedule: (records, schedule, the ideal sender's lateness per send)."""
-    config = LoadConfig(server.url, MODEL, rate=rate, seed=seed)
+    config = patient(server.url, rate=rate, seed=seed)
     specs = synthetic_workload(count, 20, output_tokens)
     schedule = poisson_arrivals(rate, len(specs), seed)
     reference = [0.0] * len(schedule)
@@ -190,7 +199,7 @@ def test_sends_are_as_punctual_as_an_ideal_sender_when_the_loop_keeps_up() -> No
 
 def test_errors_and_timeouts_are_counted_never_dropped() -> None:
     with OpenAIServer(MODEL, output_tokens=4, failure_rate=0.3, seed=5) as server:
-        records = run(LoadConfig(server.url, MODEL, concurrency=5), 40, output_tokens=4)
+        records = run(patient(server.url, concurrency=5), 40, output_tokens=4)
     failed = [r for r in records if not r["ok"]]
     assert len(records) == 40 and 4 <= len(failed) <= 20
     assert all(r["error_kind"] == "http" and r["status"] == 500 and "injected" in r["error"] for r in failed)
@@ -209,20 +218,20 @@ def test_errors_and_timeouts_are_counted_never_dropped() -> None:
     assert [r["error_kind"] for r in records] == ["timeout"] * 3
     assert all(199.0 < r["e2e_ms"] < 200.0 + late[0] * 1000 + 50.0 for r in records), (records, late)
     with OpenAIServer("another-model") as server:
-        records = run(LoadConfig(server.url, MODEL, concurrency=1), 2)
+        records = run(patient(server.url, concurrency=1), 2)
     assert [(r["status"], r["error_kind"]) for r in records] == [(404, "http")] * 2
 
 
 def test_duration_stops_sending() -> None:
     with OpenAIServer(MODEL, output_tokens=2) as server:
-        records = run(LoadConfig(server.url, MODEL, rate=50.0, duration_s=0.3), 1000, output_tokens=2)
+        records = run(patient(server.url, rate=50.0, duration_s=0.3), 1000, output_tokens=2)
     assert 5 < len(records) < 40
     assert all(r["scheduled_s"] <= 0.3 for r in records)
 
 
 def test_fixed_concurrency_keeps_n_in_flight_and_stops_at_the_duration() -> None:
     with OpenAIServer(MODEL, ttft_s=0.05, output_tokens=2) as server:
-        records = run(LoadConfig(server.url, MODEL, concurrency=3, duration_s=0.4), 1000, output_tokens=2)
+        records = run(patient(server.url, concurrency=3, duration_s=0.4), 1000, output_tokens=2)
     # each request takes ~50 ms (more on a busy machine) and 3 are in flight: some 24 requests
     assert len(records) >= 6 and all(r["ok"] for r in records)
     assert [r["index"] for r in records] == list(range(len(records)))
@@ -243,7 +252,7 @@ def test_an_answer_ends_at_done_and_its_connection_is_reused() -> None:
     # The body's last chunk comes 2 s after [DONE] (a proxy relaying the end late): the answer is
     # complete at [DONE], and reading the rest keeps the connection for the next request.
     with OpenAIServer(MODEL, output_tokens=2, end_delay_s=2.0) as server:
-        records = run(LoadConfig(server.url, MODEL, concurrency=1), 3, output_tokens=2)
+        records = run(patient(server.url, concurrency=1), 3, output_tokens=2)
         connections = server.connections
     assert [r["ok"] for r in records] == [True] * 3, records
     assert all(r["e2e_ms"] < 2000.0 for r in records), [r["e2e_ms"] for r in records]
@@ -254,7 +263,7 @@ def test_a_body_that_never_ends_after_done_costs_its_connection_not_the_answer(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loadgen, "_DRAIN_S", 0.3)
     with OpenAIServer(MODEL, output_tokens=2, end_delay_s=30.0) as server:
-        records = run(LoadConfig(server.url, MODEL, concurrency=1, timeout_s=20.0), 2, output_tokens=2)
+        records = run(patient(server.url, concurrency=1, timeout_s=20.0), 2, output_tokens=2)
         connections = server.connections
     assert [(r["ok"], r["error_kind"]) for r in records] == [(True, None)] * 2, records
     assert all(r["e2e_ms"] < 10_000.0 for r in records)
@@ -272,7 +281,7 @@ def test_no_request_goes_onto_a_connection_idle_past_the_pool_time(
     gaps = [b - a for a, b in pairwise(poisson_arrivals(rate, count, seed))]
     assert any(gap > 1.5 for gap in gaps), gaps  # the schedule has idle gaps the server's timeout bites
     with OpenAIServer(MODEL, output_tokens=2, idle_close_s=0.8) as server:
-        records = run(LoadConfig(server.url, MODEL, rate=rate, seed=seed), count, output_tokens=2)
+        records = run(patient(server.url, rate=rate, seed=seed), count, output_tokens=2)
         dropped = server.dropped
     failed = [r for r in records if not r["ok"]]
     if all_answered:
@@ -288,3 +297,20 @@ def test_the_pool_lets_go_of_a_connection_well_before_vllm_does() -> None:
     # (vllm/envs.py), uvicorn's default too. The margin is for a client loop running late.
     vllm_keep_alive_s = 5.0
     assert 0 < loadgen.POOL_IDLE_S <= vllm_keep_alive_s - 2.0
+
+
+def test_a_connect_the_server_never_completes_fails_at_the_connect_timeout() -> None:
+    """A listener whose accept queue is full drops further SYNs, so a connect to it hangs: the
+    request fails as a connect error at `connect_timeout_s`, long before its own timeout."""
+    with socket.socket() as listener, socket.socket() as filler:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # Linux queues one connection for a backlog of 0, then drops SYNs
+        filler.connect(listener.getsockname())
+        url = "http://127.0.0.1:%d" % listener.getsockname()[1]
+        config = LoadConfig(url, MODEL, concurrency=1, timeout_s=3 * PATIENCE_S, connect_timeout_s=0.5)
+        records = asyncio.run(run_load(config, synthetic_workload(1, 20, 2)))
+    assert [(r["ok"], r["error_kind"]) for r in records] == [(False, "connect")], records
+    default_s = LoadConfig.__dataclass_fields__["connect_timeout_s"].default
+    assert isinstance(default_s, float) and 0.5 < default_s
+    # Not the default's 10 s: the setting was used (a timer 0.5 s away is never 9.5 s late).
+    assert records[0]["error"].startswith("connect timed out") and records[0]["e2e_ms"] < default_s * 1000
