@@ -2,7 +2,7 @@
 
 Bodies are strict: malformed JSON, a non-object, wrong types and unknown top-level keys are 400
 with `{"errors": [{"field", "message"}]}`, like every config mistake. What a body may hold and what
-an answer holds are the models of webui/api_models.py; the OpenAPI document is derived from them.
+an answer holds are the models of webui/api_models/; the OpenAPI document is derived from them.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ BodyError = BodyRefused
 
 
 def json_body(model: type[RequestT]) -> RequestT:
-    """The request's JSON object, validated by `model` (webui/api_models.py).
+    """The request's JSON object, validated by `model` (webui/api_models/).
 
     The JSON itself is read here (size, media type, syntax, constants like NaN, a key given twice,
     runaway nesting and numbers: components.safe_documents, an object at the top); what the object

@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the JSON API (served at /api/v1/openapi.json).
 
 Its schemas are not written here: they are derived from the pydantic models the API parses bodies
-with and builds answers from (webui/api_models.py), from the Contract 5 report model, and, for
+with and builds answers from (webui/api_models/), from the Contract 5 report model, and, for
 Contract 1 config, from DeploymentSpec. What stays here is the map of paths, methods and status
 codes. OpenAPI 3.1 schemas are JSON Schema 2020-12, as pydantic writes them, so a test validates
 real answers against this document exactly (tests/web/test_api_contract.py); another compares its
