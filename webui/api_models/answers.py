@@ -147,4 +147,3 @@ class CreatedApiKey(ApiAnswer):
     name: str
     created: str = Field(description="RFC 3339 UTC")
     key: str = Field(description="the API key; send it as `Authorization: Bearer <key>`")
-

@@ -66,5 +66,3 @@ def contract1_schema() -> dict[str, dict[str, Any]]:
                        "(raypd:hfToken: null removes the token)",
     }
     return {**definitions, "DeploymentConfig": config, "DeploymentConfigPatch": patch}
-
-

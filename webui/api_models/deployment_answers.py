@@ -217,5 +217,3 @@ class LiveStatus(Passthrough):
         "breached}], alerts: [{name, state, severity, summary, runbook, activeAt}]}")
     dashboards: dict[str, Any] = absent(
         "Grafana of the deployment: {portForward: the command that reaches it, links: [{title, url}]}")
-
-

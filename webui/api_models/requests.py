@@ -161,5 +161,3 @@ class BodyRefused(Exception):
     def __init__(self, errors: list[FieldError]):
         super().__init__("; ".join(f"{e.field}: {e.message}" for e in errors))
         self.errors = errors
-
-

@@ -40,4 +40,3 @@ __all__ = [
 
 class Store(DeploymentRows, DeployedRows, JobRows, InstanceRows, EventRows, ResultRows, AccessRows):
     """The job store, every table's rows on one connection (see StoreBase for `location`)."""
-

@@ -176,4 +176,3 @@ class StoreBase:
             time=now, actor=line.actor, action=line.action, target=line.target, result=line.result,
             detail=None if line.detail is None else redact(line.detail),
         ))
-

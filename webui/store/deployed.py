@@ -131,4 +131,3 @@ class DeployedRows(StoreBase):
                      "config": json.loads(row["deployed_config"]), "summary": not row["no_summary"],
                      "plan": not row["no_plan"]}}
                 for row in rows]
-

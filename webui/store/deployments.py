@@ -151,4 +151,3 @@ class DeploymentRows(StoreBase):
             ).mappings().all()
         return [{"name": row["name"], "engine": row["engine"], "config": json.loads(row["config"])}
                 for row in rows]
-

@@ -73,4 +73,3 @@ class EventRows(StoreBase):
             elif record.get("state") == "finished" and key in started:
                 samples.append((key[1], str(record.get("type")), row["time"] - started.pop(key)))
         return samples
-

@@ -34,4 +34,3 @@ class InstanceRows(StoreBase):
     def retire_instance(self) -> None:
         with self._write() as conn:
             conn.execute(delete(db.instances).where(db.instances.c.id == self.instance_id))
-

@@ -42,7 +42,6 @@ def interrupted_hint(operation: str, job_id: str) -> str:
 INSTANCE_STALE_SECONDS = 60.0
 
 
-
 class JobRows(StoreBase):
     """Jobs and their moves; every final move writes its end event (and audit line) with it."""
 
@@ -240,4 +239,3 @@ class JobRows(StoreBase):
                 select(j.id).where(j.owner == self.instance_id, j.status.in_(status_words(ACTIVE)),
                                    j.cancel_requested_at.is_not(None))
             ).scalars())
-

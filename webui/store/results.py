@@ -77,4 +77,3 @@ class ResultRows(StoreBase):
         with self._read() as conn:
             packed = conn.execute(select(c.records).where(c.id == run_id)).scalar()
         return None if packed is None else bytes(packed)
-
