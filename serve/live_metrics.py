@@ -79,6 +79,6 @@ def dashboard_links(stack: str) -> dict[str, Any]:
     uid = dashboard_uid(stack)
     return {"portForward": observability_names.grafana_port_forward_command(),
             "links": [{"title": f"raypd {stack}: SLO, prefill, KV handoff, decode, capacity",
-                       "url": f"{base}/d/{uid}/?orgId=1&from=now-1h&to=now"},
+                       "url": f"{base}/d/{uid}?orgId=1&from=now-1h&to=now"},
                       {"title": "Grafana alert list (Prometheus's alerts)",
                        "url": f"{base}/alerting/list?view=state"}]}

@@ -9,11 +9,16 @@ Preflight's `model-source` check asks the Hugging Face Hub (at HF_ENDPOINT) whet
 exists. For the whole session HF_ENDPOINT is a local Hub stand-in (tests/fakes/hf_hub.py) that
 knows the public models the suite deploys; any other repo is "not found", as on the real Hub.
 Tests of the check itself start their own stand-in with the repos they need.
+
+PULUMI_HOME is a temporary directory for the session: the stand-in Pulumi CLI writes there what the
+real one writes (workspace bookkeeping files), never into the developer's ~/.pulumi.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any, Iterator, Optional
 
 import pytest
@@ -31,10 +36,11 @@ _AWS_IDENTITY = (
 SUITE_PUBLIC_MODELS = ("Qwen/Qwen3.5-9B", "Qwen/Qwen3-32B", "Qwen/Qwen3-8B")
 SUITE_GATED_MODELS = ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct")
 _suite_hub: Optional[Any] = None
+_suite_pulumi_home: Optional[str] = None
 
 
 def pytest_configure(config: object) -> None:
-    global _suite_hub
+    global _suite_hub, _suite_pulumi_home
     for name in _AWS_IDENTITY:
         os.environ.pop(name, None)
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
@@ -43,6 +49,9 @@ def pytest_configure(config: object) -> None:
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
         os.environ.pop(name, None)
     os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    _suite_pulumi_home = tempfile.mkdtemp(prefix="raypd-tests-pulumi-home-")
+    os.environ["PULUMI_HOME"] = _suite_pulumi_home
+    os.environ.pop("PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER", None)
     from tests.fakes.hf_hub import FakeHub, HubRepo
 
     repos = {repo: HubRepo() for repo in SUITE_PUBLIC_MODELS}
@@ -54,6 +63,8 @@ def pytest_configure(config: object) -> None:
 def pytest_unconfigure(config: object) -> None:
     if _suite_hub is not None:
         _suite_hub.stop()
+    if _suite_pulumi_home is not None:
+        shutil.rmtree(_suite_pulumi_home, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -82,7 +82,7 @@ def test_status_panel_shows_the_live_cluster_and_verify_now_reruns_the_checks(li
         expect(alerts.locator('tr[data-alert="RaypdNixlTransferFailed"]')).to_contain_text(
             "docs/troubleshooting.md#alert-nixl-transfers-failed")
         link = panel.locator("#dashboard-links a").first
-        expect(link).to_have_attribute("href", "http://127.0.0.1:3000/d/raypd-live/?orgId=1&from=now-1h&to=now")
+        expect(link).to_have_attribute("href", "http://127.0.0.1:3000/d/raypd-live?orgId=1&from=now-1h&to=now")
         expect(panel.locator("#dashboard-links code")).to_contain_text("port-forward svc/raypd-grafana 3000:80")
         page.screenshot(path=str(ARTIFACTS / "12-status-live.png"), full_page=True)
 

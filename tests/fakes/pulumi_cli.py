@@ -45,10 +45,20 @@ passphrase provider's `encryptionsalt` (or `secretsprovider` + `encryptedkey` fo
 deletes (pkg/cmd/pulumi/stack/secrets.go GetSecretsManager; pkg/secrets/passphrase/manager.go).
 Secrets in it are `secure: v1:...` values, encrypted with a key from PULUMI_CONFIG_PASSPHRASE[_FILE]
 and the salt: no passphrase is the CLI's "passphrase must be set with ..." error, another
-passphrase its "incorrect passphrase". With no settings file an operation runs with no config, and
-the secrets provider falls back to the state (FallbackToState), as the real CLI does. The cipher is a
+passphrase its "incorrect passphrase". The passphrase is checked by every up, preview, refresh and
+destroy, secrets or not (pulumi/pulumi#2728: the CLI asks for it before any update). With no
+settings file an operation runs with no config, and the secrets provider falls back to the one in
+the state only for destroy or when PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER is set
+(pkg/cmd/pulumi/stack/secrets.go SecretsManagerLoader.FallbackToState, from
+env.FallbackToStateSecretsManager; destroy's loader sets it); otherwise a new salt is made and
+written to a new settings file, as the real CLI does (SecretsManagerMustSave). The cipher is a
 keyed stand-in, not the CLI's AES-GCM: what matters here is that the value is not in clear and that
 only the same passphrase opens it.
+
+`stack select` and `stack init` remember the current stack as the real CLI does, in
+PULUMI_HOME (default ~/.pulumi)/workspaces/<project>-<sha1 of cwd/Pulumi.yaml>-workspace.json,
+`{"stack": "<name>"}` (sdk/go/common/workspace/workspace.go settingsPath and Save;
+pkg/cmd/pulumi/state SetCurrentStack): one file per work dir, for the engine to clean up.
 """
 
 from __future__ import annotations
@@ -203,6 +213,17 @@ def write_settings(stack: str, document: dict[str, Any]) -> None:
     settings_path(stack).write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
 
 
+def remember_current_stack(stack: str) -> None:
+    """The workspace bookkeeping file `stack select`/`stack init` write (see the module docstring)."""
+    home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
+    project_file = os.path.join(os.getcwd(), "Pulumi.yaml")
+    name = f"{PROJECT}-{hashlib.sha1(project_file.encode()).hexdigest()}-workspace.json"
+    path = home / "workspaces" / name
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.write_text(json.dumps({"stack": stack}, indent=4), encoding="utf-8")
+    path.chmod(0o600)
+
+
 def passphrase() -> Optional[str]:
     if "PULUMI_CONFIG_PASSPHRASE" in os.environ:
         return os.environ["PULUMI_CONFIG_PASSPHRASE"]
@@ -256,16 +277,22 @@ def new_secrets_state(provider: Optional[str]) -> dict[str, Any]:
     return {"encryptionsalt": f"v1:{salt}:{encrypt(key, 'pulumi')}"}
 
 
-def secrets_key(document: dict[str, Any], state: dict[str, Any]) -> bytes:
-    """The key the settings file's secrets are sealed with; a file without a secrets provider takes
-    the one in the state (and keeps it: the CLI saves the file then)."""
+def falls_back_to_state() -> bool:
+    """PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER as the CLI's env.Bool reads it (1 or true)."""
+    return os.environ.get("PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER", "").lower() in ("1", "true")
+
+
+def secrets_key(document: dict[str, Any], state: dict[str, Any], fallback_to_state: bool) -> bytes:
+    """The key the settings file's secrets are sealed with. A file without a secrets provider takes
+    the one in the state when `fallback_to_state`, else gets a new salt; either way the document
+    changes and the caller saves it (the CLI saves the file then)."""
     if document.get("secretsprovider"):  # a cloud KMS stands behind this in the real CLI
         return hashlib.sha256(f"{document['secretsprovider']}:{document.get('encryptedkey')}".encode()).digest()
     if not document.get("encryptionsalt"):
-        fallback = (state.get("secrets_providers") or {}).get("state") or {}
+        fallback = ((state.get("secrets_providers") or {}).get("state") or {}) if fallback_to_state else {}
         if "encryptedkey" in fallback:
             document.update(fallback)
-            return secrets_key(document, state)
+            return secrets_key(document, state, fallback_to_state)
         if "salt" not in fallback:
             document.update(new_secrets_state(None))
         else:
@@ -280,17 +307,18 @@ def secrets_key(document: dict[str, Any], state: dict[str, Any]) -> bytes:
     return key
 
 
-def stack_config(stack: str, state: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The settings file's config, secrets opened: {key: {"value", "secret"}} ({} without a file)."""
+def stack_config(stack: str, state: dict[str, Any], fallback_to_state: bool) -> dict[str, dict[str, Any]]:
+    """The settings file's config, secrets opened: {key: {"value", "secret"}} ({} without a file).
+    The secrets manager is made (and the passphrase checked) whether or not any value is secret;
+    a settings file it had to complete is saved."""
     document = read_settings(stack)
-    entries = document.get("config") or {}
-    if not entries:
-        return {}
-    key: Optional[bytes] = None
+    before = json.dumps(document, sort_keys=True)
+    key = secrets_key(document, state, fallback_to_state)
+    if json.dumps(document, sort_keys=True) != before:
+        write_settings(stack, document)
     config = {}
-    for name, value in entries.items():
+    for name, value in (document.get("config") or {}).items():
         if isinstance(value, dict) and "secure" in value:
-            key = key or secrets_key(document, state)
             config[name] = {"value": decrypt(key, value["secure"]), "secret": True}
         else:
             config[name] = {"value": value if isinstance(value, str) else json.dumps(value), "secret": False}
@@ -460,7 +488,8 @@ def run_step(stack: str, state: dict[str, Any], kind: str, type_: str, name: str
 
 def operation(kind: str, stack: str, flags: dict[str, Any]) -> int:
     state = load(stack)
-    state["config"] = stack_config(stack, state)  # from the work dir's settings file; never saved
+    # From the work dir's settings file; never saved in the backend.
+    state["config"] = stack_config(stack, state, fallback_to_state=kind == "destroy" or falls_back_to_state())
     if kind != "preview":
         if state.get("lock"):
             raise Fail("error: the stack is currently locked by 1 lock(s). Either wait for the other "
@@ -616,10 +645,12 @@ def main(argv: list[str]) -> int:
                                               "state": secrets_state if "secretsprovider" in secrets_state
                                               else {"salt": secrets_state["encryptionsalt"]}}})
         write_settings(words[2], secrets_state)
+        remember_current_stack(words[2])
         print(f"Created stack '{words[2]}'")
         return 0
     if words[:2] == ["stack", "select"]:
         load(stack)
+        remember_current_stack(stack)
         return 0
     if words[:2] == ["stack", "rm"]:
         state = load(stack)
@@ -638,7 +669,7 @@ def main(argv: list[str]) -> int:
             key, value = item.split("=", 1)
             config[key] = value
         if flags.get("--secret"):
-            sealing = secrets_key(document, state)
+            sealing = secrets_key(document, state, falls_back_to_state())
             for item in flags["--secret"]:
                 key, value = item.split("=", 1)
                 config[key] = {"secure": encrypt(sealing, value)}

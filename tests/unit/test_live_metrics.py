@@ -95,5 +95,5 @@ def test_the_dashboard_link_is_the_provisioned_dashboards_uid() -> None:
 
     (board,) = dashboards(DeploymentSpec.from_config({}, "team-a")).values()
     links = dashboard_links("team-a")
-    assert links["links"][0]["url"].startswith(f"http://127.0.0.1:3000/d/{board['uid']}/")
+    assert links["links"][0]["url"].startswith(f"http://127.0.0.1:3000/d/{board['uid']}?")
     assert links["portForward"].startswith("kubectl -n monitoring port-forward svc/raypd-grafana 3000:")

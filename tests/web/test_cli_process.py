@@ -21,10 +21,16 @@ import pytest
 from pulumi import automation as auto
 
 from components.spec import DeploymentSpec
-from tests.fakes.pulumi_cli import install
+from tests.fakes.pulumi_cli import install, parse
 from tests.patience import PATIENCE_S, until
 from tests.web.support import AUTH, HF_TOKEN, create, settings_for, wait_for_job
-from webui.engines.base import JobContext, OperationCancelled, OperationFailed, PendingOperations
+from webui.engines.base import (
+    EngineUnavailable,
+    JobContext,
+    OperationCancelled,
+    OperationFailed,
+    PendingOperations,
+)
 from webui.engines.cli_process import PID_FILE, CliSession
 from webui.engines.pulumi_engine import PulumiEngine
 from webui.settings import prepare_home
@@ -288,6 +294,40 @@ def test_destroy_of_a_missing_stack_says_it_treated_it_as_destroyed(engine):
     assert job.result.summary["alreadyDestroyed"] is True
     warnings = [r["message"] for r in job.records if r["kind"] == "diagnostic"]
     assert any("already destroyed" in message for message in warnings)
+
+
+# ---- what each call leaves, and what it needs ----
+
+def test_no_bookkeeping_file_of_the_cli_outlives_an_engine_call(engine, tmp_path, monkeypatch):
+    """`stack select`/`stack init` write PULUMI_HOME/workspaces/raypd-<sha1 of the work dir>-
+    workspace.json; a new work dir per call would leave one file per call there forever."""
+    home = tmp_path / "pulumi-home"
+    monkeypatch.setenv("PULUMI_HOME", str(home))
+    created(engine)
+    assert Job(engine, "up").join().error is None
+    engine.history(STACK)
+    engine.live_outputs(STACK)
+    assert Job(engine, "destroy").join().error is None
+    assert sum(parse(call)[0][:2] in (["stack", "select"], ["stack", "init"]) for call in calls(tmp_path)) >= 4
+    assert (home / "workspaces").is_dir()  # the CLI wrote its files there ...
+    assert list((home / "workspaces").iterdir()) == []  # ... and none is left
+
+
+def test_a_stack_whose_settings_file_is_not_in_the_store_is_not_operated(engine, tmp_path):
+    """Without the file the CLI would run `up` with no config at all (a DIY backend keeps none):
+    the call stops after `stack select` and says where the file is and what to do."""
+    created(engine)
+    engine.stack_files.delete_stack_file(STACK)
+    before = len(calls(tmp_path))
+    for operation in ("up", "preview", "destroy"):
+        job = Job(engine, operation).join()
+        assert isinstance(job.error, EngineUnavailable), job.error
+        assert "settings file of demo is not in the shared store" in job.error.message
+        assert "nothing was run" in job.error.message
+    with pytest.raises(EngineUnavailable, match="not in the shared store"):
+        engine.configure(DeploymentSpec.from_config({"raypd:hfToken": HF_TOKEN}, STACK), None, [])
+    assert {" ".join(parse(call)[0][:2]) for call in calls(tmp_path)[before:]} == {"stack select"}
+    assert state_of(engine)["resources"] == [] and engine.stack_files.stack_file(STACK) is None
 
 
 # ---- pending operations ----

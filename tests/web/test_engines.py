@@ -302,7 +302,8 @@ class SteppedEngine(PulumiEngine):
         self.stack = stack
 
     @contextmanager
-    def _stack(self, stack: str, command: Any = None, keep_changes: bool = True) -> Iterator[Any]:
+    def _stack(self, stack: str, command: Any = None, keep_changes: bool = True,
+               needs_settings: bool = False) -> Iterator[Any]:
         if isinstance(self.stack.fail, auto.StackNotFoundError):
             raise map_command_error(self.stack.fail, stack)
         yield self.stack

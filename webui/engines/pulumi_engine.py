@@ -4,7 +4,8 @@ Each call gets a fresh work dir under RAYPD_HOME/work/ (webui/engines/workdir.py
 generated Pulumi.yaml whose `main:` is the absolute project directory, so the CLI runs exactly the
 program `pulumi up` runs, with the project's virtualenv, and the stack's settings file (config
 and encrypted secrets) from the store, where every server sharing it finds it; what the CLI writes
-to that file goes back to the store, and the dir is removed after the call. Nothing lands in the
+to that file goes back to the store, and the dir is removed after the call (with the file the
+CLI's `stack select` writes for it under PULUMI_HOME/workspaces). Nothing lands in the
 checkout, and LocalWorkspace is always given the `work_dir` (without one it leaks a temp dir per call).
 
 Team mode (several servers on one store) needs the state and the secrets shared too: a Pulumi
@@ -37,6 +38,7 @@ pulumi_io.py.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import signal
 import threading
@@ -51,6 +53,7 @@ from components.spec import DeploymentSpec
 from webui.engines.base import (
     EngineError,
     EngineNotFound,
+    EngineUnavailable,
     JobContext,
     OperationCancelled,
     OperationFailed,
@@ -59,6 +62,7 @@ from webui.engines.base import (
 )
 from webui.engines.cli_process import CliSession, cli_alive
 from webui.engines.events import EventTranslator, expected_total_from
+from webui.engines.pulumi_cli import forget_workspace
 from webui.engines.pulumi_io import (
     map_command_error,
     masked_outputs,
@@ -66,7 +70,7 @@ from webui.engines.pulumi_io import (
     update_summary,
     write_config,
 )
-from webui.engines.workdir import StackFiles, UsesStackFiles, stack_work_dir
+from webui.engines.workdir import StackFiles, UsesStackFiles, stack_file_name, stack_work_dir
 from webui.redact import redact
 from webui.settings import Settings, pulumi_env
 
@@ -135,20 +139,41 @@ class PulumiEngine(UsesStackFiles):
         )
 
     @contextmanager
-    def _stack(self, stack: str, command: Any = None, keep_changes: bool = True) -> Iterator[auto.Stack]:
-        """The selected stack in a fresh work dir holding its stored settings file."""
+    def _work_dir(self, stack: str, *, start_empty: bool = False, keep_changes: bool = True) -> Iterator[Path]:
+        """A fresh work dir for one call (webui/engines/workdir.py); when it goes, so does the
+        bookkeeping file the CLI's `stack select`/`stack init` wrote for it under PULUMI_HOME."""
         with stack_work_dir(self.settings.work_root, stack, self.stack_files,
-                            keep_changes=keep_changes) as work_dir:
+                            start_empty=start_empty, keep_changes=keep_changes) as work_dir:
+            try:
+                yield work_dir
+            finally:
+                forget_workspace(work_dir, PROJECT_NAME, {**os.environ, **pulumi_env(self.settings)})
+
+    @contextmanager
+    def _stack(self, stack: str, command: Any = None, keep_changes: bool = True,
+               needs_settings: bool = False) -> Iterator[auto.Stack]:
+        """The selected stack in a fresh work dir holding its stored settings file.
+
+        `needs_settings`: the call reads or writes the stack's config (configure, every operation),
+        so a stack whose settings file is not in the store is refused once it is known to exist
+        (a destroy of a stack the backend lost is still "already destroyed"). Without the file the
+        CLI would run with no config at all, or write one holding only the keys being set."""
+        with self._work_dir(stack, keep_changes=keep_changes) as work_dir:
             try:
                 selected = auto.Stack.select(stack, self.workspace(work_dir, command))
             except auto.CommandError as exc:
                 raise map_command_error(exc, stack) from None
+            if needs_settings and not (work_dir / stack_file_name(stack)).exists():
+                raise EngineUnavailable(
+                    f"the Pulumi settings file of {stack} is not in the shared store (an older raypd "
+                    "kept it under the RAYPD_HOME of the server that created it): start that server "
+                    "once with this raypd to move it in, then try again (nothing was run)")
             yield selected
 
     def create(self, spec: DeploymentSpec, hf_token: Optional[str]) -> None:
         """Create the stack in the backend and keep its settings file (salt, encrypted token) in the
         store. A settings file a failed earlier create left in the store is not read."""
-        with stack_work_dir(self.settings.work_root, spec.stack, self.stack_files, start_empty=True) as work_dir:
+        with self._work_dir(spec.stack, start_empty=True) as work_dir:
             workspace = self.workspace(work_dir)
             try:
                 stack = auto.Stack.create(spec.stack, workspace)
@@ -168,7 +193,7 @@ class PulumiEngine(UsesStackFiles):
         """Write a changed config (no cloud action): every key of the spec, the token only when a
         new one came (else the stack keeps its encrypted one), and keys reset to their defaults
         removed, so the program falls back to its own defaults for them."""
-        with self._stack(spec.stack) as stack:
+        with self._stack(spec.stack, needs_settings=True) as stack:
             try:
                 write_config(stack, spec, hf_token)
                 if removed:
@@ -230,7 +255,7 @@ class PulumiEngine(UsesStackFiles):
         translator = EventTranslator(ctx.emit, expected_total_from(known_resources),
                                      cancel_requested=lambda: ctx.cancelled)
         try:
-            with self._stack(stack, session) as selected:
+            with self._stack(stack, session, needs_settings=True) as selected:
                 return self._operate(selected, stack, operation, ctx, translator)
         except EngineNotFound:
             if operation == "destroy":

@@ -2,9 +2,12 @@
 
 The settings file (`Pulumi.<stack>.yaml`) is the only thing a stack's work dir holds that matters:
 the Pulumi CLI reads the stack's config and its secrets provider state from it, and a DIY backend
-(s3://, file://) keeps neither (pkg/cmd/pulumi/stack/secrets.go: only the secrets provider falls
-back to the state, config never does). Kept under one server's RAYPD_HOME it tied each deployment
-to that server; kept in the store (`StackFiles`), any server sharing the store can run any job.
+(s3://, file://) keeps no config. Without the file the CLI runs with no config, and its secrets
+provider falls back to the one in the state only for destroy or when
+PULUMI_FALLBACK_TO_STATE_SECRETS_MANAGER is set; otherwise it makes a new salt and writes a new
+file (pkg/cmd/pulumi/stack/secrets.go SecretsManagerLoader; env.FallbackToStateSecretsManager).
+Kept under one server's RAYPD_HOME the file tied each deployment to that server; kept in the store
+(`StackFiles`), any server sharing the store can run any job.
 
 So every call gets a new directory under RAYPD_HOME/work/, the stored file written into it, and
 the file read back afterwards: what the CLI changed (config set-all, the salt of a new stack)

@@ -4,8 +4,8 @@ The settings file (`Pulumi.<stack>.yaml`: config, encrypted secrets, the secrets
 state) was written under the RAYPD_HOME of the server that created the deployment, so a second
 server sharing the PostgreSQL store could not operate it ("the stack file ... is missing"), and
 with the real engine would have run `up` with no settings. Pulumi's DIY backends (s3://, file://)
-do not keep stack config (the CLI reads it from the work dir; pkg/cmd/pulumi/stack/secrets.go
-falls back to the state only for the secrets provider, never for config), so the store keeps it.
+do not keep stack config (the CLI reads it from the work dir, never from the state; only the
+secrets provider may fall back to the state, pkg/cmd/pulumi/stack/secrets.go), so the store keeps it.
 
 Files an older raypd left under RAYPD_HOME/workspaces/ are moved in at start
 (webui/deployments/upgrades.py, complete_stack_files).
