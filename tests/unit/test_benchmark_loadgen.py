@@ -162,9 +162,9 @@ def _open_loop_beside_an_ideal_sender(rate: float, seed: int, count: int, output
 
 
 def test_open_loop_sends_on_schedule_whatever_the_answers_take() -> None:
-    # 1 s answers at 100 req/s: a closed loop would fall behind by seconds; open loop keeps the schedule.
+    # 2 s answers at 100 req/s: a closed loop would fall behind by seconds; open loop keeps the schedule.
     specs = synthetic_workload(200, 20, 6)
-    server = OpenAIServer(MODEL, ttft_s=0.5, itl_s=0.1, output_tokens=6)
+    server = OpenAIServer(MODEL, ttft_s=1.0, itl_s=0.2, output_tokens=6)
     records, schedule, reference = _open_loop_beside_an_ideal_sender(100.0, 3, len(specs), 6, server)
     assert [r["scheduled_s"] for r in records] == schedule
     lateness = [r["sent_s"] - r["scheduled_s"] for r in records]
@@ -177,13 +177,23 @@ def test_open_loop_sends_on_schedule_whatever_the_answers_take() -> None:
     # So the rate sent is the rate scheduled, as nearly as the ideal sender kept it.
     sent = sorted(r["sent_s"] for r in records)
     assert sent[-1] - sent[0] == pytest.approx(schedule[-1] + reference[-1] - reference[0], abs=0.05)
-    # Every answer was waited for at once (no connection limit queued any): the client's e2e is the
-    # 1 s the server held the answer plus the transit, never a wait for a free connection.
+    # Every answer was waited for at once (no connection limit queued any). The server held each for
+    # 2 s while 100 came a second, so about 200 were open at once; aiohttp's default pool (100
+    # connections) would have capped that at 100 and made the rest wait about a second for a free
+    # connection. The count is the proof; the client's e2e (the server's 2 s plus the transit, 70 ms
+    # seen on a loaded machine) is bounded far below that second.
     streams = {_prompt(s.request): s for s in server.streams}
     held = [streams[specs[r["index"]].prompt] for r in records]
-    assert all(s.done_s is not None and s.done_s - s.received_s >= 1.0 for s in held)
+    assert all(s.done_s is not None and s.done_s - s.received_s >= 2.0 for s in held)
+    assert _most_open_at_once([(s.received_s, s.done_s or 0.0) for s in held]) > 150
     excess = [r["e2e_ms"] / 1000 - ((s.done_s or 0.0) - s.received_s) for r, s in zip(records, held, strict=True)]
-    assert min(excess) >= 0 and statistics.median(excess) < 0.05
+    assert min(excess) >= 0 and _quantile(excess, 0.75) < 0.5, excess
+
+
+def _most_open_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most (start, end) spans open at one instant."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    return max(accumulate(change for _, change in edges))
 
 
 def test_sends_are_as_punctual_as_an_ideal_sender_when_the_loop_keeps_up() -> None:
