@@ -51,7 +51,11 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> auto.PulumiCommand:
 
 @pytest.fixture
 def engine(tmp_path: Path, cli: auto.PulumiCommand) -> PulumiEngine:
-    settings = settings_for(tmp_path / "home", engine="pulumi")
+    return engine_at(tmp_path / "home", cli)
+
+
+def engine_at(home: Path, cli: auto.PulumiCommand) -> PulumiEngine:
+    settings = settings_for(home, engine="pulumi")
     prepare_home(settings)
     engine = PulumiEngine(settings, cli, stack_files=Store(settings.db_path))
     engine.shutdown_grace, engine.terminate_grace = 5.0, 5.0
@@ -298,11 +302,20 @@ def test_destroy_of_a_missing_stack_says_it_treated_it_as_destroyed(engine):
 
 # ---- what each call leaves, and what it needs ----
 
-def test_no_bookkeeping_file_of_the_cli_outlives_an_engine_call(engine, tmp_path, monkeypatch):
+@pytest.mark.parametrize("reached", ["directly", "through a symlink"])
+def test_no_bookkeeping_file_of_the_cli_outlives_an_engine_call(reached, cli, tmp_path, monkeypatch):
     """`stack select`/`stack init` write PULUMI_HOME/workspaces/raypd-<sha1 of the work dir>-
-    workspace.json; a new work dir per call would leave one file per call there forever."""
+    workspace.json; a new work dir per call would leave one file per call there forever. The CLI
+    names the file by the path its getcwd returns, symlinks resolved, so a RAYPD_HOME reached
+    through a symlink (/tmp on macOS, a mounted volume) must be resolved the same way (settings
+    resolve the home and the file name resolves the work dir again: red only when neither does)."""
     home = tmp_path / "pulumi-home"
     monkeypatch.setenv("PULUMI_HOME", str(home))
+    raypd_home = tmp_path / "home"
+    if reached == "through a symlink":
+        (tmp_path / "real-home").mkdir()
+        raypd_home.symlink_to(tmp_path / "real-home", target_is_directory=True)
+    engine = engine_at(raypd_home, cli)
     created(engine)
     assert Job(engine, "up").join().error is None
     engine.history(STACK)
