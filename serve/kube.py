@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
-from components.safe_documents import DocumentError, load_yaml, shown_name
+from components.config.safe_documents import DocumentError, load_yaml, shown_name
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +251,7 @@ def eks_token_source(exec_spec: Mapping[str, Any], region_hint: Optional[str]) -
 
 def parse_kubeconfig_text(text: str, name: str = "the kubeconfig") -> dict[str, Any]:
     """YAML or JSON text to a dict; errors start with `name` and never quote the text (it holds
-    credentials). Read by components.safe_documents: no YAML aliases, bounded nesting and numbers."""
+    credentials). Read by components.config.safe_documents: no YAML aliases, bounded nesting and numbers."""
     if not isinstance(text, str) or not text.strip():
         raise KubeConfigError(f"{name} is empty")
     try:

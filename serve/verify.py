@@ -28,11 +28,11 @@ import time
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from components import defaults
-from components.checks import Check, Report, write_report
-from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
-from components.safe_documents import shown_name
-from components.serve_config import KV_LOAD_FAILURE_POLICY
+from components.config import defaults
+from components.config.checks import Check, Report, write_report
+from components.config.safe_documents import shown_name
+from components.render.rayservice import EFA_RESOURCE, GPU_RESOURCE
+from components.render.serve_config import KV_LOAD_FAILURE_POLICY
 from serve import exposure_check, metrics_check
 from serve.endpoint_checks import TITLES as ENDPOINT_TITLES
 from serve.endpoint_checks import endpoint_checks, read_api_key
@@ -321,7 +321,7 @@ def check_replica_placement(ev: Evidence) -> Check:
         if running:
             evidence.append(f"{plan.deployment}: {len(running)}/{plan.replicas} RUNNING on "
                             f"{name_list(places, 4)}")
-    # The plan gives every phase nodes of its own (components.topology sizes each group as the sum
+    # The plan gives every phase nodes of its own (components.plan.topology sizes each group as the sum
     # of its phases' nodes): two phases on one node halve its GPUs and take PD's gain away.
     shared = {node_name: sorted(p) for node_name, p in phases_on_node.items() if len(p) > 1}
     for node_name, phases in shared.items():

@@ -179,7 +179,7 @@ def prometheus_scraping(kube: Any, directory: Path, rule_groups: Optional[list[d
     """A real Prometheus scraping the Kubernetes stand-in's worker pods (tests/fakes/kube_api.py
     `scrape_configs`) with the stack's rules (default: raypd's for the stand-in's spec), behind the
     stand-in's Prometheus Service proxy while it runs."""
-    from components.observability_rules import prometheus_rule_groups
+    from components.render.observability_rules import prometheus_rule_groups
 
     groups = prometheus_rule_groups(kube.spec) if rule_groups is None else rule_groups
     jobs = kube.scrape_configs() + list(extra_jobs)

@@ -241,8 +241,8 @@ def test_change_settings_preview_the_difference_then_deploy(server, page):
     page.click("#save-change")
     expect(page).to_have_url(re.compile(r"/deployments/grow\?job="))
     expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
-    from components.spec import DeploymentSpec
-    from components.topology import estimate_cost
+    from components.config.spec import DeploymentSpec
+    from components.plan.topology import estimate_cost
 
     def usd(config: dict) -> str:
         return f"${estimate_cost(DeploymentSpec.from_config(config, 'grow')).usd_per_hour:,.2f}/h"

@@ -1,6 +1,6 @@
 """The program under Pulumi's mock runtime: offline plans of the stacks the tests look at.
 
-Each plan is one real run of `components.program.build` (through `components.plan.run_plan`),
+Each plan is one real run of `components.stack.program.build` (through `components.stack.offline_plan.run_plan`),
 computed once per module; tests read the registered resources and outputs like a user reads the
 offline plan.
 """
@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import pytest
 
-from components.plan import run_plan
-from components.stack_file import load_stack_file
+from components.config.stack_file import load_stack_file
+from components.stack.offline_plan import run_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 

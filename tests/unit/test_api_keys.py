@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from components.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name, created_annotation
+from components.render.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name, created_annotation
 from serve.api_keys import (
     KEY_PREFIX,
     ApiKeyInputError,

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from components import defaults
-from components.changes import Kind, assess
-from components.errors import SpecError
-from components.spec import DeploymentSpec, eks_support_type
-from components.topology import plan_deployment
+from components.changes.assess import Kind, assess
+from components.config import defaults
+from components.config.errors import SpecError
+from components.config.spec import DeploymentSpec, eks_support_type
+from components.plan.topology import plan_deployment
 
 KEY = "raypd:apiAccessCidrs"
 

@@ -1,8 +1,8 @@
 """The observability PromQL, run for real: every recording rule, alert and dashboard query of
-components/observability_rules.py and components/observability_dashboards.py against Debian's
+components/render/observability_rules.py and components/render/observability_dashboards.py against Debian's
 Prometheus (promtool and the server, installed by scripts/ensure-prometheus), fed with the real
 vLLM / NIXL / Ray captures of tests/fixtures/real (tests/unit/prom_captures.py). A metric renamed
-in components/metric_names.py, or upstream, empties a query and fails here.
+in components/render/metric_names.py, or upstream, empties a query and fails here.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from components import metric_names as m
-from components.observability_dashboards import dashboards, panel_queries
-from components.observability_rules import PHASE_INFO, engine_series, phased, prometheus_rule_groups
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
+from components.render import metric_names as m
+from components.render.observability_dashboards import dashboards, panel_queries
+from components.render.observability_rules import PHASE_INFO, engine_series, phased, prometheus_rule_groups
 from tests.prometheus_server import (
     PROMETHEUS,
     PROMTOOL,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.pulumi_diff import (
+from components.changes.pulumi_diff import (
     as_sets,
     contains,
     detailed_diff,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from components.checks import Report
-from components.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name, created_annotation
+from components.config.checks import Report
+from components.render.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name, created_annotation
 from tests.fakes.kube_api import FakeKubeApi
 from tests.web.support import FakeEngine
 from webui.engines.base import JobContext, OperationResult

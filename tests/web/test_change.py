@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components import catalogue
+from components.config import catalogue
 from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, HF_TOKEN, create, extract_csrf, login, text_of, wait_for_job
 from webui.change import change_counts, config_diff, consequences, plan_diff

@@ -18,9 +18,9 @@ from urllib.parse import quote
 import pytest
 import yaml
 
-from components.checks import Report
-from components.spec import DeploymentSpec
-from components.topology import estimate_cost
+from components.config.checks import Report
+from components.config.spec import DeploymentSpec
+from components.plan.topology import estimate_cost
 from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, HF_TOKEN, create, extract_csrf, login, text_of, wait_for_job
 from webui.pending_changes import TOKEN_ADDED, TOKEN_REMOVED, TOKEN_REPLACED

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from components.endpoint_names import FIRST_KEY_NAME
+from components.render.endpoint_names import FIRST_KEY_NAME
 from tests.fakes.kube_api import FakeKubeApi
 from tests.patience import PATIENCE_S
 from tests.web.keys_support import (

@@ -346,7 +346,7 @@ def test_huge_form_post_is_refused(browser):
 
 
 def test_a_stored_config_that_no_longer_validates_still_shows_and_tears_down(app, browser):
-    from components.spec import DeploymentSpec
+    from components.config.spec import DeploymentSpec
     from webui.summary import summarize
 
     spec = DeploymentSpec.from_config({}, "legacy")
@@ -397,7 +397,7 @@ def test_the_deployment_page_plans_the_deployment_once_per_request(browser, monk
     regression. Counted wherever the function is bound, so a new `from ... import` is counted too."""
     import sys
 
-    from components import topology
+    from components.plan import topology
 
     original = topology.plan_deployment
     calls: list[str] = []
