@@ -1,7 +1,8 @@
 """Availability zones: which ones a stack uses, which ones EKS accepts, and why they never move.
 
 Pure decisions here (tests call them without Pulumi or AWS); `components.stack.program` asks AWS and
-`components.preflight` asks boto3, and both decide with these functions.
+`components.preflight` asks boto3, and both decide with these functions (and name the setting,
+`AZ_FIELD`, the same way).
 
 Stability. A stack's zones are chosen once, on its first deploy, and written as tags on its VPC
 (`raypd.io/gpu-zone`, `raypd.io/second-zone`). Every later run reads them back (EC2 DescribeVpcs
@@ -18,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
+
+from components.plan.topology import DeploymentPlan
 
 # AZ IDs (stable across accounts, unlike AZ names) where EKS cannot place cluster subnets: creating
 # a cluster with a subnet there fails with UnsupportedAvailabilityZoneException. Sources: the EKS
@@ -104,3 +107,28 @@ def pick_second_zone(
             return zone
     others = [zone for zone in sorted(usable) if zone != gpu_zone]
     return others[0] if others else None
+
+
+AZ_FIELD = "raypd:availabilityZone"
+
+
+def gpu_instance_types(plan: DeploymentPlan) -> list[str]:
+    """The GPU instance types whose offerings decide the GPU zone."""
+    return list(plan.instance_types)
+
+
+def zones_offering_all(
+    region: str, offerings: Iterable[tuple[str, str]], needed: Iterable[str]
+) -> list[str]:
+    """Regular AZs (sorted) where every needed instance type is offered.
+
+    `offerings` are (instance type, AZ) pairs as DescribeInstanceTypeOfferings returns them.
+    """
+    wanted = set(needed)
+    offered: dict[str, set[str]] = {}
+    for instance_type, zone in offerings:
+        offered.setdefault(zone, set()).add(instance_type)
+    return sorted(
+        zone for zone, types in offered.items()
+        if wanted <= types and is_regular_zone(region, zone)
+    )

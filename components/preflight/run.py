@@ -52,20 +52,23 @@ from components.config.stack_file import add_stack_arguments, read_stack
 from components.plan import model_shapes
 from components.plan.model_shapes import memory_fit
 from components.plan.topology import DeploymentPlan, plan_deployment
-from components.plan.zones import CLUSTER_TAG as VPC_CLUSTER_TAG
 from components.plan.zones import (
+    AZ_FIELD,
     EKS_UNSUPPORTED_ZONE_IDS,
     PreviousZones,
     eks_usable,
+    gpu_instance_types,
+    is_regular_zone,
     pick_gpu_zone,
     pick_second_zone,
     previous_zones_from_tags,
+    zones_offering_all,
 )
+from components.plan.zones import CLUSTER_TAG as VPC_CLUSTER_TAG
 from components.plan.zones import STACK_TAG as VPC_STACK_TAG
 from components.preflight import certificate as endpoint_certificate
 from components.preflight import model_source
 from components.preflight.admin_access import caller_in_admins, matching_entry
-from components.stack.program import AZ_FIELD, gpu_instance_types, is_regular_zone, zones_offering_all
 
 log = logging.getLogger(__name__)
 

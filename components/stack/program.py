@@ -8,7 +8,7 @@ and the offline plan calls the very same function under Pulumi's mock runtime. `
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pulumi
 
@@ -17,31 +17,8 @@ from components.config.errors import FieldError, SpecError
 from components.config.spec import NAMESPACE, REGION_KEY, DeploymentSpec
 from components.plan import zones
 from components.plan.topology import DeploymentPlan, plan_deployment
-from components.plan.zones import is_regular_zone
+from components.plan.zones import AZ_FIELD, gpu_instance_types, zones_offering_all
 from components.render.outputs import API_KEY_OUTPUT, KUBECONFIG_KEY, render_stack_outputs
-
-AZ_FIELD = "raypd:availabilityZone"
-
-
-def gpu_instance_types(plan: DeploymentPlan) -> list[str]:
-    return list(plan.instance_types)
-
-
-def zones_offering_all(
-    region: str, offerings: Iterable[tuple[str, str]], needed: Iterable[str]
-) -> list[str]:
-    """Regular AZs (sorted) where every needed instance type is offered.
-
-    `offerings` are (instance type, AZ) pairs as DescribeInstanceTypeOfferings returns them.
-    """
-    wanted = set(needed)
-    offered: dict[str, set[str]] = {}
-    for instance_type, zone in offerings:
-        offered.setdefault(zone, set()).add(instance_type)
-    return sorted(
-        zone for zone, types in offered.items()
-        if wanted <= types and is_regular_zone(region, zone)
-    )
 
 
 def _offerings(types: Sequence[str], zone: Optional[str]) -> list[tuple[str, str]]:

@@ -9,11 +9,11 @@ import pytest
 
 from components.config.spec import DeploymentSpec
 from components.plan.topology import plan_deployment
+from components.plan.zones import zones_offering_all
 from components.stack.addons import efa_device_plugin_values, needs_efa_plugin
 from components.stack.cluster import node_policy_arns
 from components.stack.network import subnet_cidrs
 from components.stack.node_groups import gpu_node_group_settings
-from components.stack.program import zones_offering_all
 
 
 def test_subnets_fit_the_vpc_without_overlapping_and_private_ones_are_larger():
