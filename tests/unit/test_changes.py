@@ -172,3 +172,16 @@ def test_engines_of_a_phase_with_several_replicas_restart_in_batches_without_dow
     result = assessment(several, {**several, "raypd:model": {"maxModelLen": 8192}})
     (restart,) = [e for e in result.effects if e.kind == Kind.RESTART_ENGINES]
     assert restart.downtime_seconds == 0 and "in batches" in restart.detail
+
+
+@pytest.mark.parametrize(("old_replicas", "new_replicas"), [(1, 2), (2, 1), (1, 3)])
+def test_a_replica_scale_on_a_new_cluster_stack_stays_in_place_with_no_second_cluster(old_replicas, new_replicas):
+    # The strategy is for changes that restart engines or rebuild the cluster; a replica count is
+    # neither (Serve adds or removes a replica in the running cluster), whatever the stack chose.
+    zero = {"raypd:upgradeStrategy": "newCluster"}
+    result = assessment({**zero, "raypd:decode": {"replicas": old_replicas}},
+                        {**zero, "raypd:decode": {"replicas": new_replicas}})
+    assert result.kind == Kind.IN_PLACE and not result.disruptive
+    assert result.chosen.name == "inPlace" and result.choices == ()
+    assert not result.chosen.extra_nodes and "second Ray cluster" not in result.chosen.summary
+    assert result.chosen.summary.endswith("no extra nodes")
