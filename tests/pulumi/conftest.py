@@ -7,6 +7,7 @@ offline plan.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -55,8 +56,15 @@ class Plan:
 
 @pytest.fixture(scope="session")
 def make_plan() -> Callable[..., Plan]:
+    """One mock-runtime run per distinct (config, stack, secret keys) in the session: a run takes
+    seconds, and tests only read the plan (the session-wide plans below are shared the same way)."""
+    plans: dict[str, Plan] = {}
+
     def build(config: dict[str, Any], stack: str = "dev", secret_keys: tuple[str, ...] = ()) -> Plan:
-        return Plan(run_plan(config, secret_keys, stack))
+        key = json.dumps([config, stack, sorted(secret_keys)], sort_keys=True)
+        if key not in plans:
+            plans[key] = Plan(run_plan(config, secret_keys, stack))
+        return plans[key]
     return build
 
 
