@@ -4,6 +4,11 @@ Stack config (Pulumi config, a stack YAML file, or the web API's JSON) enters ra
 ``DeploymentSpec.from_config``. After that, every renderer and component trusts the spec: nothing
 downstream re-validates or reads config. Error fields use the user-facing key
 (``raypd:prefill.tensorParallelSize``) so people can find what to fix.
+
+The spec is the top of the config layer's modules: its blocks live in serving_spec, endpoint_spec
+and observability_spec, the rules they share in rules, and the reading of config keys in
+reading. The names other code has always imported from here (the keys, the stack-name rule, the
+EKS version rules, PhaseSpec...) are still importable from here (`__all__`).
 """
 
 from __future__ import annotations
@@ -15,16 +20,15 @@ from typing import Any, Literal, Mapping, Optional
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from components.config import catalogue, defaults
+from components.config import defaults
 from components.config.endpoint_spec import EndpointSpec, endpoint_problems, endpoint_warnings
 from components.config.errors import FieldError, SpecError
 from components.config.image import IMAGE_KEY, reference_problem, unpinned_warning
 from components.config.observability_spec import ObservabilitySpec
+from components.config.reading import NAMESPACE, REGION_KEY, config_key, field_errors, read_fields
 from components.config.regions import region_problem
 from components.config.rules import (
-    BAD_TEXT,
     MAX_STACK_NAME,
-    NOT_TEXT,
     SpecModel,
     cidr_list_problems,
     cidr_problem,
@@ -32,23 +36,23 @@ from components.config.rules import (
     eks_cluster_name_problem,
     eks_support_type,
     eks_version_problem,
-    instance_type_name_problem,
     kubernetes_version_problem,
     role_arn_problem,
     utc_today,
     validate_stack_name,
 )
-from components.config.safe_documents import DocumentError, DuplicateKeyError, load_json
 from components.config.serve_clients import KEY as IN_CLUSTER_CLIENTS_KEY
 from components.config.serve_clients import client_namespaces_problem
-
-NAMESPACE = "raypd"
-REGION_KEY = "aws:region"
-# The one Contract 1 key that is a secret, and how raypd shows a secret it will not print.
-HF_TOKEN_KEY = f"{NAMESPACE}:hfToken"
-SECRET_PLACEHOLDER = "[secret]"
-# vLLM's --dtype choices.
-VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+from components.config.serving_spec import (
+    VLLM_DTYPES,
+    KvTransferSpec,
+    ModelSpec,
+    PhaseSpec,
+    SystemNodes,
+    colocated_default,
+    phase_problems,
+    serving_warnings,
+)
 
 __all__ = [
     "ADMIN_ROLE_ARNS_KEY", "API_ACCESS_CIDRS_KEY", "HF_TOKEN_KEY", "IMAGE_KEY", "MAX_HF_TOKEN",
@@ -57,121 +61,16 @@ __all__ = [
     "cidr_problem", "config_key", "eks_support_type", "eks_version_problem", "validate_stack_name",
 ]
 
+# The one Contract 1 key that is a secret, and how raypd shows a secret it will not print.
+HF_TOKEN_KEY = f"{NAMESPACE}:hfToken"
+SECRET_PLACEHOLDER = "[secret]"
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
-_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
-# A served model name as clients send it in "model": letters, digits and . _ - / : + @ only.
-_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
 # The HF token is sent as `Authorization: Bearer <token>`: RFC 6750's b64token grammar (Hub tokens
 # are "hf_" and 34 letters and digits). Its errors never quote it: it is a secret.
 _BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
 MAX_HF_TOKEN = 256
-MAX_NESTING = 8
 ADMIN_ROLE_ARNS_KEY = f"{NAMESPACE}:adminRoleArns"
 API_ACCESS_CIDRS_KEY = f"{NAMESPACE}:apiAccessCidrs"
-
-
-class SystemNodes(SpecModel):
-    instance_type: str = defaults.SYSTEM_INSTANCE_TYPE
-    count: int = Field(defaults.SYSTEM_NODE_COUNT, ge=1, le=10)
-
-    @field_validator("instance_type")
-    @classmethod
-    def _known_shape(cls, value: str) -> str:
-        problem = instance_type_name_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
-
-
-class ModelSpec(SpecModel):
-    id: str = defaults.MODEL_ID
-    source: str = defaults.MODEL_SOURCE
-    max_model_len: int = Field(defaults.MAX_MODEL_LEN, gt=0, le=10_000_000)
-    dtype: str = defaults.DTYPE
-    gpu_memory_utilization: float = Field(defaults.GPU_MEMORY_UTILIZATION, gt=0, le=0.98)
-    enforce_eager: bool = defaults.ENFORCE_EAGER
-
-    @field_validator("id")
-    @classmethod
-    def _id_present(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the served model name is required")
-        if not _MODEL_ID.fullmatch(value):
-            raise ValueError(
-                f"'{value}' is not a served model name: 1-128 letters, digits and . _ - / : + @, "
-                "starting with a letter or digit"
-            )
-        return value
-
-    @field_validator("source")
-    @classmethod
-    def _source_shape(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the model source is required (a Hugging Face repo id or an s3:// URI)")
-        if not (_HF_REPO.fullmatch(value) or _S3_URI.fullmatch(value)):
-            raise ValueError(
-                f"'{value}' is neither a Hugging Face repo id (org/name) nor an s3://bucket/path URI"
-            )
-        return value
-
-    @field_validator("dtype")
-    @classmethod
-    def _vllm_dtype(cls, value: str) -> str:
-        if value not in VLLM_DTYPES:
-            raise ValueError(f"'{value}' is not a vLLM dtype; use one of {', '.join(VLLM_DTYPES)}")
-        return value
-
-
-class PhaseSpec(SpecModel):
-    """One serving phase (prefill, decode, or the colocated baseline) and the nodes it runs on."""
-
-    instance_type: str = defaults.GPU_INSTANCE_TYPE
-    replicas: int = Field(defaults.PHASE_REPLICAS, ge=1, le=64)
-    tensor_parallel_size: int = Field(1, ge=1, le=64)
-    pipeline_parallel_size: int = Field(1, ge=1, le=64)
-
-    @field_validator("instance_type")
-    @classmethod
-    def _gpu_type(cls, value: str) -> str:
-        known = catalogue.lookup(value)
-        if known is None or known.gpus == 0:
-            names = ", ".join(t.name for t in catalogue.gpu_instance_types())
-            raise ValueError(f"'{value}' is not a GPU instance type raypd knows; known: {names}")
-        return value
-
-    @property
-    def hardware(self) -> catalogue.InstanceType:
-        found = catalogue.lookup(self.instance_type)
-        assert found is not None  # guaranteed by the validator
-        return found
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
-
-    @property
-    def replicas_per_node(self) -> int:
-        return max(1, self.hardware.gpus // self.gpus_per_replica)
-
-    @property
-    def nodes(self) -> int:
-        """Whole nodes, each replica on one node so TP/PP traffic stays on NVLink/PCIe."""
-        return -(-self.replicas // self.replicas_per_node)
-
-    @property
-    def gpus(self) -> int:
-        return self.replicas * self.gpus_per_replica
-
-
-def _colocated_default() -> PhaseSpec:
-    return PhaseSpec(replicas=defaults.COLOCATED_REPLICAS)
-
-
-class KvTransferSpec(SpecModel):
-    connector: Literal["NixlConnector"] = defaults.KV_CONNECTOR
-    backend: Literal["LIBFABRIC", "UCX"] = defaults.KV_BACKEND
-
 
 class DeploymentSpec(SpecModel):
     stack: str = Field("dev", exclude=True)
@@ -184,7 +83,7 @@ class DeploymentSpec(SpecModel):
     model: ModelSpec = ModelSpec()
     prefill: PhaseSpec = PhaseSpec()
     decode: PhaseSpec = PhaseSpec()
-    colocated: PhaseSpec = Field(default_factory=_colocated_default)
+    colocated: PhaseSpec = Field(default_factory=colocated_default)
     kv_transfer: KvTransferSpec = KvTransferSpec()
     image: str = ""
     ray_version: str = defaults.RAY_VERSION
@@ -331,28 +230,7 @@ class DeploymentSpec(SpecModel):
                 f"(expected {self.region}a, {self.region}b, ...)",
             ))
         for phase_name, phase in self.phases.items():
-            hardware = phase.hardware
-            if phase.gpus_per_replica > hardware.gpus:
-                field = (
-                    "tensorParallelSize" if phase.tensor_parallel_size > hardware.gpus
-                    else "pipelineParallelSize"
-                )
-                problems.append(FieldError(
-                    f"raypd:{phase_name}.{field}",
-                    f"tensorParallelSize x pipelineParallelSize = {phase.gpus_per_replica} needs "
-                    f"{phase.gpus_per_replica} GPUs per replica but {phase.instance_type} has "
-                    f"{hardware.gpus}",
-                ))
-            if (
-                self.mode == "disaggregated"
-                and self.kv_transfer.backend == "LIBFABRIC"
-                and not hardware.efa_supported
-            ):
-                problems.append(FieldError(
-                    f"raypd:{phase_name}.instanceType",
-                    f"kvTransfer.backend LIBFABRIC needs EFA, and {phase.instance_type} has no EFA "
-                    "interface; pick an EFA-capable type (e.g. g6.8xlarge) or backend UCX",
-                ))
+            problems.extend(phase_problems(phase_name, phase, self.mode, self.kv_transfer))
         if problems:
             raise SpecError(problems)
         return self
@@ -404,25 +282,7 @@ class DeploymentSpec(SpecModel):
                 "per cluster hour (EKS cannot take a cluster out of it); raise the version one minor "
                 "at a time to one in standard support"
             )
-        if self.mode == "disaggregated":
-            if self.prefill.tensor_parallel_size != self.decode.tensor_parallel_size:
-                notes.append(
-                    "raypd:prefill.tensorParallelSize "
-                    f"({self.prefill.tensor_parallel_size}) differs from raypd:decode."
-                    f"tensorParallelSize ({self.decode.tensor_parallel_size}): NIXL KV transfer "
-                    "between different TP layouts is fragile in the field; verify transfers after deploy"
-                )
-            if self.kv_transfer.backend == "UCX":
-                notes.append(
-                    "raypd:kvTransfer.backend is UCX: on EFA, UCX moves the KV cache at TCP speed "
-                    "(100-600x slower than LIBFABRIC) without reporting an error"
-                )
-        for phase_name, phase in self.phases.items():
-            if phase.hardware.usd_per_hour is None:
-                notes.append(
-                    f"raypd:{phase_name}.instanceType {phase.instance_type} has no public "
-                    "on-demand price on record; the cost estimate leaves it out"
-                )
+        notes.extend(serving_warnings(self.mode, self.prefill, self.decode, self.kv_transfer, self.phases))
         return notes
 
     def public_config(self) -> dict[str, Any]:
@@ -468,110 +328,17 @@ class DeploymentSpec(SpecModel):
         ("2" is not an integer, 1 is not a boolean); Pulumi config and stack files, which carry
         numbers as text, are read leniently.
         """
-        if not isinstance(config, Mapping):
-            raise SpecError.single("config", "must be an object of config keys")
-        fields: dict[str, Any] = {"stack": stack}
-        unknown: list[FieldError] = []
-        for key, value in config.items():
-            if not isinstance(key, str):
-                unknown.append(FieldError(str(key), "config keys must be strings"))
-                continue
-            if key == REGION_KEY:
-                fields["region"] = value
-                continue
-            namespace, _, name = key.partition(":")
-            if namespace != NAMESPACE:
-                continue
-            alias_to_field = _ALIASES
-            if name not in alias_to_field:
-                unknown.append(FieldError(
-                    key, f"unknown key; known keys: {', '.join(sorted(alias_to_field))}"
-                ))
-                continue
-            fields[alias_to_field[name]] = _decode_structured(value, key)
-        if unknown:
-            raise SpecError(unknown)
-        problems = [problem for field, value in fields.items() if field != "stack"
-                    for problem in _text_problems(value, config_key((_field_alias(field),)))]
-        if problems:
-            raise SpecError(problems)
-        data = {_field_alias(k): v for k, v in fields.items()}
+        data = read_fields(config, stack, _ALIASES)
         try:
             if strict:
                 # JSON mode: arrays are lists (and tuples), but no text is taken for a number.
                 return cls.model_validate_json(json.dumps(data), strict=True)
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise SpecError(_field_errors(exc)) from None
+            raise SpecError(field_errors(exc)) from None
+
 
 
 _ALIASES: dict[str, str] = {
     to_camel(name): name for name in DeploymentSpec.model_fields if name not in ("stack", "region")
 }
-
-
-def _field_alias(name: str) -> str:
-    return "stack" if name == "stack" else to_camel(name)
-
-
-def _decode_structured(value: Any, key: str) -> Any:
-    """Pulumi hands object-valued config to programs as JSON text; accept both forms. Text that
-    starts like JSON but is refused by components.config.safe_documents (a key twice, a 5000-digit number,
-    runaway nesting) is that key's error; other text is left for the model to judge."""
-    if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
-        try:
-            return load_json(value)
-        except DuplicateKeyError as exc:
-            raise SpecError.single(f"{key}.{exc.path}", "is given twice") from None
-        except DocumentError as exc:
-            if exc.problem.startswith("is not valid JSON"):
-                return value
-            raise SpecError.single(key, f"JSON text that {exc.problem}") from None
-    return value
-
-
-def _text_problems(value: Any, where: str, depth: int = 0) -> list[FieldError]:
-    """Control characters, lone surrogates and runaway nesting anywhere in a value, by key path.
-
-    Checked before the model sees the value: its messages quote values, and a page quoting a
-    surrogate cannot be written out at all.
-    """
-    if depth > MAX_NESTING:
-        return [FieldError(where, f"is nested more than {MAX_NESTING} levels deep")]
-    if isinstance(value, str):
-        if BAD_TEXT.search(value):
-            return [FieldError(where, NOT_TEXT)]
-        return []
-    problems: list[FieldError] = []
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str) or BAD_TEXT.search(key):
-                problems.append(FieldError(where, "has a key that is not valid text"))
-                continue
-            problems.extend(_text_problems(item, f"{where}.{key}", depth + 1))
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            problems.extend(_text_problems(item, f"{where}[{index}]", depth + 1))
-    return problems
-
-
-def config_key(loc: tuple[Any, ...]) -> str:
-    """Turn a pydantic error location into the user-facing config key."""
-    parts = [str(p) for p in loc if not isinstance(p, int)]
-    if not parts:
-        return "config"
-    head, rest = parts[0], parts[1:]
-    key = REGION_KEY if head == "region" else f"{NAMESPACE}:{head}"
-    return ".".join([key, *rest])
-
-
-def _field_errors(exc: ValidationError) -> list[FieldError]:
-    errors = []
-    for item in exc.errors(include_url=False):
-        message = item["msg"]
-        if message.startswith("Value error, "):
-            message = message[len("Value error, "):]
-        if item["type"] == "extra_forbidden":
-            message = "unknown key"
-        errors.append(FieldError(config_key(tuple(item["loc"])), message))
-    return errors
