@@ -27,11 +27,11 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic import field_validator
 
 from components.config import defaults
 from components.config.errors import FieldError
+from components.config.rules import SpecModel, cidr_list_problems
 
 ENDPOINT_KEY = "raypd:endpoint"
 # ACM certificate ARNs: arn:<partition>:acm:<region>:<account>:certificate/<UUID> (ACM API
@@ -51,12 +51,7 @@ def certificate_region(arn: str) -> Optional[str]:
     return match.group(2) if match else None
 
 
-class EndpointSpec(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
-        validate_default=True,
-    )
-
+class EndpointSpec(SpecModel):
     scope: Literal["cluster", "vpc", "internet"] = defaults.ENDPOINT_SCOPE
     auth: Literal["apiKey", "none"] = defaults.ENDPOINT_AUTH
     certificate_arn: Optional[str] = None
@@ -143,8 +138,6 @@ def _key(field: str) -> str:
 
 def endpoint_problems(endpoint: EndpointSpec, region: str) -> list[FieldError]:
     """What is wrong with `endpoint` in a stack of `region` (empty when nothing is)."""
-    from components.config.spec import cidr_problem  # spec imports this module
-
     problems: list[FieldError] = []
     if endpoint.scope == "internet":
         if endpoint.certificate_arn is None:
@@ -169,14 +162,8 @@ def endpoint_problems(endpoint: EndpointSpec, region: str) -> list[FieldError]:
             f"the certificate is in {arn_region}, but the stack's load balancer is in {region}; a "
             f"load balancer only uses ACM certificates of its own region: request or import one "
             f"in {region}")))
-    seen: dict[str, int] = {}
-    for index, text in enumerate(endpoint.allowed_cidrs or ()):
-        problem = cidr_problem(text)
-        if problem is None and text in seen:
-            problem = f"'{text}' is given twice (also [{seen[text]}])"
-        seen.setdefault(text, index)
-        if problem is not None:
-            problems.append(FieldError(f"{_key('allowedCidrs')}[{index}]", problem))
+    problems.extend(FieldError(f"{_key('allowedCidrs')}[{index}]", problem)
+                    for index, problem in cidr_list_problems(endpoint.allowed_cidrs or ()))
     return problems
 
 

@@ -28,7 +28,16 @@ DIGEST_PATTERN = re.compile(r"sha256:[a-f0-9]{64}")
 # ECR private registries: <account>.dkr.ecr[-fips].<region>.amazonaws.com[.cn] (the ECR user guide,
 # "Amazon ECR private registry": registry URI format).
 _ECR_HOST = re.compile(r"(\d{12})\.dkr\.ecr(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?")
-# The image reference grammar's last parts (components.config.spec validates the whole reference).
+# An OCI image reference: [registry[:port]/]repository[:tag][@sha256:digest] (the distribution
+# spec's grammar, simplified): nothing a shell or YAML would read as syntax.
+_IMAGE = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::\d{1,5})?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
+)
+_IMAGE_DIGEST = re.compile(r"@sha256:[a-f0-9]{64}$")
+MAX_IMAGE = 255
+# The image reference grammar's last parts (reference_problem has let only whole references through).
 _REFERENCE = re.compile(
     r"(?:(?P<registry>[^/]+\.[^/]+|[^/]+:\d+|localhost)/)?(?P<repository>[^:@]+)"
     r"(?::(?P<tag>[^@]+))?(?:@(?P<digest>sha256:[a-f0-9]{64}))?")
@@ -69,9 +78,23 @@ class ResolvedImage:
         return {"reference": self.reference, "digest": self.digest}
 
 
+def reference_problem(value: str) -> Optional[str]:
+    """Why `value` (raypd:image) is not a container image reference (None when it is, or empty)."""
+    shown = value if len(value) <= MAX_IMAGE else f"{value[:80]}..."
+    if value and "@" in value and len(value) <= MAX_IMAGE and not _IMAGE_DIGEST.search(value):
+        # Pinned by digest (see the module docstring): say what a digest looks like.
+        return (f"'{shown}' has a malformed digest: after '@' write sha256: and 64 lower-case hex "
+                "digits (the image's manifest digest, as `docker buildx imagetools inspect` or "
+                "ECR's console shows it)")
+    if value and (len(value) > MAX_IMAGE or not _IMAGE.fullmatch(value)):
+        return (f"'{shown}' is not a container image reference "
+                f"([registry/]repository[:tag][@sha256:digest], at most {MAX_IMAGE} characters)")
+    return None
+
+
 def parse_image(reference: str) -> ImageRef:
     match = _REFERENCE.fullmatch(reference)
-    if match is None:  # components.config.spec only lets valid references through
+    if match is None:  # the spec only lets references through that reference_problem accepts
         raise ValueError(f"{reference!r} is not an image reference")
     return ImageRef(match["registry"], match["repository"], match["tag"], match["digest"])
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic import field_validator
 
 from components.config import defaults
+from components.config.rules import SpecModel
 
 OBSERVABILITY_KEY = "raypd:observability"
 # Whole GiB or TiB: what an EBS volume is sized in (a "50G" or "1.5Ti" would be rounded by EBS).
@@ -52,11 +52,8 @@ def _size(value: str, minimum: int) -> str:
     return value
 
 
-class ObservabilitySpec(BaseModel):
+class ObservabilitySpec(SpecModel):
     """One level of keys, as every other block (the web form shows each as one field)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
-                              frozen=True, validate_default=True)
 
     enabled: bool = defaults.OBSERVABILITY_ENABLED
     prometheus_storage_size: str = defaults.PROMETHEUS_STORAGE

@@ -4,290 +4,75 @@ Stack config (Pulumi config, a stack YAML file, or the web API's JSON) enters ra
 ``DeploymentSpec.from_config``. After that, every renderer and component trusts the spec: nothing
 downstream re-validates or reads config. Error fields use the user-facing key
 (``raypd:prefill.tensorParallelSize``) so people can find what to fix.
+
+The spec is the top of the config layer's modules: its blocks live in serving_spec, endpoint_spec
+and observability_spec, the rules they share in rules, and the reading of config keys in
+reading. The names other code has always imported from here (the keys, the stack-name rule, the
+EKS version rules, PhaseSpec...) are still importable from here (`__all__`).
 """
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import re
 from typing import Any, Literal, Mapping, Optional
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from components.config import catalogue, defaults
+from components.config import defaults
 from components.config.endpoint_spec import EndpointSpec, endpoint_problems, endpoint_warnings
 from components.config.errors import FieldError, SpecError
-from components.config.image import unpinned_warning
+from components.config.image import IMAGE_KEY, reference_problem, unpinned_warning
 from components.config.observability_spec import ObservabilitySpec
+from components.config.reading import NAMESPACE, REGION_KEY, config_key, field_errors, read_fields
 from components.config.regions import region_problem
-from components.config.safe_documents import DocumentError, DuplicateKeyError, load_json
+from components.config.rules import (
+    MAX_STACK_NAME,
+    SpecModel,
+    cidr_list_problems,
+    cidr_problem,
+    dns_label,
+    eks_cluster_name_problem,
+    eks_support_type,
+    eks_version_problem,
+    kubernetes_version_problem,
+    role_arn_problem,
+    utc_today,
+    validate_stack_name,
+)
 from components.config.serve_clients import KEY as IN_CLUSTER_CLIENTS_KEY
 from components.config.serve_clients import client_namespaces_problem
+from components.config.serving_spec import (
+    VLLM_DTYPES,
+    KvTransferSpec,
+    ModelSpec,
+    PhaseSpec,
+    SystemNodes,
+    colocated_default,
+    phase_problems,
+    serving_warnings,
+)
 
-NAMESPACE = "raypd"
-REGION_KEY = "aws:region"
+__all__ = [
+    "ADMIN_ROLE_ARNS_KEY", "API_ACCESS_CIDRS_KEY", "HF_TOKEN_KEY", "IMAGE_KEY", "MAX_HF_TOKEN",
+    "MAX_STACK_NAME", "NAMESPACE", "REGION_KEY", "SECRET_PLACEHOLDER", "VLLM_DTYPES",
+    "DeploymentSpec", "KvTransferSpec", "ModelSpec", "PhaseSpec", "SystemNodes",
+    "cidr_problem", "config_key", "eks_support_type", "eks_version_problem", "validate_stack_name",
+]
+
 # The one Contract 1 key that is a secret, and how raypd shows a secret it will not print.
 HF_TOKEN_KEY = f"{NAMESPACE}:hfToken"
 SECRET_PLACEHOLDER = "[secret]"
-# vLLM's --dtype choices.
-VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-
-# Patterns are applied with fullmatch: `$` alone would accept a trailing newline.
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]*$")
-_K8S_VERSION = re.compile(r"^1\.(\d+)$")
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
-_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
-# An OCI image reference: [registry[:port]/]repository[:tag][@sha256:digest] (the distribution
-# spec's grammar, simplified): nothing a shell or YAML would read as syntax.
-_IMAGE = re.compile(
-    r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::\d{1,5})?/)?"
-    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
-)
-_IMAGE_DIGEST = re.compile(r"@sha256:[a-f0-9]{64}$")
-# A served model name as clients send it in "model": letters, digits and . _ - / : + @ only.
-_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
-# Control characters (C0, DEL and C1) and lone UTF-16 surrogates: no Contract 1 value is multi-line
-# or binary, and a surrogate cannot even be written out as UTF-8 (a page showing it would fail for
-# everyone).
-_BAD_TEXT = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 # The HF token is sent as `Authorization: Bearer <token>`: RFC 6750's b64token grammar (Hub tokens
 # are "hf_" and 34 letters and digits). Its errors never quote it: it is a secret.
 _BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
 MAX_HF_TOKEN = 256
-MAX_NESTING = 8
-MAX_STACK_NAME = 40
-# IAM role ARNs in any partition (aws, aws-cn, aws-us-gov, aws-iso...), role paths allowed.
-_ROLE_ARN = re.compile(r"^arn:aws[-a-z]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 ADMIN_ROLE_ARNS_KEY = f"{NAMESPACE}:adminRoleArns"
 API_ACCESS_CIDRS_KEY = f"{NAMESPACE}:apiAccessCidrs"
-# The longest IPv4 CIDR text (255.255.255.255/32): longer entries are not quoted back whole.
-MAX_CIDR_TEXT = 18
-IMAGE_KEY = f"{NAMESPACE}:image"
 
-
-def _today() -> datetime.date:
-    return datetime.datetime.now(datetime.timezone.utc).date()
-
-
-def _minor(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")
-    return int(major), int(minor)
-
-
-def eks_version_problem(version: str, today: datetime.date) -> Optional[str]:
-    """Why EKS no longer offers Kubernetes `version` on `today` (None when it does, or when the
-    version is newer than raypd's table: see defaults.EKS_KUBERNETES_VERSIONS)."""
-    table = defaults.EKS_KUBERNETES_VERSIONS
-    supported = [v for v, (_, ends) in table.items() if datetime.date.fromisoformat(ends) >= today]
-    listed = ", ".join(sorted(supported, key=_minor))
-    basis = f"EKS release calendar as of {defaults.EKS_VERSIONS_AS_OF}, {defaults.EKS_VERSIONS_SOURCE}"
-    if version in table:
-        extended_end = table[version][1]
-        if datetime.date.fromisoformat(extended_end) >= today:
-            return None
-        return (f"EKS ended extended support for {version} on {extended_end} and no longer creates "
-                f"or keeps clusters of it; use one of {listed} ({basis})")
-    if _minor(version) < min(_minor(v) for v in table):
-        return f"EKS no longer offers {version}; use one of {listed} ({basis})"
-    return None
-
-
-def eks_support_type(version: str, today: datetime.date) -> str:
-    """The EKS upgradePolicy.supportType a cluster of `version` gets on `today`.
-
-    STANDARD while the version is in standard support (or newer than raypd's table): at its end
-    EKS upgrades the control plane instead of billing the cluster for extended support. EXTENDED
-    once the version is past it: EKS cannot take a cluster that is in extended support out of it
-    ("you can only disable extended support for clusters on standard support", EKS user guide),
-    so asking for STANDARD there would fail the update; the spec warns instead (`warnings`).
-    """
-    dates = defaults.EKS_KUBERNETES_VERSIONS.get(version)
-    if dates is None or datetime.date.fromisoformat(dates[0]) >= today:
-        return defaults.SUPPORT_STANDARD
-    return defaults.SUPPORT_EXTENDED
-
-
-def _shown(text: str) -> str:
-    """An entry quoted back in a message, cut short when it is longer than any CIDR."""
-    return text if len(text) <= MAX_CIDR_TEXT + 6 else f"{text[:MAX_CIDR_TEXT]}..."
-
-
-def cidr_problem(text: str) -> Optional[str]:
-    """Why `text` is not an IPv4 CIDR EKS takes as a public access range (None when it is).
-
-    EKS reads network/prefix (203.0.113.0/24); Python's ipaddress also reads a bare address, a
-    netmask (10.0.0.0/255.0.0.0) and host bits, each of which gets its own hint here.
-    """
-    if len(text) > MAX_CIDR_TEXT:
-        return (f"'{_shown(text)}' ({len(text)} characters) is not an IPv4 CIDR: a.b.c.d/n has at "
-                f"most {MAX_CIDR_TEXT}")
-    try:
-        network = ipaddress.ip_network(text, strict=True)
-    except ValueError:
-        try:
-            loose = ipaddress.ip_network(text, strict=False)
-        except ValueError:
-            return f"'{text}' is not an IPv4 CIDR such as 203.0.113.0/24"
-        address = text.split("/", 1)[0]
-        return (f"'{text}' has host bits set: its network is {loose}; write {loose}, or "
-                f"{address}/32 for that one address")
-    if network.version != 4:
-        return (f"'{text}' is an IPv6 range; raypd's cluster is IPv4, and EKS takes IPv6 public "
-                "access CIDRs only on IPv6 clusters")
-    if "/" not in text:
-        return f"'{text}' has no prefix length; write {network} for that one address"
-    if str(network) != text:
-        return f"'{text}' is not written as EKS reads a CIDR; write {network}"
-    return None
-
-
-def _dns_label(value: str, max_len: int = 63) -> str:
-    if len(value) > max_len:
-        raise ValueError(f"'{value}' is {len(value)} characters; at most {max_len} allowed")
-    if not _DNS1123_LABEL.fullmatch(value):
-        raise ValueError(
-            f"'{value}' is not a DNS-1123 label (lower-case letters, digits and '-', "
-            "starting and ending with a letter or digit)"
-        )
-    return value
-
-
-def validate_stack_name(name: str) -> str:
-    """Stack names become part of cluster and resource names, so they follow DNS-1123 labels."""
-    if not isinstance(name, str) or not name:
-        raise SpecError.single("name", "a stack name is required")
-    if _BAD_TEXT.search(name):
-        raise SpecError.single("name", "contains a control character or a lone surrogate (not valid text)")
-    try:
-        return _dns_label(name, MAX_STACK_NAME)
-    except ValueError as exc:
-        raise SpecError.single("name", str(exc)) from None
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
-        validate_default=True,
-    )
-
-
-class SystemNodes(_Model):
-    instance_type: str = defaults.SYSTEM_INSTANCE_TYPE
-    count: int = Field(defaults.SYSTEM_NODE_COUNT, ge=1, le=10)
-
-    @field_validator("instance_type")
-    @classmethod
-    def _known_shape(cls, value: str) -> str:
-        if not _INSTANCE_TYPE.fullmatch(value):
-            raise ValueError(f"'{value}' is not an EC2 instance type name (e.g. m7i.xlarge)")
-        return value
-
-
-class ModelSpec(_Model):
-    id: str = defaults.MODEL_ID
-    source: str = defaults.MODEL_SOURCE
-    max_model_len: int = Field(defaults.MAX_MODEL_LEN, gt=0, le=10_000_000)
-    dtype: str = defaults.DTYPE
-    gpu_memory_utilization: float = Field(defaults.GPU_MEMORY_UTILIZATION, gt=0, le=0.98)
-    enforce_eager: bool = defaults.ENFORCE_EAGER
-
-    @field_validator("id")
-    @classmethod
-    def _id_present(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the served model name is required")
-        if not _MODEL_ID.fullmatch(value):
-            raise ValueError(
-                f"'{value}' is not a served model name: 1-128 letters, digits and . _ - / : + @, "
-                "starting with a letter or digit"
-            )
-        return value
-
-    @field_validator("source")
-    @classmethod
-    def _source_shape(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the model source is required (a Hugging Face repo id or an s3:// URI)")
-        if not (_HF_REPO.fullmatch(value) or _S3_URI.fullmatch(value)):
-            raise ValueError(
-                f"'{value}' is neither a Hugging Face repo id (org/name) nor an s3://bucket/path URI"
-            )
-        return value
-
-    @field_validator("dtype")
-    @classmethod
-    def _vllm_dtype(cls, value: str) -> str:
-        if value not in VLLM_DTYPES:
-            raise ValueError(f"'{value}' is not a vLLM dtype; use one of {', '.join(VLLM_DTYPES)}")
-        return value
-
-
-class PhaseSpec(_Model):
-    """One serving phase (prefill, decode, or the colocated baseline) and the nodes it runs on."""
-
-    instance_type: str = defaults.GPU_INSTANCE_TYPE
-    replicas: int = Field(defaults.PHASE_REPLICAS, ge=1, le=64)
-    tensor_parallel_size: int = Field(1, ge=1, le=64)
-    pipeline_parallel_size: int = Field(1, ge=1, le=64)
-
-    @field_validator("instance_type")
-    @classmethod
-    def _gpu_type(cls, value: str) -> str:
-        known = catalogue.lookup(value)
-        if known is None or known.gpus == 0:
-            names = ", ".join(t.name for t in catalogue.gpu_instance_types())
-            raise ValueError(f"'{value}' is not a GPU instance type raypd knows; known: {names}")
-        return value
-
-    @property
-    def hardware(self) -> catalogue.InstanceType:
-        found = catalogue.lookup(self.instance_type)
-        assert found is not None  # guaranteed by the validator
-        return found
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
-
-    @property
-    def replicas_per_node(self) -> int:
-        return max(1, self.hardware.gpus // self.gpus_per_replica)
-
-    @property
-    def nodes(self) -> int:
-        """Whole nodes, each replica on one node so TP/PP traffic stays on NVLink/PCIe."""
-        return -(-self.replicas // self.replicas_per_node)
-
-    @property
-    def gpus(self) -> int:
-        return self.replicas * self.gpus_per_replica
-
-
-def _colocated_default() -> PhaseSpec:
-    return PhaseSpec(replicas=defaults.COLOCATED_REPLICAS)
-
-
-class KvTransferSpec(_Model):
-    connector: Literal["NixlConnector"] = defaults.KV_CONNECTOR
-    backend: Literal["LIBFABRIC", "UCX"] = defaults.KV_BACKEND
-
-
-class DeploymentSpec(_Model):
+class DeploymentSpec(SpecModel):
     stack: str = Field("dev", exclude=True)
     region: str = defaults.REGION
     cluster_name: Optional[str] = None
@@ -298,7 +83,7 @@ class DeploymentSpec(_Model):
     model: ModelSpec = ModelSpec()
     prefill: PhaseSpec = PhaseSpec()
     decode: PhaseSpec = PhaseSpec()
-    colocated: PhaseSpec = Field(default_factory=_colocated_default)
+    colocated: PhaseSpec = Field(default_factory=colocated_default)
     kv_transfer: KvTransferSpec = KvTransferSpec()
     image: str = ""
     ray_version: str = defaults.RAY_VERSION
@@ -330,20 +115,15 @@ class DeploymentSpec(_Model):
     @field_validator("cluster_name")
     @classmethod
     def _cluster_name(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and (len(value) > 100 or not _EKS_CLUSTER_NAME.fullmatch(value)):
-            raise ValueError(
-                f"'{value}' is not a valid EKS cluster name (1-100 letters, digits, '-' or '_', "
-                "starting with a letter or digit)"
-            )
+        problem = None if value is None else eks_cluster_name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("kubernetes_version")
     @classmethod
     def _k8s_version(cls, value: str) -> str:
-        match = _K8S_VERSION.fullmatch(value)
-        if not match:
-            raise ValueError(f"'{value}' is not a Kubernetes minor version such as \"1.35\"")
-        problem = eks_version_problem(value, _today())
+        problem = kubernetes_version_problem(value, utc_today())
         if problem is not None:
             raise ValueError(problem)
         return value
@@ -358,19 +138,9 @@ class DeploymentSpec(_Model):
     @field_validator("image")
     @classmethod
     def _image_ref(cls, value: str) -> str:
-        shown = value if len(value) <= 255 else f"{value[:80]}..."
-        if value and "@" in value and len(value) <= 255 and not _IMAGE_DIGEST.search(value):
-            # Pinned by digest (components.config.image): say what a digest looks like.
-            raise ValueError(
-                f"'{shown}' has a malformed digest: after '@' write sha256: and 64 lower-case hex "
-                "digits (the image's manifest digest, as `docker buildx imagetools inspect` or "
-                "ECR's console shows it)"
-            )
-        if value and (len(value) > 255 or not _IMAGE.fullmatch(value)):
-            raise ValueError(
-                f"'{shown}' is not a container image reference "
-                "([registry/]repository[:tag][@sha256:digest], at most 255 characters)"
-            )
+        problem = reference_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("hf_token")
@@ -426,12 +196,12 @@ class DeploymentSpec(_Model):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        return _dns_label(value)
+        return dns_label(value)
 
     @field_validator("service_name")
     @classmethod
     def _service_name(cls, value: str) -> str:
-        return _dns_label(value, defaults.MAX_RAYSERVICE_NAME)
+        return dns_label(value, defaults.MAX_RAYSERVICE_NAME)
 
     @model_validator(mode="after")
     def _cross_field_checks(self) -> "DeploymentSpec":
@@ -445,21 +215,11 @@ class DeploymentSpec(_Model):
                 f"nodes can pull (e.g. a copy of {defaults.DLC_PUBLIC_IMAGE} in your own ECR)",
             ))
         for index, arn in enumerate(self.admin_role_arns):
-            if not _ROLE_ARN.fullmatch(arn):
-                problems.append(FieldError(
-                    f"{ADMIN_ROLE_ARNS_KEY}[{index}]",
-                    f"'{arn}' is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)",
-                ))
-        seen: dict[Any, int] = {}
-        for index, text in enumerate(self.api_access_cidrs):
-            problem = cidr_problem(text)
-            if problem is None:
-                network = ipaddress.ip_network(text)
-                if network in seen:
-                    problem = f"'{text}' is given twice (also [{seen[network]}])"
-                seen.setdefault(network, index)
+            problem = role_arn_problem(arn)
             if problem is not None:
-                problems.append(FieldError(f"{API_ACCESS_CIDRS_KEY}[{index}]", problem))
+                problems.append(FieldError(f"{ADMIN_ROLE_ARNS_KEY}[{index}]", problem))
+        problems.extend(FieldError(f"{API_ACCESS_CIDRS_KEY}[{index}]", problem)
+                        for index, problem in cidr_list_problems(self.api_access_cidrs))
         problems.extend(endpoint_problems(self.endpoint, self.region))
         if self.availability_zone is not None and not re.fullmatch(
             re.escape(self.region) + r"[a-z]", self.availability_zone
@@ -470,28 +230,7 @@ class DeploymentSpec(_Model):
                 f"(expected {self.region}a, {self.region}b, ...)",
             ))
         for phase_name, phase in self.phases.items():
-            hardware = phase.hardware
-            if phase.gpus_per_replica > hardware.gpus:
-                field = (
-                    "tensorParallelSize" if phase.tensor_parallel_size > hardware.gpus
-                    else "pipelineParallelSize"
-                )
-                problems.append(FieldError(
-                    f"raypd:{phase_name}.{field}",
-                    f"tensorParallelSize x pipelineParallelSize = {phase.gpus_per_replica} needs "
-                    f"{phase.gpus_per_replica} GPUs per replica but {phase.instance_type} has "
-                    f"{hardware.gpus}",
-                ))
-            if (
-                self.mode == "disaggregated"
-                and self.kv_transfer.backend == "LIBFABRIC"
-                and not hardware.efa_supported
-            ):
-                problems.append(FieldError(
-                    f"raypd:{phase_name}.instanceType",
-                    f"kvTransfer.backend LIBFABRIC needs EFA, and {phase.instance_type} has no EFA "
-                    "interface; pick an EFA-capable type (e.g. g6.8xlarge) or backend UCX",
-                ))
+            problems.extend(phase_problems(phase_name, phase, self.mode, self.kv_transfer))
         if problems:
             raise SpecError(problems)
         return self
@@ -518,7 +257,7 @@ class DeploymentSpec(_Model):
     @property
     def support_type(self) -> str:
         """The cluster's EKS upgrade policy (see eks_support_type), as of today."""
-        return eks_support_type(self.kubernetes_version, _today())
+        return eks_support_type(self.kubernetes_version, utc_today())
 
     @property
     def warnings(self) -> list[str]:
@@ -543,25 +282,7 @@ class DeploymentSpec(_Model):
                 "per cluster hour (EKS cannot take a cluster out of it); raise the version one minor "
                 "at a time to one in standard support"
             )
-        if self.mode == "disaggregated":
-            if self.prefill.tensor_parallel_size != self.decode.tensor_parallel_size:
-                notes.append(
-                    "raypd:prefill.tensorParallelSize "
-                    f"({self.prefill.tensor_parallel_size}) differs from raypd:decode."
-                    f"tensorParallelSize ({self.decode.tensor_parallel_size}): NIXL KV transfer "
-                    "between different TP layouts is fragile in the field; verify transfers after deploy"
-                )
-            if self.kv_transfer.backend == "UCX":
-                notes.append(
-                    "raypd:kvTransfer.backend is UCX: on EFA, UCX moves the KV cache at TCP speed "
-                    "(100-600x slower than LIBFABRIC) without reporting an error"
-                )
-        for phase_name, phase in self.phases.items():
-            if phase.hardware.usd_per_hour is None:
-                notes.append(
-                    f"raypd:{phase_name}.instanceType {phase.instance_type} has no public "
-                    "on-demand price on record; the cost estimate leaves it out"
-                )
+        notes.extend(serving_warnings(self.mode, self.prefill, self.decode, self.kv_transfer, self.phases))
         return notes
 
     def public_config(self) -> dict[str, Any]:
@@ -607,112 +328,17 @@ class DeploymentSpec(_Model):
         ("2" is not an integer, 1 is not a boolean); Pulumi config and stack files, which carry
         numbers as text, are read leniently.
         """
-        if not isinstance(config, Mapping):
-            raise SpecError.single("config", "must be an object of config keys")
-        fields: dict[str, Any] = {"stack": stack}
-        unknown: list[FieldError] = []
-        for key, value in config.items():
-            if not isinstance(key, str):
-                unknown.append(FieldError(str(key), "config keys must be strings"))
-                continue
-            if key == REGION_KEY:
-                fields["region"] = value
-                continue
-            namespace, _, name = key.partition(":")
-            if namespace != NAMESPACE:
-                continue
-            alias_to_field = _ALIASES
-            if name not in alias_to_field:
-                unknown.append(FieldError(
-                    key, f"unknown key; known keys: {', '.join(sorted(alias_to_field))}"
-                ))
-                continue
-            fields[alias_to_field[name]] = _decode_structured(value, key)
-        if unknown:
-            raise SpecError(unknown)
-        problems = [problem for field, value in fields.items() if field != "stack"
-                    for problem in _text_problems(value, config_key((_field_alias(field),)))]
-        if problems:
-            raise SpecError(problems)
-        data = {_field_alias(k): v for k, v in fields.items()}
+        data = read_fields(config, stack, _ALIASES)
         try:
             if strict:
                 # JSON mode: arrays are lists (and tuples), but no text is taken for a number.
                 return cls.model_validate_json(json.dumps(data), strict=True)
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise SpecError(_field_errors(exc)) from None
+            raise SpecError(field_errors(exc)) from None
+
 
 
 _ALIASES: dict[str, str] = {
     to_camel(name): name for name in DeploymentSpec.model_fields if name not in ("stack", "region")
 }
-_STRUCTURED_FIELDS = {"system_nodes", "model", "prefill", "decode", "colocated", "kv_transfer",
-                      "endpoint", "observability"}
-
-
-def _field_alias(name: str) -> str:
-    return "stack" if name == "stack" else to_camel(name)
-
-
-def _decode_structured(value: Any, key: str) -> Any:
-    """Pulumi hands object-valued config to programs as JSON text; accept both forms. Text that
-    starts like JSON but is refused by components.config.safe_documents (a key twice, a 5000-digit number,
-    runaway nesting) is that key's error; other text is left for the model to judge."""
-    if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
-        try:
-            return load_json(value)
-        except DuplicateKeyError as exc:
-            raise SpecError.single(f"{key}.{exc.path}", "is given twice") from None
-        except DocumentError as exc:
-            if exc.problem.startswith("is not valid JSON"):
-                return value
-            raise SpecError.single(key, f"JSON text that {exc.problem}") from None
-    return value
-
-
-def _text_problems(value: Any, where: str, depth: int = 0) -> list[FieldError]:
-    """Control characters, lone surrogates and runaway nesting anywhere in a value, by key path.
-
-    Checked before the model sees the value: its messages quote values, and a page quoting a
-    surrogate cannot be written out at all.
-    """
-    if depth > MAX_NESTING:
-        return [FieldError(where, f"is nested more than {MAX_NESTING} levels deep")]
-    if isinstance(value, str):
-        if _BAD_TEXT.search(value):
-            return [FieldError(where, "contains a control character or a lone surrogate (not valid text)")]
-        return []
-    problems: list[FieldError] = []
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str) or _BAD_TEXT.search(key):
-                problems.append(FieldError(where, "has a key that is not valid text"))
-                continue
-            problems.extend(_text_problems(item, f"{where}.{key}", depth + 1))
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            problems.extend(_text_problems(item, f"{where}[{index}]", depth + 1))
-    return problems
-
-
-def config_key(loc: tuple[Any, ...]) -> str:
-    """Turn a pydantic error location into the user-facing config key."""
-    parts = [str(p) for p in loc if not isinstance(p, int)]
-    if not parts:
-        return "config"
-    head, rest = parts[0], parts[1:]
-    key = REGION_KEY if head == "region" else f"{NAMESPACE}:{head}"
-    return ".".join([key, *rest])
-
-
-def _field_errors(exc: ValidationError) -> list[FieldError]:
-    errors = []
-    for item in exc.errors(include_url=False):
-        message = item["msg"]
-        if message.startswith("Value error, "):
-            message = message[len("Value error, "):]
-        if item["type"] == "extra_forbidden":
-            message = "unknown key"
-        errors.append(FieldError(config_key(tuple(item["loc"])), message))
-    return errors

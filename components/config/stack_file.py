@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from components.config.errors import SpecError
+from components.config.rules import validate_stack_name
 from components.config.safe_documents import DocumentError, load_yaml, shown_name
-from components.config.spec import SECRET_PLACEHOLDER, validate_stack_name
+from components.config.spec import SECRET_PLACEHOLDER
 
 DEFAULT_STACK = "dev"
 # A stack file is a few KiB; more is not one (and is read no further).
