@@ -20,6 +20,7 @@ from typing import Iterator
 import pytest
 
 from tests.patience import PATIENCE_S
+from tests.required_tools import need_chromium
 
 CHROMIUM = Path("/usr/bin/chromium")
 PROJECT = Path(__file__).resolve().parents[2]
@@ -42,9 +43,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: scripts/ensure-chromium)")
-    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    need_chromium(CHROMIUM)
     home = tmp_path_factory.mktemp("raypd-home")
     port = _free_port()
     env = {**os.environ, "RAYPD_HOME": str(home), "RAYPD_ENGINE": "offline", "RAYPD_TOKEN": TOKEN}
