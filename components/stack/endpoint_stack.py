@@ -37,8 +37,9 @@ from components.render.endpoint_lb import (
     nlb_annotations,
 )
 from components.render.model_access import irsa_trust_policy
-from components.render.network_policy import kubernetes_policy_version, label_addon_namespace
+from components.render.network_policy import kubernetes_policy_version
 from components.stack.addons import RELEASE_TIMEOUT_SECONDS, force_crd_ownership
+from components.stack.network_policies import label_addon_namespace
 
 GATEWAY_POD_SECURITY = "baseline"
 

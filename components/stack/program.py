@@ -215,12 +215,8 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
     ), opts=kubernetes)
     model_reader = _model_read_role(spec, cluster, tags)
     # ---- lock-down (issue 17 §3): who may reach the Ray pods, namespaces' Pod Security ----
-    from components.render.network_policy import (
-        ADDON_NAMESPACE_LEVELS,
-        NetworkPoliciesArgs,
-        kubernetes_policy_version,
-        label_addon_namespace,
-    )
+    from components.render.network_policy import ADDON_NAMESPACE_LEVELS, kubernetes_policy_version
+    from components.stack.network_policies import NetworkPoliciesArgs, label_addon_namespace
 
     policy_version = kubernetes_policy_version(spec.kubernetes_version)
     for addon_namespace, level in ADDON_NAMESPACE_LEVELS.items():
@@ -349,13 +345,9 @@ def _model_read_role(spec: DeploymentSpec, cluster: Any, tags: dict[str, str]) -
 ]:
     """(ServiceAccount name, IAM role ARN) that lets the Ray pods read an s3:// model source;
     None, and nothing created, for a Hugging Face source (components.render.model_access)."""
-    from components.render.model_access import (
-        ModelReadRole,
-        ModelReadRoleArgs,
-        s3_location,
-        service_account_name,
-    )
+    from components.render.model_access import s3_location, service_account_name
     from components.stack.cluster import aws_partition
+    from components.stack.model_read_role import ModelReadRole, ModelReadRoleArgs
 
     location = s3_location(spec.model.source)
     account = service_account_name(spec.service_name, spec.model.source)
