@@ -8,15 +8,15 @@ the pods, which every AWS SDK picks up. IRSA rather than EKS Pod Identity: it ne
 add-on (the pod identity agent) on the nodes. The role may read exactly the source: s3:GetObject
 on objects under the prefix, s3:ListBucket on the bucket only for keys under that prefix. A
 Hugging Face source creates none of this.
+
+Pure: the policies and names here are plain values; components.stack.model_read_role creates the
+role from them.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Optional
-
-import pulumi
 
 S3_SCHEME = "s3://"
 # The audience EKS's pod identity webhook puts in projected tokens.
@@ -83,42 +83,3 @@ def irsa_trust_policy(
             }},
         }],
     }
-
-
-@dataclass(frozen=True)
-class ModelReadRoleArgs:
-    partition: str
-    location: S3Location
-    namespace: str
-    service_account: str
-    oidc_provider_arn: pulumi.Input[str]
-    oidc_issuer: pulumi.Input[str]
-    tags: dict[str, str]
-
-
-class ModelReadRole(pulumi.ComponentResource):
-    """The IAM role the Ray pods' ServiceAccount assumes to read the model (see module docstring)."""
-
-    role_arn: pulumi.Output[str]
-
-    def __init__(self, name: str, args: ModelReadRoleArgs,
-                 opts: Optional[pulumi.ResourceOptions] = None):
-        import pulumi_aws as aws
-
-        super().__init__("raypd:serving:ModelReadRole", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        trust = pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
-            lambda values: json.dumps(irsa_trust_policy(
-                values[0], values[1], args.namespace, args.service_account
-            ))
-        )
-        role = aws.iam.Role(f"{name}-role", assume_role_policy=trust, tags=args.tags, opts=child)
-        policy = aws.iam.RolePolicy(
-            f"{name}-s3-read",
-            role=role.name,
-            policy=json.dumps(read_policy(args.partition, args.location)),
-            opts=child,
-        )
-        # Published once the policy is attached: a pod that starts earlier gets AccessDenied.
-        self.role_arn = pulumi.Output.all(role.arn, policy.id).apply(lambda values: values[0])
-        self.register_outputs({"roleArn": self.role_arn})

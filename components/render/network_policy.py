@@ -5,8 +5,8 @@ IAM role, and the client (10001) and GCS (6379) ports are no safer; Kubernetes l
 the cluster reach them unless a NetworkPolicy says otherwise. The VPC CNI enforces NetworkPolicies
 once its network-policy agent is on (components.stack.cluster turns it on).
 
-`render_network_policies` is pure (plain values in, `networking.k8s.io/v1` manifests out). In the
-deployment namespace:
+Everything here is pure (plain values in, `networking.k8s.io/v1` manifests and namespace labels
+out); components.stack.network_policies creates the objects. In the deployment namespace:
 
 - every pod: ingress denied unless a policy below admits it (a policy that selects a pod and
   lists Ingress makes everything it does not allow a denial; Kubernetes "Network Policies",
@@ -21,8 +21,9 @@ deployment namespace:
   reads its status there: rayservice_controller.go `FetchHeadServiceURL(..., DashboardPortName)`),
   from raypd's rollout-check Jobs (components.render.rollout polls the Serve REST API there), and from
   the Kubernetes API server (`api_server_cidrs`, below). 10001 and 6379: the Ray pods only;
-- the Serve port (8000) on the Ray pods: from the gateway's Envoy proxies (components.
-  endpoint_names: their namespace and owning-gateway labels), the KubeRay operator (it checks
+- the Serve port (8000) on the Ray pods: from the gateway's Envoy proxies
+  (components.render.endpoint_names: their namespace and owning-gateway labels), the KubeRay
+  operator (it checks
   the head's Serve proxy at the head pod's IP on every reconcile and labels the head ray.io/serve
   by the answer: rayservice_controller.go `updateHeadPodServeLabel`, `CheckProxyActorHealth`,
   v1.4.0), the benchmark Jobs
@@ -37,7 +38,7 @@ the Kubernetes API's service/pod proxy, and on EKS the API server opens those co
 the control plane's cross-account ENIs in the cluster's subnets. Those subnets are the ones the
 VPC CNI also gives pod addresses from, so the VPC CIDR (or a subnet) would admit every pod of the
 cluster on the dashboard, which is what these policies exist to stop. So the rule names the
-ENIs' own addresses (/32 each), read at deploy time (components.lockdown). EKS may move the ENIs
+ENIs' own addresses (/32 each), read at deploy time (components.stack.cluster). EKS may move the ENIs
 when it updates the control plane; the next `pulumi up` reads them again (until then verify's
 dashboard checks cannot reach the head and say so; serving is not affected).
 
@@ -51,11 +52,7 @@ Kubelet probes are not affected: KubeRay's probes are exec probes run inside the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
-
-import pulumi
-import pulumi_kubernetes as k8s
+from typing import Any, Mapping, Sequence
 
 from components.config import defaults
 from components.render import endpoint_names
@@ -209,55 +206,6 @@ def render_network_policies(
     ]
 
 
-@dataclass(frozen=True)
-class NetworkPoliciesArgs:
-    namespace: str
-    service_name: str
-    # The control plane ENIs' addresses (components.stack.cluster.Cluster.control_plane_cidrs).
-    api_server_cidrs: pulumi.Input[Sequence[str]]
-    client_namespaces: tuple[str, ...] = ()
-    # NetworkPolicy peers (Prometheus's namespace and pod labels, issue 18) that may scrape the
-    # Ray pods' metrics ports; none when raypd:observability is off.
-    metrics_peers: tuple[Mapping[str, Any], ...] = ()
-    # The namespace the policies live in (its owner sets it): created first.
-    wait_for: tuple[pulumi.Resource, ...] = ()
-
-
-class NetworkPolicies(pulumi.ComponentResource):
-    """The rendered policies as `networking.k8s.io/v1` NetworkPolicy objects; children inherit the
-    Kubernetes provider from this component's `providers` option."""
-
-    policies: list[k8s.networking.v1.NetworkPolicy]
-
-    def __init__(self, name: str, args: NetworkPoliciesArgs,
-                 opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("raypd:security:NetworkPolicies", name, None, opts)
-
-        def render(cidrs: Sequence[str]) -> list[dict[str, Any]]:
-            return render_network_policies(args.namespace, args.service_name,
-                                           api_server_cidrs=list(cidrs),
-                                           client_namespaces=args.client_namespaces,
-                                           metrics_peers=args.metrics_peers)
-
-        # The set of policies and their names do not depend on the addresses; only specs do.
-        shapes = render(())
-        rendered = pulumi.Output.from_input(args.api_server_cidrs).apply(render)
-
-        def spec_of(index: int) -> pulumi.Output[Any]:
-            return rendered.apply(lambda documents: documents[index]["spec"])
-
-        self.policies = [
-            k8s.networking.v1.NetworkPolicy(
-                f"{name}-{shape['metadata']['name']}",
-                metadata=shape["metadata"],
-                spec=spec_of(index),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for)),
-            )
-            for index, shape in enumerate(shapes)
-        ]
-        self.register_outputs({"policies": [shape["metadata"]["name"] for shape in shapes]})
-
-
 # Namespaces raypd's add-ons run in, and the Pod Security level their pods meet. The KubeRay
 # operator's chart (helm-chart/kuberay-operator/values.yaml, v1.4.0) runs it non-root, without
 # privilege escalation, all capabilities dropped, seccomp RuntimeDefault: `restricted`. The device
@@ -265,16 +213,3 @@ class NetworkPolicies(pulumi.ComponentResource):
 # leaves alone. Envoy Gateway's namespace (endpoint_names.GATEWAY_NAMESPACE) is created by the
 # endpoint's component, which labels it with pod_security_labels too.
 ADDON_NAMESPACE_LEVELS = {defaults.KUBERAY_NAMESPACE: "restricted"}
-
-
-def label_addon_namespace(name: str, namespace: str, level: str, version: str,
-                          opts: Optional[pulumi.ResourceOptions] = None) -> k8s.core.v1.NamespacePatch:
-    """Pod Security labels on a namespace a Helm release created (`create_namespace`): a
-    server-side-apply patch of its labels, so Helm keeps the namespace and Pulumi owns only these
-    fields (removed again on destroy)."""
-    return k8s.core.v1.NamespacePatch(
-        name,
-        metadata=k8s.meta.v1.ObjectMetaPatchArgs(
-            name=namespace, labels=pod_security_labels(level, version)),
-        opts=opts,
-    )

@@ -179,61 +179,31 @@ class Cluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("raypd:cluster:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        self.eks_cluster = _eks_cluster(f"{name}-eks", args, child)
+        self.node_role_arn = _node_role(name, args, child)
+        self.system_node_group = self._system_node_group(name, args, child)
+        self._coredns(name, args)
 
-        self.eks_cluster = eks.Cluster(
-            f"{name}-eks",
-            name=args.cluster_name,
-            version=args.kubernetes_version,
-            vpc_id=args.vpc_id,
-            public_subnet_ids=args.public_subnet_ids,
-            private_subnet_ids=args.private_subnet_ids,
-            node_associate_public_ip_address=False,
-            # Nodes and in-VPC clients use the private endpoint; the public one only answers the
-            # listed ranges (where pulumi up, the web app and kubectl run).
-            endpoint_private_access=True,
-            endpoint_public_access=True,
-            public_access_cidrs=list(args.api_access_cidrs),
-            enabled_cluster_log_types=list(args.log_types),
-            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=args.support_type),
-            authentication_mode=eks.AuthenticationMode.API,
-            access_entries=admin_access_entries(args.region, args.admin_role_arns) or None,
-            create_oidc_provider=True,
-            skip_default_node_group=True,
-            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=True),
-            # The VPC CNI add-on's network-policy agent enforces the NetworkPolicies
-            # (components.render.network_policy); off, they would be stored and ignored. pulumi-eks
-            # writes it into the add-on's configuration values as enableNetworkPolicy: "true"
-            # (nodejs/eks/addons/cni-addon.ts, mergeConfigurationValues); on a running cluster
-            # the add-on is updated in place (the aws-node daemonset rolls, pods keep running).
-            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
-            # Added below, after the system nodes (see the module docstring).
-            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
-            tags=args.tags,
+        self.kubeconfig_json = self.eks_cluster.kubeconfig_json
+        self.control_plane_cidrs = control_plane_cidrs_output(
+            args.cluster_name, args.vpc_id, self.kubeconfig_json, parent=self)
+        self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
+        self.oidc_issuer = self.eks_cluster.oidc_issuer
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig_json,
             opts=child,
         )
+        self.register_outputs({
+            "clusterName": args.cluster_name,
+            "nodeRoleArn": self.node_role_arn,
+        })
 
-        role = aws.iam.Role(
-            f"{name}-node-role",
-            assume_role_policy=node_assume_role_policy(),
-            tags=args.tags,
-            opts=child,
-        )
-        attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-{policy.rsplit('/', 1)[1]}",
-                role=role.name,
-                policy_arn=policy,
-                opts=child,
-            )
-            for policy in node_policy_arns(args.region)
-        ]
-        # Published only once the policies are attached: a node without them never joins.
-        self.node_role_arn = pulumi.Output.all(role.arn, *[a.id for a in attachments]).apply(
-            lambda values: values[0]
-        )
-
+    def _system_node_group(self, name: str, args: ClusterArgs,
+                           child: pulumi.ResourceOptions) -> eks.ManagedNodeGroup:
+        """The CPU nodes for the KubeRay operator, the Ray head and the add-ons' controllers."""
         system = args.system_nodes
-        self.system_node_group = eks.ManagedNodeGroup(
+        return eks.ManagedNodeGroup(
             f"{name}-system",
             cluster=self.eks_cluster,
             node_role_arn=self.node_role_arn,
@@ -250,11 +220,14 @@ class Cluster(pulumi.ComponentResource):
             opts=child,
         )
 
+    def _coredns(self, name: str, args: ClusterArgs) -> aws.eks.Addon:
+        """The managed coredns add-on, once the system nodes exist (see the module docstring),
+        at the newest version for the cluster's Kubernetes version."""
         coredns_version = aws.eks.get_addon_version_output(
             addon_name="coredns", kubernetes_version=args.kubernetes_version, most_recent=True,
             opts=pulumi.InvokeOptions(parent=self),
         ).version
-        aws.eks.Addon(
+        return aws.eks.Addon(
             f"{name}-coredns",
             cluster_name=args.cluster_name,
             addon_name="coredns",
@@ -266,17 +239,60 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group]),
         )
 
-        self.kubeconfig_json = self.eks_cluster.kubeconfig_json
-        self.control_plane_cidrs = control_plane_cidrs_output(
-            args.cluster_name, args.vpc_id, self.kubeconfig_json, parent=self)
-        self.oidc_provider_arn = self.eks_cluster.oidc_provider_arn
-        self.oidc_issuer = self.eks_cluster.oidc_issuer
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=self.kubeconfig_json,
+
+def _eks_cluster(name: str, args: ClusterArgs, child: pulumi.ResourceOptions) -> eks.Cluster:
+    """The control plane as the module docstring describes it; no node group of its own."""
+    return eks.Cluster(
+        name,
+        name=args.cluster_name,
+        version=args.kubernetes_version,
+        vpc_id=args.vpc_id,
+        public_subnet_ids=args.public_subnet_ids,
+        private_subnet_ids=args.private_subnet_ids,
+        node_associate_public_ip_address=False,
+        # Nodes and in-VPC clients use the private endpoint; the public one only answers the
+        # listed ranges (where pulumi up, the web app and kubectl run).
+        endpoint_private_access=True,
+        endpoint_public_access=True,
+        public_access_cidrs=list(args.api_access_cidrs),
+        enabled_cluster_log_types=list(args.log_types),
+        upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=args.support_type),
+        authentication_mode=eks.AuthenticationMode.API,
+        access_entries=admin_access_entries(args.region, args.admin_role_arns) or None,
+        create_oidc_provider=True,
+        skip_default_node_group=True,
+        kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=True),
+        # The VPC CNI add-on's network-policy agent enforces the NetworkPolicies
+        # (components.render.network_policy); off, they would be stored and ignored. pulumi-eks
+        # writes it into the add-on's configuration values as enableNetworkPolicy: "true"
+        # (nodejs/eks/addons/cni-addon.ts, mergeConfigurationValues); on a running cluster
+        # the add-on is updated in place (the aws-node daemonset rolls, pods keep running).
+        vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
+        # Added by Cluster._coredns, after the system nodes (see the module docstring).
+        coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+        tags=args.tags,
+        opts=child,
+    )
+
+
+def _node_role(name: str, args: ClusterArgs, child: pulumi.ResourceOptions) -> pulumi.Output[str]:
+    """The nodes' IAM role with the worker policies; its ARN, published only once the policies
+    are attached: a node without them never joins."""
+    role = aws.iam.Role(
+        f"{name}-node-role",
+        assume_role_policy=node_assume_role_policy(),
+        tags=args.tags,
+        opts=child,
+    )
+    attachments = [
+        aws.iam.RolePolicyAttachment(
+            f"{name}-node-{policy.rsplit('/', 1)[1]}",
+            role=role.name,
+            policy_arn=policy,
             opts=child,
         )
-        self.register_outputs({
-            "clusterName": args.cluster_name,
-            "nodeRoleArn": self.node_role_arn,
-        })
+        for policy in node_policy_arns(args.region)
+    ]
+    return pulumi.Output.all(role.arn, *[a.id for a in attachments]).apply(
+        lambda values: values[0]
+    )

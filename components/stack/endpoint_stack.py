@@ -22,7 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
+import pulumi_random as random
+from pulumi_kubernetes import _utilities
 
 from components.config import defaults
 from components.config.spec import DeploymentSpec
@@ -37,8 +40,9 @@ from components.render.endpoint_lb import (
     nlb_annotations,
 )
 from components.render.model_access import irsa_trust_policy
-from components.render.network_policy import kubernetes_policy_version, label_addon_namespace
+from components.render.network_policy import kubernetes_policy_version
 from components.stack.addons import RELEASE_TIMEOUT_SECONDS, force_crd_ownership
+from components.stack.network_policies import label_addon_namespace
 
 GATEWAY_POD_SECURITY = "baseline"
 
@@ -75,8 +79,6 @@ class LoadBalancerController(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: LoadBalancerControllerArgs,
                  opts: Optional[pulumi.ResourceOptions] = None):
-        import pulumi_aws as aws
-
         super().__init__("raypd:endpoint:LoadBalancerController", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
         namespace, account = defaults.LB_CONTROLLER_NAMESPACE, defaults.LB_CONTROLLER_SERVICE_ACCOUNT
@@ -115,8 +117,6 @@ class _CustomResourceWithStatus(k8s.apiextensions.CustomResource):
     status: pulumi.Output[Any]
 
     def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions):
-        from pulumi_kubernetes import _utilities
-
         props = {"apiVersion": manifest["apiVersion"], "kind": manifest["kind"],
                  "metadata": manifest["metadata"], "spec": manifest["spec"], "status": None}
         pulumi.CustomResource.__init__(
@@ -209,8 +209,6 @@ class Endpoint(pulumi.ComponentResource):
 
     def _api_keys(self, name: str, spec: DeploymentSpec, created_at: str,
                   after: pulumi.ResourceOptions) -> list[pulumi.Resource]:
-        import pulumi_random as random
-
         # RandomString with a secret result is what RandomPassword is (pulumi-random: "identical
         # to random_string with the exception that the result is treated as sensitive"); its type
         # token is taken because RandomPassword's, random:index/randomPassword:RandomPassword,

@@ -79,6 +79,11 @@ class NetworkArgs:
     vpc_tags: dict[str, str] = field(default_factory=dict)
 
 
+def _tags(args: NetworkArgs, label: str, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """The stack's tags, a Name (`<cluster>-<label>`), and `extra`."""
+    return {**args.tags, "Name": f"{args.cluster_name}-{label}", **(extra or {})}
+
+
 class Network(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
     public_subnet_ids: pulumi.Output[list[str]]
@@ -91,31 +96,47 @@ class Network(pulumi.ComponentResource):
     def __init__(self, name: str, args: NetworkArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("raypd:network:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        cluster_tag = {f"kubernetes.io/cluster/{args.cluster_name}": "shared"}
-
-        def tags(label: str, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
-            return {**args.tags, "Name": f"{args.cluster_name}-{label}", **(extra or {})}
-
         vpc = aws.ec2.Vpc(
             f"{name}-vpc",
             cidr_block=args.vpc_cidr,
             # EKS private endpoints and node registration need VPC DNS.
             enable_dns_support=True,
             enable_dns_hostnames=True,
-            tags=tags("vpc", args.vpc_tags),
+            tags=_tags(args, "vpc", args.vpc_tags),
             opts=child,
         )
         gateway = aws.ec2.InternetGateway(
-            f"{name}-igw", vpc_id=vpc.id, tags=tags("igw"), opts=child
+            f"{name}-igw", vpc_id=vpc.id, tags=_tags(args, "igw"), opts=child
         )
+        public, private = self._subnets(name, args, vpc, gateway)
+        nat = self._nat_gateway(name, args, gateway, public[args.availability_zones[0]])
+        routed = self._private_routes(name, args, vpc, nat, private)
+
+        self.vpc_id = vpc.id
+        self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public.values()])
+        self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private.values()])
+        self.node_subnet_id_by_az = routed
+        self.node_subnet_ids = pulumi.Output.all(*routed.values())
+        self.register_outputs({
+            "vpcId": self.vpc_id,
+            "publicSubnetIds": self.public_subnet_ids,
+            "privateSubnetIds": self.private_subnet_ids,
+        })
+
+    def _subnets(self, name: str, args: NetworkArgs, vpc: aws.ec2.Vpc,
+                 gateway: aws.ec2.InternetGateway,
+                 ) -> tuple[dict[str, aws.ec2.Subnet], dict[str, aws.ec2.Subnet]]:
+        """(public, private) subnets by AZ (subnet_cidrs), the public ones routed to the
+        internet gateway."""
+        child = pulumi.ResourceOptions(parent=self)
+        cluster_tag = {f"kubernetes.io/cluster/{args.cluster_name}": "shared"}
         public_routes = aws.ec2.RouteTable(
             f"{name}-public-rt",
             vpc_id=vpc.id,
             routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=gateway.id)],
-            tags=tags("public"),
+            tags=_tags(args, "public"),
             opts=child,
         )
-
         public: dict[str, aws.ec2.Subnet] = {}
         private: dict[str, aws.ec2.Subnet] = {}
         for plan in subnet_cidrs(args.vpc_cidr, args.availability_zones):
@@ -126,7 +147,7 @@ class Network(pulumi.ComponentResource):
                 cidr_block=plan.public_cidr,
                 availability_zone=az,
                 map_public_ip_on_launch=True,
-                tags=tags(f"public-{az}", {**cluster_tag, ELB_ROLE_TAG: "1"}),
+                tags=_tags(args, f"public-{az}", {**cluster_tag, ELB_ROLE_TAG: "1"}),
                 opts=child,
             )
             private[az] = aws.ec2.Subnet(
@@ -134,7 +155,7 @@ class Network(pulumi.ComponentResource):
                 vpc_id=vpc.id,
                 cidr_block=plan.private_cidr,
                 availability_zone=az,
-                tags=tags(f"private-{az}", {**cluster_tag, INTERNAL_ELB_ROLE_TAG: "1"}),
+                tags=_tags(args, f"private-{az}", {**cluster_tag, INTERNAL_ELB_ROLE_TAG: "1"}),
                 opts=child,
             )
             aws.ec2.RouteTableAssociation(
@@ -143,25 +164,36 @@ class Network(pulumi.ComponentResource):
                 route_table_id=public_routes.id,
                 opts=child,
             )
+        return public, private
 
-        gpu_az = args.availability_zones[0]
-        nat_ip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags=tags("nat"), opts=child)
-        nat = aws.ec2.NatGateway(
+    def _nat_gateway(self, name: str, args: NetworkArgs, gateway: aws.ec2.InternetGateway,
+                     subnet: aws.ec2.Subnet) -> aws.ec2.NatGateway:
+        """The one NAT gateway, in the GPU AZ's public subnet (see the module docstring)."""
+        nat_ip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags=_tags(args, "nat"),
+                             opts=pulumi.ResourceOptions(parent=self))
+        return aws.ec2.NatGateway(
             f"{name}-nat",
             allocation_id=nat_ip.id,
-            subnet_id=public[gpu_az].id,
-            tags=tags("nat"),
+            subnet_id=subnet.id,
+            tags=_tags(args, "nat"),
             # The NAT needs the internet gateway attached before it can route. A zone move gives
             # it a new subnet, i.e. a replacement with the same Elastic IP, which a second NAT
             # cannot take while the first holds it (Resource.AlreadyAssociated;
             # pulumi/pulumi-aws#1483): the old NAT goes first (a few minutes without egress).
             opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway], delete_before_replace=True),
         )
+
+    def _private_routes(self, name: str, args: NetworkArgs, vpc: aws.ec2.Vpc,
+                        nat: aws.ec2.NatGateway, private: dict[str, aws.ec2.Subnet],
+                        ) -> dict[str, pulumi.Output[str]]:
+        """Routes the private subnets through the NAT; returns each subnet's id, published once
+        its route is attached (see node_subnet_id_by_az)."""
+        child = pulumi.ResourceOptions(parent=self)
         private_routes = aws.ec2.RouteTable(
             f"{name}-private-rt",
             vpc_id=vpc.id,
             routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
-            tags=tags("private"),
+            tags=_tags(args, "private"),
             opts=child,
         )
         routed: dict[str, pulumi.Output[str]] = {}
@@ -174,14 +206,4 @@ class Network(pulumi.ComponentResource):
             )
             # Carries the association as a dependency of whatever consumes the id.
             routed[az] = pulumi.Output.all(subnet.id, association.id).apply(lambda ids: ids[0])
-
-        self.vpc_id = vpc.id
-        self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public.values()])
-        self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private.values()])
-        self.node_subnet_id_by_az = routed
-        self.node_subnet_ids = pulumi.Output.all(*routed.values())
-        self.register_outputs({
-            "vpcId": self.vpc_id,
-            "publicSubnetIds": self.public_subnet_ids,
-            "privateSubnetIds": self.private_subnet_ids,
-        })
+        return routed

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.config import defaults
@@ -87,8 +88,6 @@ class Observability(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ObservabilityArgs,
                  opts: Optional[pulumi.ResourceOptions] = None):
-        import pulumi_aws as aws
-
         super().__init__("raypd:observability:Observability", name, None, opts)
         spec = args.spec
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.install_after))
@@ -99,24 +98,7 @@ class Observability(pulumi.ComponentResource):
                 **pod_security_labels(MONITORING_POD_SECURITY, f"v{spec.kubernetes_version}"),
             }),
             opts=pulumi.ResourceOptions(parent=self))
-
-        trust = pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
-            lambda v: json.dumps(irsa_trust_policy(v[0], v[1], EBS_CSI_NAMESPACE,
-                                                   EBS_CSI_SERVICE_ACCOUNT)))
-        aws_child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(f"{name}-ebs-csi-role", assume_role_policy=trust, tags=args.tags,
-                            opts=aws_child)
-        attachment = aws.iam.RolePolicyAttachment(
-            f"{name}-ebs-csi-policy", role=role.name,
-            policy_arn=EBS_CSI_POLICY.format(partition=args.partition), opts=aws_child)
-        addon = aws.eks.Addon(
-            f"{name}-ebs-csi",
-            cluster_name=args.cluster_name,
-            addon_name=EBS_CSI_ADDON,
-            service_account_role_arn=role.arn,
-            tags=args.tags,
-            opts=pulumi.ResourceOptions.merge(aws_child, pulumi.ResourceOptions(
-                depends_on=[attachment, *args.install_after])))
+        addon = self._ebs_csi_driver(name, args)
         storage = storage_class_manifest()
         storage_class = k8s.storage.v1.StorageClass(
             f"{name}-storage-class", metadata=storage["metadata"],
@@ -128,6 +110,40 @@ class Observability(pulumi.ComponentResource):
 
         crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", files=crd_urls(), opts=pulumi.ResourceOptions.merge(
             child, pulumi.ResourceOptions(transforms=[force_crd_ownership])))
+        stack = self._releases(name, spec, child, crds, namespace, volumes=[storage_class, addon])
+        self._monitors_and_dashboards(name, args, crds, namespace)
+
+        self.grafana_url = pulumi.Output.from_input(names.grafana_url())
+        self.prometheus_url = pulumi.Output.from_input(names.prometheus_url())
+        self.register_outputs({"grafanaUrl": self.grafana_url, "prometheusUrl": self.prometheus_url,
+                               "release": stack.name})
+
+    def _ebs_csi_driver(self, name: str, args: ObservabilityArgs) -> aws.eks.Addon:
+        """The EBS CSI driver add-on and its IRSA role (AWS's managed policy); AWS children, on
+        the default provider."""
+        trust = pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
+            lambda v: json.dumps(irsa_trust_policy(v[0], v[1], EBS_CSI_NAMESPACE,
+                                                   EBS_CSI_SERVICE_ACCOUNT)))
+        aws_child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(f"{name}-ebs-csi-role", assume_role_policy=trust, tags=args.tags,
+                            opts=aws_child)
+        attachment = aws.iam.RolePolicyAttachment(
+            f"{name}-ebs-csi-policy", role=role.name,
+            policy_arn=EBS_CSI_POLICY.format(partition=args.partition), opts=aws_child)
+        return aws.eks.Addon(
+            f"{name}-ebs-csi",
+            cluster_name=args.cluster_name,
+            addon_name=EBS_CSI_ADDON,
+            service_account_role_arn=role.arn,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions.merge(aws_child, pulumi.ResourceOptions(
+                depends_on=[attachment, *args.install_after])))
+
+    def _releases(self, name: str, spec: DeploymentSpec, child: pulumi.ResourceOptions,
+                  crds: pulumi.Resource, namespace: pulumi.Resource,
+                  volumes: list[pulumi.Resource]) -> k8s.helm.v3.Release:
+        """kube-prometheus-stack (after the CRDs, the namespace and what its volumes need: the
+        storage class and the CSI driver) and dcgm-exporter; returns the first."""
         stack = k8s.helm.v3.Release(
             f"{name}-kube-prometheus-stack",
             name=names.STACK_RELEASE,
@@ -140,7 +156,7 @@ class Observability(pulumi.ComponentResource):
             atomic=True,
             timeout=RELEASE_TIMEOUT_SECONDS,
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                depends_on=[crds, namespace, storage_class, addon])))
+                depends_on=[crds, namespace, *volumes])))
         k8s.helm.v3.Release(
             f"{name}-dcgm-exporter",
             name=names.DCGM_RELEASE,
@@ -153,10 +169,15 @@ class Observability(pulumi.ComponentResource):
             # Not atomic: the DaemonSet has no pod until a GPU node joins, and Helm would wait.
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                 depends_on=[crds, namespace])))
+        return stack
 
+    def _monitors_and_dashboards(self, name: str, args: ObservabilityArgs, crds: pulumi.Resource,
+                                 namespace: pulumi.Resource) -> None:
+        """The PodMonitors and the PrometheusRule (once their CRDs exist), and one ConfigMap per
+        Grafana dashboard."""
         after_crds = pulumi.ResourceOptions(parent=self, depends_on=[crds, namespace])
-        manifests = {f"pod-monitor-{role}": m for role, m in pod_monitors(spec).items()}
-        manifests["rules"] = prometheus_rule(spec, list(args.rule_groups))
+        manifests = {f"pod-monitor-{role}": m for role, m in pod_monitors(args.spec).items()}
+        manifests["rules"] = prometheus_rule(args.spec, list(args.rule_groups))
         for part, manifest in manifests.items():
             k8s.apiextensions.CustomResource(
                 f"{name}-{part}", api_version=manifest["apiVersion"], kind=manifest["kind"],
@@ -170,8 +191,3 @@ class Observability(pulumi.ComponentResource):
                             "app.kubernetes.io/part-of": "raypd"}),
                 data={file_name: json.dumps(model, indent=2, sort_keys=True)},
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]))
-
-        self.grafana_url = pulumi.Output.from_input(names.grafana_url())
-        self.prometheus_url = pulumi.Output.from_input(names.prometheus_url())
-        self.register_outputs({"grafanaUrl": self.grafana_url, "prometheusUrl": self.prometheus_url,
-                               "release": stack.name})

@@ -18,12 +18,18 @@ import sys
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from pulumi.runtime import rpc
+
 from components.config import catalogue, defaults
 from components.config.defaults import SYSTEM_LABELS
 from components.config.errors import SpecError
 from components.config.spec import DeploymentSpec, validate_stack_name
 from components.config.stack_file import DEFAULT_STACK, SECRET_PLACEHOLDER, add_stack_arguments, read_stack
 from components.render import observability_names as metrics_names
+from components.stack.endpoint_stack import OFFLINE_CREATED_AT
+from components.stack.mockrun import offline_gpu_zone, offline_zones, run_program
+from components.stack.node_groups import GPU_AMI_TYPE
+from components.stack.program import build
 
 PROJECT = "raypd"
 EXIT_INVALID = 2
@@ -35,8 +41,6 @@ ALWAYS_SECRET_KEYS = frozenset({"kubeconfig", "apiKey"})
 
 
 def offline_notes(region: str) -> list[str]:
-    from components.stack.mockrun import offline_gpu_zone, offline_zones
-
     return [
         f"availability zones are assumed, not asked: {offline_gpu_zone(region)} offers every GPU "
         f"type and the region has {', '.join(offline_zones(region))}; `pulumi up` asks EC2",
@@ -75,8 +79,6 @@ def _secret_values(config: Mapping[str, Any], secret_keys: Iterable[str]) -> lis
 
 
 def _clean(value: Any, secrets: Sequence[str], key: Optional[str] = None) -> Any:
-    from pulumi.runtime import rpc
-
     if key in ALWAYS_SECRET_KEYS or rpc.is_rpc_secret(value):
         return SECRET
     if isinstance(value, Mapping):
@@ -140,16 +142,11 @@ def _outputs(run: Any, secrets: Sequence[str]) -> dict[str, Any]:
 
 def plan_spec(spec: DeploymentSpec, secret_values: Sequence[str] = ()) -> dict[str, Any]:
     """Run `build(spec)` under mocks; return the Contract 2 document. Raises SpecError."""
-    from components.stack.mockrun import run_program
-    from components.stack.program import build
-
     secrets = [s for s in secret_values if s]
     if spec.hf_token is not None:
         token = spec.hf_token.get_secret_value()
         if token and token != SECRET_PLACEHOLDER:
             secrets.append(token)
-    from components.stack.endpoint_stack import OFFLINE_CREATED_AT
-
     # A fixed first-key time: an offline plan is the same document however often it runs.
     run = run_program(lambda: build(spec, OFFLINE_CREATED_AT), project=PROJECT, stack=spec.stack,
                       region=spec.region)
@@ -191,8 +188,6 @@ def _format_value(value: Any) -> str:
 
 def gpu_node_groups(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The GPU node groups the plan registers, read back from the ManagedNodeGroup inputs."""
-    from components.stack.node_groups import GPU_AMI_TYPE
-
     groups = []
     for resource in plan["resources"]:
         inputs = resource["inputs"]

@@ -31,14 +31,10 @@ import pulumi_kubernetes as k8s
 from pydantic import SecretStr
 
 from components.render.model_access import ROLE_ARN_ANNOTATION
-from components.render.network_policy import (
-    NetworkPolicies,
-    NetworkPoliciesArgs,
-    pod_security_labels,
-    pod_security_level,
-)
+from components.render.network_policy import pod_security_labels, pod_security_level
 from components.render.rayservice import HF_TOKEN_SECRET_KEY, RAY_CLUSTER_DIGEST_ANNOTATION
 from components.render.rollout import serve_rollout_job
+from components.stack.network_policies import NetworkPolicies, NetworkPoliciesArgs
 
 # A change of this annotation is a change KubeRay would build a new RayCluster for (see the module
 # docstring); a Pulumi property path, bracketed because the key holds "." and "/".
@@ -62,7 +58,7 @@ class PdServiceArgs:
     service_account_name: Optional[str] = None
     service_account_role_arn: Optional[pulumi.Input[str]] = None
     upgrade_strategy: str = "inPlace"
-    # Who may reach the Ray pods (components.render.network_policy); None: no policies (tests only).
+    # Who may reach the Ray pods (components.stack.network_policies); None: no policies (tests only).
     network_policies: Optional[NetworkPoliciesArgs] = None
     # The Pod Security version label ("v1.35"): the cluster's Kubernetes minor.
     pod_security_version: str = "latest"

@@ -4,132 +4,46 @@
 and the offline plan calls the very same function under Pulumi's mock runtime. `main()` is what
 `__main__.py` runs: Pulumi config -> DeploymentSpec -> build -> exports, failing with readable
 `raypd:key: why` lines (and no traceback) before any resource exists when the config is invalid.
+The availability zones are asked of AWS in components.stack.zone_lookup.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import pulumi
+from pulumi.runtime import config as runtime_config
 
 from components.config import defaults
 from components.config.errors import FieldError, SpecError
+from components.config.image import resolve_for_deploy
 from components.config.spec import NAMESPACE, REGION_KEY, DeploymentSpec
 from components.plan import zones
 from components.plan.topology import DeploymentPlan, plan_deployment
-from components.plan.zones import AZ_FIELD, gpu_instance_types, zones_offering_all
+from components.render import rayservice
+from components.render.endpoint import endpoint_output
+from components.render.model_access import s3_location, service_account_name
+from components.render.network_policy import ADDON_NAMESPACE_LEVELS, kubernetes_policy_version
+from components.render.observability import prometheus_peers
+from components.render.observability_dashboards import dashboards
+from components.render.observability_rules import prometheus_rule_groups
 from components.render.outputs import API_KEY_OUTPUT, KUBECONFIG_KEY, render_stack_outputs
-
-
-def _offerings(types: Sequence[str], zone: Optional[str]) -> list[tuple[str, str]]:
-    import pulumi_aws as aws
-
-    filters = [aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=list(types))]
-    if zone is not None:
-        filters.append(aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="location", values=[zone]))
-    result = aws.ec2.get_instance_type_offerings(location_type="availability-zone", filters=filters)
-    return list(zip(result.instance_types or [], result.locations or [], strict=True))
-
-
-def _region_zones() -> list[tuple[str, str]]:
-    """(name, zone id) of the region's available zones that need no opt-in."""
-    import pulumi_aws as aws
-
-    result = aws.get_availability_zones(
-        state="available",
-        filters=[aws.GetAvailabilityZonesFilterArgs(
-            name="opt-in-status", values=["opt-in-not-required"]
-        )],
-    )
-    return list(zip(result.names or [], result.zone_ids or [], strict=True))
-
-
-def previous_zones(spec: DeploymentSpec) -> Optional[zones.PreviousZones]:
-    """The zones this stack was deployed to, from its VPC's tags; None on a first deploy.
-
-    EC2 DescribeVpcs by the stack's own tags (see components.plan.zones for why not a StackReference).
-    Offline (the mock runtime) no VPC exists, so the plan is a first deploy's.
-    """
-    import pulumi_aws as aws
-
-    found = aws.ec2.get_vpcs(filters=[
-        aws.ec2.GetVpcsFilterArgs(name=f"tag:{zones.STACK_TAG}", values=[spec.stack]),
-        aws.ec2.GetVpcsFilterArgs(
-            name=f"tag:{zones.CLUSTER_TAG}", values=[spec.effective_cluster_name]
-        ),
-    ])
-    if not found.ids:
-        return None
-    return zones.previous_zones_from_tags(aws.ec2.get_vpc(id=sorted(found.ids)[0]).tags)
-
-
-def resolve_zones(plan: DeploymentPlan) -> tuple[str, str]:
-    """(GPU zone, second zone): the configured GPU zone, else the zones the stack already uses,
-    else the first zone offering every GPU type where EKS can place cluster subnets, and the
-    first other EKS-usable zone. Never re-picked on its own (see components.plan.zones).
-
-    Asks EC2 (DescribeInstanceTypeOfferings), like the reference guide. A configured AZ that
-    lacks one of the types is an error here, before anything is created, not 20 minutes into a
-    node group; a remembered one that EC2 stopped listing is kept with a warning (its nodes run).
-    """
-    spec = plan.spec
-    types = gpu_instance_types(plan)
-    previous = previous_zones(spec)
-    region_zones = _region_zones()
-    usable = zones.eks_usable(spec.region, region_zones)
-    ask_zone = spec.availability_zone or (previous.gpu if previous is not None else None)
-    offering = zones_offering_all(spec.region, _offerings(types, ask_zone), types)
-    gpu_zone = zones.pick_gpu_zone(spec.availability_zone, previous, offering, usable)
-    if gpu_zone is None:
-        raise SpecError.single(AZ_FIELD, (
-            f"no availability zone of {spec.region} offers all of {', '.join(types)} where EKS "
-            "can place cluster subnets; the GPU node groups must share one AZ (EFA cannot cross "
-            "AZs): pick instance types offered together, or another aws:region"
-        ))
-    if spec.availability_zone is not None:
-        if gpu_zone not in offering:
-            raise SpecError.single(AZ_FIELD, (
-                f"{gpu_zone} does not offer all of {', '.join(types)} (EC2 "
-                "DescribeInstanceTypeOfferings); leave raypd:availabilityZone unset to pick one "
-                "that does"
-            ))
-        if region_zones and gpu_zone not in usable:
-            raise SpecError.single(AZ_FIELD, (
-                f"{gpu_zone} is {dict(region_zones).get(gpu_zone, 'not an available zone')}, where "
-                f"EKS cannot place cluster subnets; EKS-usable zones: {', '.join(usable)}"
-            ))
-        if (previous is not None and previous.gpu and previous.second
-                and gpu_zone not in (previous.gpu, previous.second)):
-            raise SpecError.single(AZ_FIELD, (
-                f"{gpu_zone} is outside the zones this stack's EKS cluster was created in "
-                f"({previous.gpu}, {previous.second}): EKS only accepts new cluster subnets in the "
-                "zones a cluster was created with (aws/containers-roadmap#2330), so the GPU nodes "
-                f"can move onto {previous.second} (the zones swap) but not elsewhere; another zone "
-                "needs a new stack. Nothing was changed"
-            ))
-        if previous is not None and previous.gpu and previous.gpu != gpu_zone:
-            pulumi.log.warn(
-                f"{AZ_FIELD} moves the GPU nodes from {previous.gpu} to {gpu_zone}: the GPU node "
-                "groups, their subnets and the cluster's subnets there will be replaced"
-            )
-    elif gpu_zone not in offering:
-        pulumi.log.warn(
-            f"{gpu_zone}, where this stack's GPU nodes are, is no longer listed by EC2 as offering "
-            f"all of {', '.join(types)}; raypd keeps it (moving would replace the nodes and "
-            f"subnets), but new nodes may fail to launch: set {AZ_FIELD} to move on purpose"
-        )
-    second = zones.pick_second_zone(gpu_zone, previous, usable)
-    if second is None:
-        raise SpecError.single(REGION_KEY, (
-            f"{spec.region} has no second availability zone where EKS can place cluster subnets; "
-            "EKS needs subnets in two"
-        ))
-    return gpu_zone, second
-
-
-def resolve_gpu_zone(plan: DeploymentPlan) -> str:
-    """The AZ of every GPU node (see resolve_zones)."""
-    return resolve_zones(plan)[0]
+from components.stack.addons import Addons, AddonsArgs
+from components.stack.cluster import Cluster, ClusterArgs, SystemNodesArgs, aws_partition
+from components.stack.endpoint_stack import (
+    Endpoint,
+    EndpointArgs,
+    LoadBalancerController,
+    LoadBalancerControllerArgs,
+    creation_time,
+)
+from components.stack.model_read_role import ModelReadRole, ModelReadRoleArgs
+from components.stack.network import Network, NetworkArgs
+from components.stack.network_policies import NetworkPoliciesArgs, label_addon_namespace
+from components.stack.node_groups import GpuNodeGroup, GpuNodeGroupArgs, node_group_resource_name
+from components.stack.observability_stack import Observability, ObservabilityArgs
+from components.stack.pd_service import PdService, PdServiceArgs
+from components.stack.zone_lookup import resolve_zones
 
 
 def resource_tags(spec: DeploymentSpec) -> dict[str, str]:
@@ -147,15 +61,6 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
     fixed one so its documents repeat). Raises SpecError before creating anything when the region
     cannot host the spec.
     """
-    # Imported here: the web app and CLIs import this module without paying for the SDKs.
-    from components.config.image import resolve_for_deploy
-    from components.render import rayservice
-    from components.stack.addons import Addons, AddonsArgs
-    from components.stack.cluster import Cluster, ClusterArgs, SystemNodesArgs
-    from components.stack.network import Network, NetworkArgs
-    from components.stack.node_groups import GpuNodeGroup, GpuNodeGroupArgs, node_group_resource_name
-    from components.stack.pd_service import PdService, PdServiceArgs
-
     # ---- lock-down: every Ray pod runs the image pinned by digest (components.config.image) ----
     image = resolve_for_deploy(spec.image_uri)  # SpecError (nothing created) for a missing tag
     if image.warning is not None:
@@ -164,16 +69,31 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
     # ---- end of the image block ----
     plan = plan_deployment(spec)  # the one plan of this run; every component below takes it
     gpu_zone, second_zone = resolve_zones(plan)
-    groups = plan.groups
-    cluster_name = spec.effective_cluster_name
     tags = resource_tags(spec)
+    network, cluster = _network_and_cluster(spec, (gpu_zone, second_zone), tags)
+    kubernetes = pulumi.ResourceOptions(providers=[cluster.provider])
+    pd_service = _ray_service(plan, gpu_zone, network, cluster, tags, kubernetes)
 
+    outputs: dict[str, Any] = render_stack_outputs(
+        plan, availability_zone=gpu_zone, cluster_name=spec.effective_cluster_name,
+        image_provenance=image.as_output(),
+    )
+    outputs[KUBECONFIG_KEY] = pulumi.Output.secret(cluster.kubeconfig_json)
+    outputs.update(_endpoint(spec, cluster, network, pd_service, tags, kubernetes, created_at))
+    _observability(spec, cluster, tags, kubernetes)
+    return outputs
+
+
+def _network_and_cluster(spec: DeploymentSpec, availability_zones: tuple[str, str],
+                         tags: dict[str, str]) -> tuple[Network, Cluster]:
+    """The VPC in the two zones (GPU zone first) and the EKS cluster with its system nodes."""
+    cluster_name = spec.effective_cluster_name
     network = Network("network", NetworkArgs(
         cluster_name=cluster_name,
-        availability_zones=(gpu_zone, second_zone),
+        availability_zones=availability_zones,
         tags=tags,
         # Read back by the next run, so the zones never move on their own (components.plan.zones).
-        vpc_tags=zones.zone_tags(gpu_zone, second_zone),
+        vpc_tags=zones.zone_tags(*availability_zones),
     ))
     cluster = Cluster("cluster", ClusterArgs(
         cluster_name=cluster_name,
@@ -193,6 +113,14 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
         api_access_cidrs=spec.api_access_cidrs,
         support_type=spec.support_type,
     ))
+    return network, cluster
+
+
+def _ray_service(plan: DeploymentPlan, gpu_zone: str, network: Network, cluster: Cluster,
+                 tags: dict[str, str], kubernetes: pulumi.ResourceOptions) -> PdService:
+    """The GPU node groups, the add-ons, the model's read role, the lock-down and the
+    RayService itself, which waits for all of them."""
+    spec = plan.spec
     manifest = rayservice.render_rayservice(plan, gpu_zone)
     node_set = rayservice.node_set(plan, gpu_zone)
     gpu_node_groups = [
@@ -205,37 +133,16 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
             tags=tags,
             node_set=node_set,
         ))
-        for group in groups
+        for group in plan.groups
     ]
-    kubernetes = pulumi.ResourceOptions(providers=[cluster.provider])
     addons = Addons("addons", AddonsArgs(
-        gpu_groups=tuple(groups),
+        gpu_groups=tuple(plan.groups),
         kuberay_version=spec.kuberay_version,
         wait_for=(cluster.system_node_group,),
     ), opts=kubernetes)
     model_reader = _model_read_role(spec, cluster, tags)
-    # ---- lock-down (issue 17 §3): who may reach the Ray pods, namespaces' Pod Security ----
-    from components.render.network_policy import (
-        ADDON_NAMESPACE_LEVELS,
-        NetworkPoliciesArgs,
-        kubernetes_policy_version,
-        label_addon_namespace,
-    )
-
-    policy_version = kubernetes_policy_version(spec.kubernetes_version)
-    for addon_namespace, level in ADDON_NAMESPACE_LEVELS.items():
-        label_addon_namespace(f"{addon_namespace}-pod-security", addon_namespace, level,
-                              policy_version, opts=pulumi.ResourceOptions.merge(
-                                  kubernetes, pulumi.ResourceOptions(depends_on=[addons.kuberay])))
-    network_policies = NetworkPoliciesArgs(
-        namespace=spec.namespace,
-        service_name=spec.service_name,
-        api_server_cidrs=cluster.control_plane_cidrs,
-        client_namespaces=spec.in_cluster_clients,
-        metrics_peers=_metrics_peers(spec),
-    )
-    # ---- end of lock-down ----
-    pd_service = PdService("pd-service", PdServiceArgs(
+    policy_version = _label_addon_namespaces(spec, addons, kubernetes)
+    return PdService("pd-service", PdServiceArgs(
         namespace=spec.namespace,
         manifest=manifest,
         hf_token=spec.hf_token,
@@ -248,18 +155,49 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
         service_account_name=model_reader[0] if model_reader else None,
         service_account_role_arn=model_reader[1] if model_reader else None,
         upgrade_strategy=spec.upgrade_strategy,
-        network_policies=network_policies,
+        # ---- lock-down (issue 17 §3): who may reach the Ray pods ----
+        network_policies=NetworkPoliciesArgs(
+            namespace=spec.namespace,
+            service_name=spec.service_name,
+            api_server_cidrs=cluster.control_plane_cidrs,
+            client_namespaces=spec.in_cluster_clients,
+            metrics_peers=_metrics_peers(spec),
+        ),
         pod_security_version=policy_version,
     ), opts=kubernetes)
 
-    outputs: dict[str, Any] = render_stack_outputs(
-        plan, availability_zone=gpu_zone, cluster_name=cluster_name,
-        image_provenance=image.as_output(),
-    )
-    outputs[KUBECONFIG_KEY] = pulumi.Output.secret(cluster.kubeconfig_json)
-    outputs.update(_endpoint(spec, cluster, network, pd_service, tags, kubernetes, created_at))
-    _observability(spec, cluster, tags, kubernetes)
-    return outputs
+
+def _label_addon_namespaces(spec: DeploymentSpec, addons: Addons,
+                            kubernetes: pulumi.ResourceOptions) -> str:
+    """Lock-down (issue 17 §3): Pod Security labels on the namespaces the add-on releases
+    created; returns the Pod Security version every raypd namespace is pinned to."""
+    policy_version = kubernetes_policy_version(spec.kubernetes_version)
+    for addon_namespace, level in ADDON_NAMESPACE_LEVELS.items():
+        label_addon_namespace(f"{addon_namespace}-pod-security", addon_namespace, level,
+                              policy_version, opts=pulumi.ResourceOptions.merge(
+                                  kubernetes, pulumi.ResourceOptions(depends_on=[addons.kuberay])))
+    return policy_version
+
+
+def _model_read_role(spec: DeploymentSpec, cluster: Cluster, tags: dict[str, str]) -> Optional[
+    tuple[str, pulumi.Output[str]]
+]:
+    """(ServiceAccount name, IAM role ARN) that lets the Ray pods read an s3:// model source;
+    None, and nothing created, for a Hugging Face source (components.render.model_access)."""
+    location = s3_location(spec.model.source)
+    account = service_account_name(spec.service_name, spec.model.source)
+    if location is None or account is None:
+        return None
+    role = ModelReadRole("model-reader", ModelReadRoleArgs(
+        partition=aws_partition(spec.region),
+        location=location,
+        namespace=spec.namespace,
+        service_account=account,
+        oidc_provider_arn=cluster.oidc_provider_arn,
+        oidc_issuer=cluster.oidc_issuer,
+        tags=tags,
+    ))
+    return account, role.role_arn
 
 
 # ---- the metrics stack (issue 18 §1; one block, so other slices' changes merge around it) ----
@@ -268,23 +206,16 @@ def _metrics_peers(spec: DeploymentSpec) -> tuple[dict[str, Any], ...]:
     """Who may scrape the Ray pods' metrics ports: Prometheus's pods, when there is one."""
     if not spec.observability.enabled:
         return ()
-    from components.render.observability import prometheus_peers
-
     return tuple(prometheus_peers())
 
 
-def _observability(spec: DeploymentSpec, cluster: Any, tags: dict[str, str],
+def _observability(spec: DeploymentSpec, cluster: Cluster, tags: dict[str, str],
                    kubernetes: pulumi.ResourceOptions) -> None:
     """kube-prometheus-stack, dcgm-exporter, the PodMonitors, rules and dashboards; nothing at
     all with raypd:observability.enabled false. The `observability` output comes from
     render_stack_outputs (the URLs are fixed names, known before anything runs)."""
     if not spec.observability.enabled:
         return
-    from components.render.observability_dashboards import dashboards
-    from components.render.observability_rules import prometheus_rule_groups
-    from components.stack.cluster import aws_partition
-    from components.stack.observability_stack import Observability, ObservabilityArgs
-
     Observability("observability", ObservabilityArgs(
         spec=spec,
         cluster_name=spec.effective_cluster_name,  # the add-on waits for the system nodes
@@ -300,20 +231,11 @@ def _observability(spec: DeploymentSpec, cluster: Any, tags: dict[str, str],
 
 # ---- the endpoint (issue 17 slice A; one block, so other slices' changes merge around it) ----
 
-def _endpoint(spec: DeploymentSpec, cluster: Any, network: Any, pd_service: Any,
+def _endpoint(spec: DeploymentSpec, cluster: Cluster, network: Network, pd_service: PdService,
               tags: dict[str, str], kubernetes: pulumi.ResourceOptions,
               created_at: Optional[str]) -> dict[str, Any]:
     """The gateway in front of Serve, and the LB controller when a load balancer is wanted;
     returns the `endpoint` output and, with auth apiKey, the secret `apiKey` output."""
-    from components.render.endpoint import endpoint_output
-    from components.stack.endpoint_stack import (
-        Endpoint,
-        EndpointArgs,
-        LoadBalancerController,
-        LoadBalancerControllerArgs,
-        creation_time,
-    )
-
     controllers: tuple[pulumi.Resource, ...] = ()
     if spec.endpoint.load_balanced:
         controller = LoadBalancerController("lb-controller", LoadBalancerControllerArgs(
@@ -344,39 +266,8 @@ def _endpoint(spec: DeploymentSpec, cluster: Any, network: Any, pd_service: Any,
     return outputs
 
 
-def _model_read_role(spec: DeploymentSpec, cluster: Any, tags: dict[str, str]) -> Optional[
-    tuple[str, pulumi.Output[str]]
-]:
-    """(ServiceAccount name, IAM role ARN) that lets the Ray pods read an s3:// model source;
-    None, and nothing created, for a Hugging Face source (components.render.model_access)."""
-    from components.render.model_access import (
-        ModelReadRole,
-        ModelReadRoleArgs,
-        s3_location,
-        service_account_name,
-    )
-    from components.stack.cluster import aws_partition
-
-    location = s3_location(spec.model.source)
-    account = service_account_name(spec.service_name, spec.model.source)
-    if location is None or account is None:
-        return None
-    role = ModelReadRole("model-reader", ModelReadRoleArgs(
-        partition=aws_partition(spec.region),
-        location=location,
-        namespace=spec.namespace,
-        service_account=account,
-        oidc_provider_arn=cluster.oidc_provider_arn,
-        oidc_issuer=cluster.oidc_issuer,
-        tags=tags,
-    ))
-    return account, role.role_arn
-
-
 def configured_keys() -> set[str]:
     """Every config key the engine handed this program (so unknown raypd keys are reported)."""
-    from pulumi.runtime import config as runtime_config
-
     # The language host passes config in PULUMI_CONFIG; tests and mocks set it in-process.
     return set(runtime_config.get_config_env()) | set(runtime_config.CONFIG.get())
 

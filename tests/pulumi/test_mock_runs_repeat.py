@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 CHILD = """
 import hashlib, json, sys
-from components.plan import run_plan
+from components.stack.offline_plan import run_plan
 stacks = json.loads(sys.argv[1])
 names = sorted(stacks)
 for i in range(int(sys.argv[2])):

@@ -137,7 +137,7 @@ def test_configured_zone_without_the_gpu_type_is_rejected():
     from components.config.spec import DeploymentSpec
     from components.plan.topology import plan_deployment
     from components.stack.offline_plan import plan_spec
-    from components.stack.program import resolve_gpu_zone
+    from components.stack.zone_lookup import resolve_gpu_zone
 
     spec = DeploymentSpec.from_config({"raypd:availabilityZone": "us-east-2c"}, "dev")
     mock = ScriptedEc2("us-east-2", [("g6.8xlarge", "us-east-2a")])
