@@ -9,10 +9,10 @@ is. A registry raypd cannot ask (public.ecr.aws, Docker Hub, other registries: t
 own credentials or APIs) keeps the tag, with a warning that nodes may run different bits.
 
 The pure part (`parse_image`, `ecr_location`, `pin`, `resolve`) takes the look-up as a function,
-so tests run it without Pulumi; `resolve_for_deploy` is the program's thin wrapper around the
-ECR invoke. A consequence worth knowing: when AWS pushes a new build under the same tag, the next
-`pulumi up` sees a new digest, and the Ray cluster is rebuilt on it (components.changes says
-what that costs); until then the running nodes keep the bits they have.
+so tests run it without Pulumi; `components.stack.image_lookup.resolve_for_deploy` is the
+program's thin wrapper around the ECR invoke. A consequence worth knowing: when AWS pushes a new
+build under the same tag, the next `pulumi up` sees a new digest, and the Ray cluster is rebuilt
+on it (components.changes says what that costs); until then the running nodes keep the bits they have.
 """
 
 from __future__ import annotations
@@ -161,32 +161,3 @@ def unpinned_warning(reference: str) -> Optional[str]:
     return (f"{IMAGE_KEY} {reference} is in a registry raypd cannot ask for digests (only private "
             "ECR): the pods pull it by tag, so nodes that pull at different times may run "
             f"different bits; give {IMAGE_KEY} as <repository>@sha256:<digest> to pin it")
-
-
-def _ecr_lookup(location: EcrLocation) -> str:
-    """ECR DescribeImages through the AWS provider (pulumi_aws.ecr.get_image)."""
-    import pulumi_aws as aws
-
-    try:
-        found = aws.ecr.get_image(registry_id=location.registry_id, region=location.region,
-                                  repository_name=location.repository, image_tag=location.tag)
-    # The SDK raises a bare Exception("invoke of ... failed: <provider error>") for a failed
-    # invoke (pulumi/runtime/invoke.py); this is the only call inside the try.
-    except Exception as exc:  # noqa: BLE001
-        text = str(exc)
-        if "ImageNotFound" in text or "RepositoryNotFound" in text:
-            raise ImageNotFound(_provider_reason(text)) from None
-        raise LookupFailed(_provider_reason(text)) from None
-    return str(found.image_digest or "")
-
-
-def _provider_reason(text: str, limit: int = 200) -> str:
-    """The provider's error without the invoke boilerplate, one short line."""
-    reason = text.split("failed:", 1)[-1].strip().splitlines()[0] if text else "no reason given"
-    return reason if len(reason) <= limit else reason[:limit] + "..."
-
-
-def resolve_for_deploy(reference: str) -> ResolvedImage:
-    """What the Pulumi program calls: `resolve` with ECR's answer (offline: components.stack.mockrun's
-    placeholder digest)."""
-    return resolve(reference, _ecr_lookup)

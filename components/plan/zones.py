@@ -1,6 +1,6 @@
 """Availability zones: which ones a stack uses, which ones EKS accepts, and why they never move.
 
-Pure decisions here (tests call them without Pulumi or AWS); `components.stack.program` asks AWS and
+Pure decisions here (tests call them without Pulumi or AWS); `components.stack.zone_lookup` asks AWS and
 `components.preflight` asks boto3, and both decide with these functions (and name the setting,
 `AZ_FIELD`, the same way).
 

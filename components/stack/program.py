@@ -16,7 +16,6 @@ from pulumi.runtime import config as runtime_config
 
 from components.config import defaults
 from components.config.errors import FieldError, SpecError
-from components.config.image import resolve_for_deploy
 from components.config.spec import NAMESPACE, REGION_KEY, DeploymentSpec
 from components.plan import zones
 from components.plan.topology import DeploymentPlan, plan_deployment
@@ -37,6 +36,7 @@ from components.stack.endpoint_stack import (
     LoadBalancerControllerArgs,
     creation_time,
 )
+from components.stack.image_lookup import resolve_for_deploy
 from components.stack.model_read_role import ModelReadRole, ModelReadRoleArgs
 from components.stack.network import Network, NetworkArgs
 from components.stack.network_policies import NetworkPoliciesArgs, label_addon_namespace
