@@ -172,11 +172,18 @@ def test_open_loop_sends_on_schedule_whatever_the_answers_take() -> None:
     # sender in it is late by a loop turn or more (CI saw 45 ms at the ideal sender's median); a send
     # then waits a turn more than the ideal one when it spins. What must hold is that the lateness never
     # builds up: the last sends are as near their times as the ideal sender's, and so is the worst.
-    assert max(lateness[-20:]) <= max(reference[-20:]) + 0.05
-    assert max(lateness) <= max(reference) + 0.05  # a closed loop would be seconds behind by the end
-    # So the rate sent is the rate scheduled, as nearly as the ideal sender kept it.
+    # The margin is a loop turn plus 5% of the ideal sender's own lateness: a measured run beside other
+    # suites stalled the loop 2.41 s for the ideal sender and 2.48 s for ours (a fixed 50 ms failed);
+    # a closed loop falls behind by the answers' 2 s per batch of connections, far past either bound.
+    margin = 0.05 + 0.05 * max(reference)
+    assert max(lateness[-20:]) <= max(reference[-20:]) + margin
+    assert max(lateness) <= max(reference) + margin
+    # So the rate sent is the rate scheduled: never faster (no request leaves before its time; asyncio
+    # may wake a clock tick early), and no slower than the lateness bounds above allow. Compared with
+    # the ideal sender's span instead, a loaded run failed on the ideal sender's own 0.3 s of jitter.
+    assert min(lateness) >= -0.005
     sent = sorted(r["sent_s"] for r in records)
-    assert sent[-1] - sent[0] == pytest.approx(schedule[-1] + reference[-1] - reference[0], abs=0.05)
+    assert sent[-1] - sent[0] >= schedule[-1] - schedule[0] - lateness[0] - 0.005
     # Every answer was waited for at once (no connection limit queued any). The server held each for
     # 2 s while 100 came a second, so about 200 were open at once; aiohttp's default pool (100
     # connections) would have capped that at 100 and made the rest wait about a second for a free
