@@ -7,6 +7,7 @@ it what the dashboards, the alerts, verify and the web app ask the deployment's 
 
 from __future__ import annotations
 
+import datetime
 import json
 import shutil
 import socket
@@ -23,6 +24,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import yaml
 
+from tests.patience import until
 from tests.required_tools import need_on_path
 
 PROMETHEUS = shutil.which("prometheus")
@@ -122,6 +124,37 @@ def asked_at(directory: Path, expr: str) -> str:
              and entry.get("params", {}).get("query") == expr]
     assert times, f"prometheus logged no query of {expr[:120]!r}"
     return str(times[-1])
+
+
+def _unix(stamp: str) -> float:
+    """Prometheus's RFC 3339 time (nanosecond fraction, `Z`) as Unix seconds."""
+    whole, _, fraction = stamp.rstrip("Z").partition(".")
+    parsed = datetime.datetime.fromisoformat(whole).replace(tzinfo=datetime.timezone.utc)
+    return parsed.timestamp() + float(f"0.{fraction or 0}")
+
+
+def scraped_since(base: str, since: float) -> bool:
+    """Every target was scraped after `since` (Unix seconds)."""
+    targets = api(base, "/api/v1/targets").get("data", {}).get("activeTargets", [])
+    return bool(targets) and all(t.get("lastScrape", "").startswith("2") and _unix(t["lastScrape"]) > since
+                                 for t in targets)
+
+
+def evaluated_since(base: str, since: float) -> bool:
+    """Every rule group was evaluated after `since` (Unix seconds)."""
+    groups = api(base, "/api/v1/rules").get("data", {}).get("groups", [])
+    return all(g.get("lastEvaluation", "").startswith("2") and _unix(g["lastEvaluation"]) > since
+               for g in groups)
+
+
+def wait_caught_up(base: str, since: float) -> None:
+    """Until whatever the scraped pages held at `since` is in Prometheus, recorded series included:
+    every target scraped after `since`, then every rule group evaluated after that moment (a group
+    evaluated after the newest scrape may never be seen while scrapes keep coming). A test of a
+    failure waits for this instead of a check's whole wait."""
+    until(lambda: scraped_since(base, since), "every target scraped")
+    scraped = time.time()
+    until(lambda: evaluated_since(base, scraped), "every rule group evaluated after the scrapes")
 
 
 def answers(base: str, expr: str) -> bool:

@@ -10,6 +10,7 @@ Prometheus that scrapes nothing, no Prometheus at all.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,14 @@ from serve.metrics_check import CHECK_ID, check_metrics_flowing
 from serve.verify import run_verify
 from tests.fakes.kube_api import FakeKubeApi
 from tests.patience import PATIENCE_S
-from tests.prometheus_server import Pages, need_prometheus, page_jobs, page_server, prometheus_scraping
+from tests.prometheus_server import (
+    Pages,
+    need_prometheus,
+    page_jobs,
+    page_server,
+    prometheus_scraping,
+    wait_caught_up,
+)
 
 FAST = {"kv_wait_seconds": 0, "timeout": 5, "metrics_wait_seconds": PATIENCE_S, "metrics_poll_seconds": 0.5}
 
@@ -30,6 +38,16 @@ FAST = {"kv_wait_seconds": 0, "timeout": 5, "metrics_wait_seconds": PATIENCE_S, 
 def _verify(kube: FakeKubeApi, **options: Any) -> Check:
     report = run_verify(kube.outputs(), **{**FAST, **options})
     return next(c for c in report.checks if c.id == CHECK_ID)
+
+
+def _verify_after_prometheus_caught_up(kube: FakeKubeApi, base: str) -> Check:
+    """The check of a deployment whose metrics are broken, without waiting out its whole wait: a
+    first verify chats (its check may fail at once), Prometheus then scrapes every target and
+    evaluates every rule after that chat, and only then is the check asked, with no wait. A failure
+    now is the setup's, not a Prometheus that had not looked yet."""
+    _verify(kube, metrics_wait_seconds=0)
+    wait_caught_up(base, time.time())
+    return _verify(kube, metrics_wait_seconds=0)
 
 
 def _direct(kube: FakeKubeApi, wait_seconds: float) -> Check:
@@ -70,8 +88,8 @@ def test_no_prometheus_behind_the_service_fails_and_says_so() -> None:
 
 
 def test_rules_not_loaded_fail_naming_the_phase_series(tmp_path: Path) -> None:
-    with FakeKubeApi("healthy") as kube, prometheus_scraping(kube, tmp_path, rule_groups=[]):
-        check = _verify(kube)
+    with FakeKubeApi("healthy") as kube, prometheus_scraping(kube, tmp_path, rule_groups=[]) as base:
+        check = _verify_after_prometheus_caught_up(kube, base)
     assert check.status == "fail"
     assert "replica:raypd_phase:info" in check.detail and "recording rules" in check.detail
 
@@ -80,9 +98,9 @@ def test_a_prometheus_that_scrapes_no_worker_pod_fails(tmp_path: Path, monkeypat
     pages = Pages({"/other": [""]})  # some other target, up and empty
     with FakeKubeApi("healthy") as kube, page_server(pages) as target:
         monkeypatch.setattr(kube, "_worker_pods", set())  # scrape_configs: no job
-        with prometheus_scraping(kube, tmp_path, extra_jobs=page_jobs(target, pages)):
+        with prometheus_scraping(kube, tmp_path, extra_jobs=page_jobs(target, pages)) as base:
             monkeypatch.undo()
-            check = _verify(kube)
+            check = _verify_after_prometheus_caught_up(kube, base)
     assert check.status == "fail" and "does not scrape their worker pods" in check.detail, check.detail
 
 
@@ -98,8 +116,8 @@ def test_a_replica_label_the_join_does_not_match_leaves_engines_without_a_phase(
         return line.replace(f'replica="{rid}"', f'replica="SERVE_REPLICA::llm#{rid}"')
 
     monkeypatch.setattr(FakeKubeApi, "_serve_replica_series", full_name)
-    with FakeKubeApi("healthy") as kube, prometheus_scraping(kube, tmp_path):
-        check = _verify(kube)
+    with FakeKubeApi("healthy") as kube, prometheus_scraping(kube, tmp_path) as base:
+        check = _verify_after_prometheus_caught_up(kube, base)
     assert check.status == "fail"
     assert "label does not carry the replica id vLLM tags its series with" in check.detail, check.detail
     assert "SERVE_REPLICA::llm#" in check.detail
@@ -124,6 +142,7 @@ def test_the_rules_rendered_for_another_model_label_no_replica(tmp_path: Path) -
     from components.config.spec import DeploymentSpec
 
     other = DeploymentSpec.from_config({"raypd:model": {"id": "meta-llama/Llama-3.1-8B-Instruct"}}, "dev")
-    with FakeKubeApi("healthy") as kube, prometheus_scraping(kube, tmp_path, rule_groups=prometheus_rule_groups(other)):
-        check = _verify(kube)
+    with FakeKubeApi("healthy") as kube, \
+            prometheus_scraping(kube, tmp_path, rule_groups=prometheus_rule_groups(other)) as base:
+        check = _verify_after_prometheus_caught_up(kube, base)
     assert check.status == "fail" and "no replica:raypd_phase:info series" in check.detail, check.detail
