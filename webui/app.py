@@ -17,7 +17,6 @@ from webui.api_keys import ApiKeyService
 from webui.benchmarking import BenchmarkService
 from webui.deployments.commands import Deployments
 from webui.deployments.errors import NotFound
-from webui.deployments.lifecycle import tone
 from webui.deployments.upgrades import complete_deployed_records, complete_stack_files
 from webui.engines.base import OFFLINE_NOTICE
 from webui.engines.pulumi_cli import CliDiscovery, find_pulumi_cli
@@ -29,6 +28,7 @@ from webui.redact import remember_secret
 from webui.security import init_security
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
+from webui.status import tone
 from webui.store import STORE_ERRORS, Store, error_text
 from webui.unavailable import RETRY_AFTER_SECONDS, unavailable_reason
 

@@ -17,7 +17,7 @@ from typing import Any, Literal, Mapping, Optional
 
 from components.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER
 from webui.change import config_diff
-from webui.deployments.lifecycle import Standing
+from webui.status import Standing
 
 SettingsKind = Literal["deployed", "planned", "pending"]
 
