@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from components.errors import FieldError, SpecError
 from components.safe_documents import DocumentError, DuplicateKeyError, load_json
-from webui.api_keys import KeysUnavailable, UnknownKeyName
+from webui.api_key_service import KeysUnavailable, UnknownKeyName
 from webui.api_models import (
     MAX_WINDOW_SECONDS,
     ApiKeyList,

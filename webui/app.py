@@ -13,7 +13,7 @@ from werkzeug.exceptions import HTTPException
 from components import catalogue
 from components.checks import report_verdict
 from webui import api, pages
-from webui.api_keys import ApiKeyService
+from webui.api_key_service import ApiKeyService
 from webui.benchmarking import BenchmarkService
 from webui.deployments.commands import Deployments
 from webui.deployments.errors import NotFound

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Literal, Mapping, Optional
 
 from components.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER
-from webui.change import config_diff
+from webui.resource_steps import config_diff
 from webui.status import Standing
 
 SettingsKind = Literal["deployed", "planned", "pending"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from components.plan import plan_spec, render_summary
 from components.spec import DeploymentSpec
-from webui.change import plan_diff
+from webui.resource_steps import plan_diff
 
 EKS_CLUSTER = "eks:index:Cluster"
 AWS_CLUSTER = "aws:eks/cluster:Cluster"

@@ -22,7 +22,7 @@ MAX_LINES = 320  # a module of a split package longer than this is doing two job
 # the app are built on them. They may import their own package and these modules, which import only
 # each other, so nothing from above comes in through them either.
 BOTTOM_PACKAGES = ("store", "engines")
-FOUNDATION = ("webui.status", "webui.redact", "webui.db", "webui.settings", "webui.change")
+FOUNDATION = ("webui.status", "webui.redact", "webui.db", "webui.settings", "webui.resource_steps")
 
 
 def _imported(node: ast.AST) -> list[str]:

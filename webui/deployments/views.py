@@ -23,7 +23,6 @@ from webui.api_models import (
     PendingSettings,
     dump,
 )
-from webui.change import cost_change
 from webui.engines.base import OFFLINE_NOTICE
 from webui.pending_changes import (
     DEPLOYED_LABEL,
@@ -32,6 +31,7 @@ from webui.pending_changes import (
     settings_kind,
     token_replaced,
 )
+from webui.resource_steps import cost_change
 from webui.status import CHECK_OPERATIONS
 from webui.summary import summarize
 

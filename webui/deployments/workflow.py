@@ -10,11 +10,11 @@ from components.changes import assess
 from components.checks import Check, Report
 from components.spec import DeploymentSpec
 from components.topology import plan_deployment
-from webui.change import consequences
 from webui.deployments.errors import PreflightBlocked
 from webui.deployments.reads import DeploymentReads
 from webui.engines.base import Engine, EngineError, JobContext, OperationResult, PendingOperations
 from webui.progress import ProgressPlan, durations_for, planned_total
+from webui.resource_steps import consequences
 from webui.status import RUNNING_STATUS, Standing, settle
 
 Work = Callable[[JobContext], OperationResult]

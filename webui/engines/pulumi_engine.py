@@ -267,7 +267,7 @@ class PulumiEngine(UsesStackFiles):
         if operation == "preview":
             preview = selected.preview(on_event=translator, color="never")
             steps = translator.steps()
-            # The service says what the steps mean (webui.change, one table for both engines).
+            # The service says what the steps mean (webui.resource_steps, one table for both engines).
             return OperationResult(summary={
                 "changes": dict(preview.change_summary or {}),
                 "steps": [step for step in steps if step["op"] != "same"],
