@@ -10,19 +10,22 @@ from typing import Iterator, Optional
 from flask import Response, g, jsonify, request
 
 from webui.api.blueprint import bp, json_body, refused
-from webui.api_models import MAX_WINDOW_SECONDS, NoOptions
+from webui.api_models import MAX_WINDOW_SECONDS, JobView, NoOptions
 from webui.deployments.errors import NotFound
 from webui.deployments.reads import FINAL_STATUSES, STORE_ERRORS
 from webui.deployments.views import public_job
 from webui.errors import api_error
 from webui.forms import parse_form_int
+from webui.openapi import BAD_BODY, documented, errors, json_answer, stream_answer
 from webui.state import raypd
 
 KEEPALIVE_SECONDS = 15.0
 MAX_EVENT_SEQ = 2**63 - 1
+NO_JOB = errors("no such job")
 
 
 @bp.get("/jobs/<job_id>")
+@documented("getJob", "A job's status and progress", {"200": json_answer(JobView, "the job"), "404": NO_JOB})
 def get_job(job_id: str) -> Response:
     try:
         return jsonify(public_job(raypd().service.job(job_id)))
@@ -31,6 +34,12 @@ def get_job(job_id: str) -> Response:
 
 
 @bp.post("/jobs/<job_id>/cancel")
+@documented("cancelJob", "Cancel a queued or running job (or close an interrupted one)", {
+    "202": json_answer(JobView, "cancel requested: the job"),
+    "400": BAD_BODY,
+    "404": NO_JOB,
+    "409": errors("the job already ended"),
+}, body=NoOptions)
 def cancel_job(job_id: str) -> tuple[Response, int]:
     json_body(NoOptions)
     service = raypd().service
@@ -73,6 +82,19 @@ def _window() -> Optional[float]:
 
 
 @bp.get("/jobs/<job_id>/events")
+@documented("streamJobEvents", "Server-sent events: one JSON progress record per `data:` line (with `id:` its "
+                               "sequence number); ends with the job's `end` record", {
+    "200": stream_answer("event stream", "text/event-stream"),
+    "400": errors("Last-Event-ID, after or window out of range (named)"),
+    "404": NO_JOB,
+}, parameters=(
+    {"name": "after", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0},
+     "description": "skip events up to this sequence number (like Last-Event-ID)"},
+    {"name": "window", "in": "query", "required": False,
+     "schema": {"type": "integer", "minimum": 1, "maximum": MAX_WINDOW_SECONDS},
+     "description": "end the stream after this many seconds (reconnect with Last-Event-ID)"},
+    {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"}},
+))
 def job_events(job_id: str) -> Response:
     app = raypd()
     reads = app.reads
