@@ -13,11 +13,10 @@ from werkzeug.exceptions import HTTPException
 from components.config import catalogue
 from components.config.checks import report_verdict
 from webui import api, pages
-from webui.api_keys import ApiKeyService
+from webui.api_key_service import ApiKeyService
 from webui.benchmarking import BenchmarkService
 from webui.deployments.commands import Deployments
 from webui.deployments.errors import NotFound
-from webui.deployments.lifecycle import tone
 from webui.deployments.upgrades import complete_deployed_records, complete_stack_files
 from webui.engines.base import OFFLINE_NOTICE
 from webui.engines.pulumi_cli import CliDiscovery, find_pulumi_cli
@@ -29,6 +28,7 @@ from webui.redact import remember_secret
 from webui.security import init_security
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
+from webui.status import tone
 from webui.store import STORE_ERRORS, Store, error_text
 from webui.unavailable import RETRY_AFTER_SECONDS, unavailable_reason
 
@@ -59,6 +59,22 @@ def create_app(
     engines: Optional[EngineSet] = None,
 ) -> Flask:
     """Build the app. `discover` and `engines` exist for tests (a fake CLI finder or engine)."""
+    _prepare(settings)
+    state = _state(settings, engines or select_engines(settings, discover or find_pulumi_cli))
+    app = Flask(__name__)
+    app.extensions["raypd"] = state
+    cast(DefaultJSONProvider, app.json).sort_keys = False  # answers keep their documented key order
+    init_security(app, settings.token, settings.max_body_bytes, settings.trusted_proxies)
+    app.register_blueprint(pages.bp)
+    app.register_blueprint(api.bp)
+    _template_helpers(app, state.engines)
+    _probes(app)
+    _error_answers(app, settings.max_body_bytes)
+    return app
+
+
+def _prepare(settings: Settings) -> None:
+    """RAYPD_HOME made ready, what a killed server left swept, the secrets known to `redact`."""
     prepare_home(settings)
     swept = sweep_stale_work_dirs(settings.work_root)
     if swept:
@@ -69,7 +85,10 @@ def create_app(
     # Neither may ever be shown again; mask them should a CLI or a library echo one.
     remember_secret(settings.token)
     remember_secret(settings.passphrase)
-    engines = engines or select_engines(settings, discover or find_pulumi_cli)
+
+
+def _state(settings: Settings, engines: EngineSet) -> Raypd:
+    """The store, the job runner (jobs a stopped server left: interrupted) and the services."""
     store = Store(settings.store_location)
     for engine in engines.engines.values():
         attach = getattr(engine, "attach", None)
@@ -85,17 +104,13 @@ def create_app(
         complete_stack_files(store, engines, settings.workspaces_dir)
     except STORE_ERRORS as exc:  # the app still works; the next start tries again
         logger.warning("could not complete the records an older raypd left: %s", error_text(exc))
-    state = Raypd(
+    return Raypd(
         settings=settings, store=store, runner=runner, engines=engines,
         service=service, benchmarks=BenchmarkService(service), api_keys=ApiKeyService(service),
     )
 
-    app = Flask(__name__)
-    app.extensions["raypd"] = state
-    cast(DefaultJSONProvider, app.json).sort_keys = False  # answers keep their documented key order
-    init_security(app, settings.token, settings.max_body_bytes, settings.trusted_proxies)
-    app.register_blueprint(pages.bp)
-    app.register_blueprint(api.bp)
+
+def _template_helpers(app: Flask, engines: EngineSet) -> None:
     app.jinja_env.filters["when"] = _when
     app.jinja_env.filters["usd"] = _usd
     app.jinja_env.filters["tone"] = tone
@@ -106,6 +121,8 @@ def create_app(
     app.jinja_env.globals["engine_banner"] = engines.banner
     app.jinja_env.globals["default_engine"] = engines.default.name
 
+
+def _probes(app: Flask) -> None:
     @app.get("/healthz")
     def healthz() -> Response:
         # Liveness: the process answers. It stays 200 while the store is down, since restarting
@@ -127,13 +144,17 @@ def create_app(
             return response
         return jsonify({"status": "ready"})
 
+
+def _error_answers(app: Flask, max_body_bytes: int) -> None:
+    """What an error a view lets out answers: JSON under /api/, a page elsewhere."""
+
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Any:
         status = exc.code or 500
         if request.path.startswith("/api/"):
             field = {413: "body", 405: "method", 404: "path"}.get(status, "request")
             message = {
-                413: f"request body larger than {settings.max_body_bytes} bytes",
+                413: f"request body larger than {max_body_bytes} bytes",
             }.get(status, exc.description or exc.name)
             return api_error(status, field, message)
         return render_error(status, exc.description or exc.name)
@@ -163,8 +184,6 @@ def create_app(
         if request.path.startswith("/api/"):
             return api_error(500, "server", "internal error (see the server log)")
         return render_error(500, "Something went wrong on the server; the log has details.")
-
-    return app
 
 
 def close_app(app: Flask) -> None:

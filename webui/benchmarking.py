@@ -36,10 +36,10 @@ from webui.api_models import (
 )
 from webui.deployments.commands import Deployments
 from webui.deployments.errors import Conflict, NotFound
-from webui.deployments.lifecycle import Operation, Standing
 from webui.deployments.views import iso_time
 from webui.engines.base import OFFLINE_NOTICE, JobContext, OperationCancelled, OperationFailed, OperationResult
 from webui.forms import Field, parse_form_float, parse_form_int
+from webui.status import Operation, Standing
 from webui.store import STORE_ERRORS, error_text
 
 logger = logging.getLogger(__name__)

@@ -192,7 +192,7 @@ jobs = Table(
     Column("owner", Text),  # the server (instances.id) running it; version 2
     Column("cancel_requested_at", Float),  # a cancel asked on any server; the owner acts on it; version 2
 )
-# lifecycle.ACTIVE, spelled out: the index below is DDL that migration 0001 froze (a test keeps
+# webui.status.ACTIVE, spelled out: the index below is DDL that migration 0001 froze (a test keeps
 # the two equal; changing the active statuses needs a migration that rebuilds the index).
 ACTIVE_WORDS = ("queued", "running")
 Index("jobs_by_deployment", jobs.c.deployment, jobs.c.created_at)

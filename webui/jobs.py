@@ -20,10 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
-from webui.deployments.lifecycle import JobStatus, Standing
-from webui.deployments.records import JobRecord
 from webui.engines.base import EngineError, JobContext, OperationCancelled, OperationResult
 from webui.redact import redact
+from webui.status import JobStatus, Standing
 from webui.store import (
     ACTIVE_STATUSES,
     INSTANCE_STALE_SECONDS,
@@ -33,6 +32,7 @@ from webui.store import (
     Store,
     error_text,
 )
+from webui.store.records import JobRecord
 
 logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any, Literal, Mapping, Optional
 
 from components.config.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER
-from webui.change import config_diff
-from webui.deployments.lifecycle import Standing
+from webui.resource_steps import config_diff
+from webui.status import Standing
 
 SettingsKind = Literal["deployed", "planned", "pending"]
 

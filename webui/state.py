@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 from flask import current_app
 
-from webui.api_keys import ApiKeyService
+from webui.api_key_service import ApiKeyService
 from webui.benchmarking import BenchmarkService
 from webui.deployments.commands import Deployments
 from webui.deployments.reads import Reads

@@ -7,7 +7,7 @@ from typing import Any
 
 from components.config.spec import DeploymentSpec
 from components.stack.offline_plan import plan_spec, render_summary
-from webui.change import plan_diff
+from webui.resource_steps import plan_diff
 
 EKS_CLUSTER = "eks:index:Cluster"
 AWS_CLUSTER = "aws:eks/cluster:Cluster"

@@ -4,7 +4,7 @@ Both sides are the real program under Pulumi's mock runtime (`components.stack.o
 offline plan); every resource's op comes from its registered inputs and resource options through
 the engine's rules (components.changes.pulumi_diff: pulumi-kubernetes's detailed diff, the engine's
 replaceOnChanges containment, the providers' create-only inputs, and pulumi-eks's children as
-webui.change expands them). The expected ops are what KubeRay 1.4, pulumi-eks 4.4 and
+webui.resource_steps expands them). The expected ops are what KubeRay 1.4, pulumi-eks 4.4 and
 pulumi-kubernetes 4.34 define for each change (see components/render/rayservice.py and components/changes/assess.py
 for the sources), not what raypd happens to do.
 """
@@ -19,7 +19,7 @@ from components.config.spec import DeploymentSpec
 from components.stack.mockrun import RegisteredResource, run_program
 from components.stack.offline_plan import plan_spec
 from components.stack.program import build
-from webui.change import plan_diff
+from webui.resource_steps import plan_diff
 
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
 ROLLOUT_JOB = "kubernetes:batch/v1:Job"

@@ -141,8 +141,8 @@ def test_the_answers_name_the_keys_the_api_returns(document):
 
 
 def test_the_documented_job_statuses_and_operations_are_the_ones_the_app_has(document):
-    from webui.deployments.lifecycle import CHECK_OPERATIONS, Operation
     from webui.engines.base import OPERATIONS as ENGINE_OPERATIONS
+    from webui.status import CHECK_OPERATIONS, Operation
     from webui.store import ACTIVE_STATUSES, FINAL_STATUSES
 
     job = document["components"]["schemas"]["JobView"]["properties"]

@@ -11,7 +11,7 @@ import pytest
 from components.config import catalogue
 from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, HF_TOKEN, create, extract_csrf, login, text_of, wait_for_job
-from webui.change import change_counts, config_diff, consequences, plan_diff
+from webui.resource_steps import change_counts, config_diff, consequences, plan_diff
 from webui.settings import DEFAULT_MAX_BODY_BYTES
 
 # ---- pure: what a change means ----

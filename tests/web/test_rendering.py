@@ -144,7 +144,7 @@ def test_the_connect_curl_command_is_safe_to_paste_whatever_the_model_id(tmp_pat
 
 
 def test_the_form_has_one_field_per_contract_1_key_derived_from_the_spec():
-    from webui.change import config_diff
+    from webui.resource_steps import config_diff
 
     every_key_set = DeploymentSpec.from_config({
         "raypd:clusterName": "c", "raypd:availabilityZone": "us-east-2a", "raypd:image": "x/ray:1",

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from webui import db
-from webui.deployments.lifecycle import (
+from webui.status import (
     ACTIVE,
     FINAL,
     TRANSITIONS,

@@ -22,19 +22,19 @@ from components.config.spec import (
     DeploymentSpec,
     validate_stack_name,
 )
-from webui.change import config_diff
 from webui.checking import Checker
 from webui.deployments.errors import Conflict, NotFound, busy_conflict
-from webui.deployments.lifecycle import CHECK_OPERATIONS, RUNNING_STATUS, Standing
 from webui.deployments.reads import DeploymentReads, validated
-from webui.deployments.records import JobRecord
 from webui.deployments.workflow import Work, Workflow
 from webui.engines.base import OPERATIONS, Engine, EngineError, EngineUnavailable, OperationResult
 from webui.engines.select import EngineSet
 from webui.jobs import Busy, JobRunner
 from webui.pending_changes import DEPLOYED_LABEL, deployed_kind, discard_target, left_after_discard
 from webui.redact import remember_secret
+from webui.resource_steps import config_diff
+from webui.status import CHECK_OPERATIONS, RUNNING_STATUS, Standing
 from webui.store import STORE_ERRORS, NameTaken, Store
+from webui.store.records import JobRecord
 from webui.summary import summarize
 
 logger = logging.getLogger(__name__)

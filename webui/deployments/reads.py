@@ -19,12 +19,12 @@ from webui.api_models import LiveStatus, PendingView, dump
 from webui.checking import Checker
 from webui.deployments import views
 from webui.deployments.errors import NotFound
-from webui.deployments.lifecycle import Standing
-from webui.deployments.records import DeploymentRecord, JobRecord
 from webui.engines.base import OFFLINE_NOTICE, Engine, EngineError, EngineUnavailable
 from webui.engines.select import EngineSet
 from webui.jobs import JobRunner
+from webui.status import Standing
 from webui.store import ACTIVE_STATUSES, FINAL_STATUSES, STORE_ERRORS, Store
+from webui.store.records import DeploymentRecord, JobRecord
 
 # What views compare job statuses with, and the store's failures the event stream rides out: the
 # store's own, handed on so no view imports the store.

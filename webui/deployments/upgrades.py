@@ -7,10 +7,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from webui.deployments.lifecycle import STANDING
 from webui.deployments.reads import validated
 from webui.engines.select import EngineSet
 from webui.engines.workdir import legacy_stack_file, stack_file_name
+from webui.status import STANDING
 from webui.store import Store
 from webui.summary import summarize
 

@@ -1,5 +1,5 @@
 """Contract 4's response shapes: what a deployment, its list row, a job and its checks look like
-to the API and the pages. Pure functions of the store's records (webui/deployments/records.py) and
+to the API and the pages. Pure functions of the store's records (webui/store/records.py) and
 the plan; no store, no engine."""
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from webui.api_models import (
     PendingSettings,
     dump,
 )
-from webui.change import cost_change
-from webui.deployments.lifecycle import CHECK_OPERATIONS
 from webui.engines.base import OFFLINE_NOTICE
 from webui.pending_changes import (
     DEPLOYED_LABEL,
@@ -33,6 +31,8 @@ from webui.pending_changes import (
     settings_kind,
     token_replaced,
 )
+from webui.resource_steps import cost_change
+from webui.status import CHECK_OPERATIONS
 from webui.summary import summarize
 
 

@@ -1,6 +1,6 @@
 """The bodies of a deployment's jobs, run by the job runner on its threads: the preflight before a
 launch, a real update's planned progress, the verify after it, what a preview means, and where the
-finished job leaves the deployment (`finish`, by lifecycle.settle's table)."""
+finished job leaves the deployment (`finish`, by webui.status.settle's table)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from components.changes.assess import assess
 from components.config.checks import Check, Report
 from components.config.spec import DeploymentSpec
 from components.plan.topology import plan_deployment
-from webui.change import consequences
 from webui.deployments.errors import PreflightBlocked
-from webui.deployments.lifecycle import RUNNING_STATUS, Standing, settle
 from webui.deployments.reads import DeploymentReads
 from webui.engines.base import Engine, EngineError, JobContext, OperationResult, PendingOperations
 from webui.progress import ProgressPlan, durations_for, planned_total
+from webui.resource_steps import consequences
+from webui.status import RUNNING_STATUS, Standing, settle
 
 Work = Callable[[JobContext], OperationResult]
 

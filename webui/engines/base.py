@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
 from components.config.spec import DeploymentSpec
-from webui.deployments.lifecycle import ENGINE_OPERATIONS
+from webui.status import ENGINE_OPERATIONS
 
 logger = logging.getLogger(__name__)
 

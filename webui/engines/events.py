@@ -17,9 +17,9 @@ from typing import Any, Callable, Optional
 
 from pulumi.automation import events as pulumi_events
 
-from webui.change import chain_of
 from webui.engines.base import resource_record
 from webui.redact import redact
+from webui.resource_steps import chain_of
 
 logger = logging.getLogger(__name__)
 

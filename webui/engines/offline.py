@@ -25,7 +25,6 @@ from typing import Any, Optional
 import yaml
 
 from components.config.spec import HF_TOKEN_KEY, DeploymentSpec
-from webui.change import change_counts, plan_diff
 from webui.engines.base import (
     OFFLINE_NOTICE,
     JobContext,
@@ -36,6 +35,7 @@ from webui.engines.base import (
 )
 from webui.engines.workdir import StackFiles, UsesStackFiles, stack_file_name, stack_work_dir
 from webui.redact import redact, redact_value
+from webui.resource_steps import change_counts, plan_diff
 from webui.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ class OfflineEngine(UsesStackFiles):
         summary: dict[str, Any] = {"changes": changes}
         if steps is not None:
             # A change to a planned deployment: what the update would do (the service says what
-            # that means, from the same table as for the real engine's steps: webui.change).
+            # that means, from the same table as for the real engine's steps: webui.resource_steps).
             summary["steps"] = [step for step in steps if step["op"] != "same"]
         parts = ", ".join(f"{count} {name}" for name, count in sorted(changes.items()))
         ctx.emit({"kind": "summary", "changes": changes, "message": f"{parts}; {OFFLINE_NOTICE}"})

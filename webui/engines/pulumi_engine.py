@@ -20,10 +20,9 @@ Config is written from the validated spec: every Contract 1 key, structured valu
 reads both), `raypd:hfToken` as a secret. Results never ask for plaintext secrets
 (`show_secrets=False`), and outputs are masked by `OutputValue.secret`.
 
-Cancel: each job runs its CLI calls through a `CliSession` (cli_process.py) that keeps the process,
-so a cancel sends SIGINT (the CLI's graceful cancel) and the job, which is the deployment's lock,
-ends only after the CLI exited. `pulumi cancel` is used only to clear a stale lock when no CLI of
-ours is alive (`release`, after an interruption).
+Cancel: each job runs its CLI calls through a `CliSession` that keeps the process, so a cancel
+sends SIGINT and the job ends only after the CLI exited (cli_sessions.py). `pulumi cancel` is used
+only to clear a stale lock when no CLI of ours is alive (`release`, after an interruption).
 
 Pending operations (a CLI killed mid-step leaves them in the state; the next `up` would create
 those resources again) block up, destroy and stack removal with `PendingOperations` until a person
@@ -40,12 +39,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from pulumi import automation as auto
 
@@ -61,6 +58,7 @@ from webui.engines.base import (
     PendingOperations,
 )
 from webui.engines.cli_process import CliSession, cli_alive
+from webui.engines.cli_sessions import CliSessions, in_background, signal_name
 from webui.engines.events import EventTranslator, expected_total_from
 from webui.engines.pulumi_cli import forget_workspace
 from webui.engines.pulumi_io import (
@@ -85,22 +83,6 @@ SHUTDOWN_GRACE_SECONDS = 60.0
 TERMINATE_GRACE_SECONDS = 10.0
 
 
-def _in_background(call: Callable[[], Any], what: str) -> threading.Thread:
-    """Run a CLI call off the request thread; log (never raise) how it went."""
-
-    def run() -> None:
-        try:
-            call()
-        except (EngineError, auto.CommandError) as exc:
-            logger.info("%s: %s", what, redact(getattr(exc, "message", None) or str(exc)))
-        except Exception:  # noqa: BLE001 - a background thread has nobody to raise to
-            logger.exception("%s failed", what)
-
-    thread = threading.Thread(target=run, name="raypd-pulumi-cancel", daemon=True)
-    thread.start()
-    return thread
-
-
 # ---- the engine ----
 
 class PulumiEngine(UsesStackFiles):
@@ -115,8 +97,7 @@ class PulumiEngine(UsesStackFiles):
         # Bounds of `stop_processes` (app shutdown); tests shorten them.
         self.shutdown_grace = SHUTDOWN_GRACE_SECONDS
         self.terminate_grace = TERMINATE_GRACE_SECONDS
-        self._sessions_lock = threading.Lock()
-        self._sessions: set[CliSession] = set()
+        self.sessions = CliSessions(settings.cli_dir)
 
     def project_settings(self) -> auto.ProjectSettings:
         options = {"toolchain": "pip"}
@@ -214,7 +195,7 @@ class PulumiEngine(UsesStackFiles):
         del deployed_plan
         if operation not in ENGINE_OPERATIONS:
             raise OperationFailed(f"unknown operation {operation}")
-        session = self._open_session(stack)
+        session = self.sessions.open(self.command, stack)
         try:
             ctx.on_cancel(session.interrupt)
             if ctx.cancelled:
@@ -227,18 +208,18 @@ class PulumiEngine(UsesStackFiles):
                 raise OperationCancelled() from None
             if session.died_by_signal is not None:
                 raise OperationFailed(
-                    f"the Pulumi CLI was killed ({_signal_name(session.died_by_signal)}) during "
+                    f"the Pulumi CLI was killed ({signal_name(session.died_by_signal)}) during "
                     f"{operation}; steps it had in flight may be left as pending operations"
                 ) from None
             raise map_command_error(exc, stack) from None
         finally:
-            self._close_session(session)
+            self.sessions.close(session)
 
     def _after_a_killed_cli(self, stack: str, ctx: JobContext, signum: int) -> None:
         """A CLI killed by a signal leaves its lock: ours was the only CLI on the stack (the job is
         the lock), so the lock is stale and `pulumi cancel` drops it. Pending operations stay."""
         ctx.emit({"kind": "diagnostic", "severity": "warning", "message": (
-            f"the Pulumi CLI was killed ({_signal_name(signum)}); releasing the lock it left. "
+            f"the Pulumi CLI was killed ({signal_name(signum)}); releasing the lock it left. "
             "Resources it was changing may be pending operations: the next up or destroy lists them"
         )})
         try:
@@ -267,7 +248,7 @@ class PulumiEngine(UsesStackFiles):
         if operation == "preview":
             preview = selected.preview(on_event=translator, color="never")
             steps = translator.steps()
-            # The service says what the steps mean (webui.change, one table for both engines).
+            # The service says what the steps mean (webui.resource_steps, one table for both engines).
             return OperationResult(summary={
                 "changes": dict(preview.change_summary or {}),
                 "steps": [step for step in steps if step["op"] != "same"],
@@ -330,54 +311,11 @@ class PulumiEngine(UsesStackFiles):
 
     # ---- CLI processes ----
 
-    def _open_session(self, stack: str) -> CliSession:
-        pid_dir = self.settings.cli_dir(stack)
-        pid_dir.mkdir(parents=True, exist_ok=True)
-        session = CliSession(self.command, label=stack, pid_dir=pid_dir)
-        with self._sessions_lock:
-            self._sessions.add(session)
-        return session
-
-    def _close_session(self, session: CliSession) -> None:
-        with self._sessions_lock:
-            self._sessions.discard(session)
-
-    def _live_session(self, stack: str) -> bool:
-        with self._sessions_lock:
-            return any(s.label == stack and s.running for s in self._sessions)
-
     def stop_processes(self) -> list[str]:
-        """App shutdown: SIGINT every CLI this engine runs and wait, bounded.
-
-        Each CLI gets `shutdown_grace` seconds (60 by default) to finish its in-flight steps and
-        exit. One still running then gets a second SIGINT (the CLI's terminate: in-flight steps
-        stay as pending operations, which the next up/destroy reports), and after
-        `terminate_grace` more seconds (10) SIGKILL, logged as an error. Returns the stacks whose
-        CLI needed more than the grace period.
-        """
-        with self._sessions_lock:
-            sessions = list(self._sessions)
-        running = [session.label for session in sessions if session.running]
-        if running:
-            logger.warning("stopping: waiting up to %.0f s for the Pulumi CLI of %s to finish its "
-                           "in-flight steps (cancelled)", self.shutdown_grace, ", ".join(running))
-        for session in sessions:
-            session.interrupt()
-        deadline = time.monotonic() + self.shutdown_grace
-        for session in sessions:
-            session.wait_idle(max(0.0, deadline - time.monotonic()))
-        overdue = [session for session in sessions if session.running]
-        for session in overdue:
-            logger.warning("pulumi %s: still running %.0f s after the cancel; terminating it "
-                           "(its in-flight steps stay as pending operations)",
-                           session.label, self.shutdown_grace)
-            session.terminate()
-        deadline = time.monotonic() + self.terminate_grace
-        for session in overdue:
-            if not session.wait_idle(max(0.0, deadline - time.monotonic())):
-                session.kill()
-                session.wait_idle(5.0)
-        return [session.label for session in overdue]
+        """App shutdown: SIGINT every CLI this engine runs and wait, bounded: `shutdown_grace`
+        seconds (60) for its in-flight steps, then the CLI's terminate and `terminate_grace` (10)
+        more before SIGKILL (CliSessions.stop_all). Returns the stacks whose CLI needed more."""
+        return self.sessions.stop_all(self.shutdown_grace, self.terminate_grace)
 
     # ---- reads and bookkeeping ----
 
@@ -420,7 +358,7 @@ class PulumiEngine(UsesStackFiles):
         previous server): removing the lock under a live CLI would let a second update run beside it.
         """
         pid = cli_alive(self.settings.cli_dir(stack))
-        if pid is not None or self._live_session(stack):
+        if pid is not None or self.sessions.live(stack):
             logger.warning("not releasing the lock of %s: its Pulumi CLI%s is still running",
                            stack, f" (pid {pid})" if pid else "")
             return None
@@ -429,14 +367,7 @@ class PulumiEngine(UsesStackFiles):
             with self._stack(stack, keep_changes=False) as selected:
                 selected.cancel()
 
-        return _in_background(cancel, f"pulumi cancel {stack}")
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+        return in_background(cancel, f"pulumi cancel {stack}")
 
 
 def _already_destroyed(stack: str, ctx: JobContext) -> OperationResult:

@@ -10,7 +10,7 @@ from markupsafe import Markup
 from components.config.errors import FieldError, SpecError
 from components.plan.topology import plan_deployment
 from webui import forms
-from webui.api_keys import keys_box_state
+from webui.api_key_service import keys_box_state
 from webui.deployments.errors import Conflict, NotFound
 from webui.deployments.reads import ACTIVE_STATUSES
 from webui.diagram import architecture_svg

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import flash, g, make_response, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 
-from webui.api_keys import KeysUnavailable
+from webui.api_key_service import KeysUnavailable
 from webui.api_models import BodyRefused
 from webui.deployments.errors import NotFound
 from webui.engines.base import EngineError

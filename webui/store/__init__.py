@@ -10,7 +10,7 @@ It lives in SQLite (WAL) under RAYPD_HOME by default, or in PostgreSQL (RAYPD_DA
 mode: several servers share it). SQL is built with SQLAlchemy Core from `webui.db`'s tables, so one
 code path serves both; the schema is migrated by Alembic when the store opens.
 
-A job's status only moves along `webui.deployments.lifecycle.TRANSITIONS`, checked in the UPDATE
+A job's status only moves along `webui.status.TRANSITIONS`, checked in the UPDATE
 itself (so a second server or a late worker cannot move it backwards), and a job's final status, its "end"
 event and its audit line are committed in one transaction: whoever sees the final status can read
 the end event, and the other way round.
@@ -19,7 +19,7 @@ the end event, and the other way round.
 from __future__ import annotations
 
 from webui.db import STORE_ERRORS, error_text
-from webui.deployments.lifecycle import ACTIVE, FINAL, JobStatus
+from webui.status import ACTIVE, FINAL, JobStatus
 from webui.store.access import AccessRows
 from webui.store.base import AuditLine, JobActive, NameTaken, StoreError
 from webui.store.deployed import DeployedRows

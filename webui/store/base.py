@@ -23,8 +23,8 @@ from sqlalchemy.engine import URL, Connection, Engine
 
 from webui import db
 from webui.db import STORE_ERRORS, DatabaseUrlError, error_text, safe_url
-from webui.deployments.lifecycle import JobStatus
 from webui.redact import redact, redact_value
+from webui.status import JobStatus
 
 
 class StoreError(Exception):

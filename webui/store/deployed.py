@@ -12,10 +12,10 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from webui import db
-from webui.deployments.records import DeployedRecord
 from webui.redact import redact_value
 from webui.store.base import StoreBase, compact_json, json_or
 from webui.store.deployments import deployment_values
+from webui.store.records import DeployedRecord
 
 
 class DeployedRows(StoreBase):

@@ -11,10 +11,10 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import IntegrityError
 
 from webui import db
-from webui.deployments.lifecycle import Standing
-from webui.deployments.records import DeploymentRecord, ListedDeployment
 from webui.redact import redact_value
+from webui.status import Standing
 from webui.store.base import NameTaken, StoreBase, compact_json, json_or
+from webui.store.records import DeploymentRecord, ListedDeployment
 
 DEPLOYMENT_FIELDS = ("status", "outputs", "resources", "config", "summary", "last_operation",
                      "last_operation_at", "last_result", "last_job")

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select
 
 from webui import db
-from webui.deployments.lifecycle import JobStatus
+from webui.status import JobStatus
 from webui.store.base import StoreBase
 
 

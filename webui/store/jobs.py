@@ -14,10 +14,10 @@ from sqlalchemy.exc import IntegrityError
 from serve.benchmark.job import LABEL as BENCHMARK_LABEL
 from serve.benchmark.job import job_name_for
 from webui import db
-from webui.deployments.lifecycle import ACTIVE, FINAL, INITIAL, JobStatus, allowed_from
-from webui.deployments.records import JobRecord
 from webui.redact import redact, redact_value
+from webui.status import ACTIVE, FINAL, INITIAL, JobStatus, allowed_from
 from webui.store.base import AuditLine, JobActive, StoreBase, compact_json, json_or, status_words
+from webui.store.records import JobRecord
 
 INTERRUPTED_HINT = (
     "the server stopped while this job was running. 1) Close this job: that releases the stack's "

@@ -21,6 +21,17 @@ _ACTIVE = ("queued", "running")
 
 
 def upgrade() -> None:
+    # One function per table, in the order this version has always created them.
+    _deployments()
+    _jobs()
+    _events()
+    _checks()
+    _deployed_configs()
+    _sessions()
+    _audit()
+
+
+def _deployments() -> None:
     op.create_table(
         "deployments",
         sa.Column("name", sa.Text, primary_key=True),
@@ -38,6 +49,10 @@ def upgrade() -> None:
         sa.Column("last_job", sa.Text),
         if_not_exists=True,
     )
+
+
+def _jobs() -> None:
+    """With its indexes: by deployment, by status, and the lock (one active job per deployment)."""
     op.create_table(
         "jobs",
         sa.Column("id", sa.Text, primary_key=True),
@@ -64,6 +79,9 @@ def upgrade() -> None:
         "one_active_job_per_deployment", "jobs", ["deployment"], unique=True, if_not_exists=True,
         sqlite_where=active, postgresql_where=active,
     )
+
+
+def _events() -> None:
     op.create_table(
         "events",
         sa.Column("job", sa.Text, primary_key=True),
@@ -73,6 +91,9 @@ def upgrade() -> None:
         sa.Column("data", sa.Text, nullable=False),
         if_not_exists=True,
     )
+
+
+def _checks() -> None:
     op.create_table(
         "checks",
         sa.Column("deployment", sa.Text, primary_key=True),
@@ -82,6 +103,9 @@ def upgrade() -> None:
         sa.Column("report", sa.Text, nullable=False),
         if_not_exists=True,
     )
+
+
+def _deployed_configs() -> None:
     op.create_table(
         "deployed_configs",
         sa.Column("deployment", sa.Text, primary_key=True),
@@ -89,6 +113,9 @@ def upgrade() -> None:
         sa.Column("time", sa.Float, nullable=False),
         if_not_exists=True,
     )
+
+
+def _sessions() -> None:
     op.create_table(
         "sessions",
         sa.Column("id", sa.Text, primary_key=True),
@@ -96,6 +123,9 @@ def upgrade() -> None:
         sa.Column("ended", sa.Float),
         if_not_exists=True,
     )
+
+
+def _audit() -> None:
     op.create_table(
         "audit",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),

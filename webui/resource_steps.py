@@ -1,4 +1,5 @@
-"""What a change to a deployment means, before anything runs: pure functions, dicts in, dicts out.
+"""A change to a deployment as resource steps, and what they mean, before anything runs: pure
+functions, dicts in, dicts out (components.changes judges the settings; this reads the steps).
 
 Three questions a person asks before pressing Deploy on a changed deployment:
 - which settings changed (`config_diff`: old -> new per Contract 1 key, nested keys dotted);

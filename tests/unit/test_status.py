@@ -1,4 +1,4 @@
-"""webui.deployments.lifecycle: the one table of where a job leaves a deployment, and the closed
+"""webui.status: the one table of where a job leaves a deployment, and the closed
 vocabulary its statuses come from (issue 16 §4)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from webui.deployments.lifecycle import (
+from webui.status import (
     ENGINE_OPERATIONS,
     OBSERVING_OPERATIONS,
     RUNNING_STATUS,
@@ -77,15 +77,15 @@ def test_job_statuses_and_unknown_text(text, expected):
     assert tone(text) == expected
 
 
-def test_no_status_word_is_written_outside_the_lifecycle_module():
+def test_no_status_word_is_written_outside_the_status_module():
     # ("deployed" and "created" are also field names; the engines speak Pulumi's words: "updating"
     # is a kind of pending operation there.)
     words = set(RUNNING_STATUS.values()) | set(STANDING) - {"deployed"} | {Standing.PREVIEWED.value}
     found = []
     for path in sorted(WEBUI.rglob("*.py")):
-        if path.name == "lifecycle.py" or "engines" in path.parts:
+        if path == WEBUI / "status.py" or "engines" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in words:
                 found.append(f"{path.relative_to(WEBUI)}:{node.lineno} {node.value!r}")
-    assert found == [], "use webui.deployments.lifecycle (Standing, RUNNING_STATUS, settle)"
+    assert found == [], "use webui.status (Standing, RUNNING_STATUS, settle)"

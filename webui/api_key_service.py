@@ -1,4 +1,5 @@
-"""A deployment's API keys as the pages and the JSON API manage them (issue 17 §2).
+"""The web app's service over a deployment's API keys: what the pages and the JSON API call to list,
+create and revoke them (issue 17 §2).
 
 The keys are the endpoint's, in the Secret its gateway reads; serve.api_keys does the work through
 the Kubernetes API with the stack's kubeconfig, which is read from the engine for the one call and

@@ -1,6 +1,6 @@
 """The rows the store hands back, typed: what `Store.get_deployment`, `list_deployments`, `get_job`,
 `jobs_for` and `deployed` return. Plain dicts at run time (the JSON columns already decoded), so
-`views.py` shapes them and mypy knows their keys."""
+webui/deployments/views.py shapes them and mypy knows their keys."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Optional, TypedDict
 class DeploymentBase(TypedDict):
     name: str
     engine: str  # "offline" | "pulumi": the engine it was created with
-    status: str  # lifecycle's words (Standing, RUNNING_STATUS, "up failed", ...)
+    status: str  # webui.status's words (Standing, RUNNING_STATUS, "up failed", ...)
     summary: dict[str, Any]  # webui.summary.summarize of its settings
     createdAt: float
     updatedAt: float
@@ -63,7 +63,7 @@ class JobRecord(TypedDict):
     deployment: str
     operation: str
     engine: str
-    status: str  # lifecycle.JobStatus's words
+    status: str  # webui.status.JobStatus's words
     previousStatus: Optional[str]
     progress: JobProgress
     error: Optional[str]
