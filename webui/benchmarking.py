@@ -22,9 +22,12 @@ from components.config.errors import FieldError
 from components.config.spec import DeploymentSpec
 from components.plan.topology import estimate_cost
 from serve.benchmark.events import RunResult, progress_words
-from serve.benchmark.job import job_name_for
+from serve.benchmark.incluster import BenchmarkCancelled, BenchmarkFailed, InClusterRun, expected_seconds
+from serve.benchmark.job import JobError, job_name_for
 from serve.benchmark.prices import estimate_basis, price_notes
 from serve.benchmark.workload import PRESETS
+from serve.evidence import VerifyInputError, resolve_kubeconfig
+from serve.kube import KubeError, client_from_kubeconfig
 from webui.api_models import (
     MAX_BENCHMARK_REQUESTS,
     BenchmarkRequest,
@@ -152,8 +155,6 @@ def run_args(request: BenchmarkRequest, usd_per_hour: Optional[float]) -> list[s
 
 
 def run_seconds(request: BenchmarkRequest) -> float:
-    from serve.benchmark.incluster import expected_seconds
-
     return expected_seconds(request.requests, request.rates, None, request.timeoutS)
 
 
@@ -173,10 +174,6 @@ def progress_event(progress: Mapping[str, Any]) -> dict[str, Any]:
 
 def _run_in_cluster(outputs: dict[str, Any], kubeconfig: Optional[str], name: str, args: list[str],
                     seconds: float, on_progress: OnProgress, cancelled: Callable[[], bool]) -> RunResult:
-    from serve.benchmark.incluster import InClusterRun
-    from serve.evidence import resolve_kubeconfig
-    from serve.kube import client_from_kubeconfig
-
     region = outputs.get("region")
     client = client_from_kubeconfig(resolve_kubeconfig(outputs, kubeconfig),
                                     region_hint=region if isinstance(region, str) else None)
@@ -191,11 +188,6 @@ class Benchmarker:
 
     def run(self, ctx: JobContext, outputs: dict[str, Any], spec: Optional[DeploymentSpec],
             request: BenchmarkRequest) -> RunResult:
-        from serve.benchmark.incluster import BenchmarkCancelled, BenchmarkFailed
-        from serve.benchmark.job import JobError
-        from serve.evidence import VerifyInputError
-        from serve.kube import KubeError
-
         usd = estimate_cost(spec).usd_per_hour if spec is not None else None
         args = run_args(request, usd)
         total = request.requests * len(request.rates)
@@ -344,7 +336,7 @@ class BenchmarkService:
     def comparison(self, run_ids: Sequence[str]) -> dict[str, Any]:
         """The compare report's parts for the page: runs, table rows, what the costs are priced at,
         verdicts (first vs each other)."""
-        from serve.benchmark.compare import cost_notes, table_rows, verdict
+        from serve.benchmark.compare import cost_notes, table_rows, verdict  # matplotlib: ~1.7 s, so at first use
 
         runs, records = self._loaded(run_ids, with_records=False)
         loaded = _compare_runs(runs, records)
@@ -352,7 +344,7 @@ class BenchmarkService:
                 "priceNotes": cost_notes(loaded), "verdicts": [verdict(loaded[0], other) for other in loaded[1:]]}
 
     def plot(self, name: str, run_ids: Sequence[str]) -> bytes:
-        from serve.benchmark.compare import PLOT_NAMES, plot
+        from serve.benchmark.compare import PLOT_NAMES, plot  # matplotlib: ~1.7 s, so at first use
 
         if name not in PLOT_NAMES:
             raise NotFound(f"no plot named {name}")
@@ -364,7 +356,7 @@ class BenchmarkService:
 
 
 def _compare_runs(runs: Sequence[Mapping[str, Any]], records: Sequence[list[dict[str, Any]]]) -> list[Any]:
-    from serve.benchmark.compare import Run, distinct_labels
+    from serve.benchmark.compare import Run, distinct_labels  # matplotlib: ~1.7 s, so at first use
 
     return distinct_labels([Run(run["label"], dict(run["summary"]), recs, price_basis=price_basis_of(run))
                             for run, recs in zip(runs, records, strict=True)])

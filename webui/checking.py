@@ -21,6 +21,9 @@ from typing import Any, Callable, Optional
 from components.config.checks import VERIFY_IDS, Check, Report
 from components.config.spec import DeploymentSpec
 from components.render.outputs import OBSERVABILITY_KEY
+from serve.live_metrics import dashboard_links
+from serve.live_status import cluster_status
+from serve.verify import VerifyInputError, run_verify
 from webui.engines.base import OFFLINE_NOTICE
 from webui.redact import remember_secret
 
@@ -39,14 +42,12 @@ StatusFn = Callable[[dict[str, Any], Optional[str]], dict[str, Any]]
 
 def _run_preflight(spec: DeploymentSpec, deployed: Optional[DeploymentSpec],
                    deployed_zone: Optional[str] = None) -> Report:
-    from components.preflight.run import run_preflight
+    from components.preflight.run import run_preflight  # boto3 (~0.5 s): loaded when a preflight runs
 
     return run_preflight(spec, deployed=deployed, deployed_zone=deployed_zone)
 
 
 def _run_verify(outputs: dict[str, Any], kubeconfig: Optional[str]) -> Report:
-    from serve.verify import VerifyInputError, run_verify
-
     try:
         return run_verify(outputs, kubeconfig)
     except VerifyInputError as exc:  # outputs that break the contract, an unusable kubeconfig
@@ -54,8 +55,6 @@ def _run_verify(outputs: dict[str, Any], kubeconfig: Optional[str]) -> Report:
 
 
 def _cluster_status(outputs: dict[str, Any], kubeconfig: Optional[str]) -> dict[str, Any]:
-    from serve.live_status import cluster_status
-
     return cluster_status(outputs, kubeconfig)
 
 
@@ -107,8 +106,6 @@ class Checker:
         status = {"available": True, "checkedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   **self.status_fn(outputs, kubeconfig if isinstance(kubeconfig, str) else None)}
         if outputs.get(OBSERVABILITY_KEY):
-            from serve.live_metrics import dashboard_links
-
             status["dashboards"] = dashboard_links(stack)
         with self._lock:
             self._status_cache[stack] = (now, status)
