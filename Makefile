@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-fast real-vllm plan bench clean
+.PHONY: run test test-fast real-vllm plan perf clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,14 +19,14 @@ test: $(VENV)/.installed
 	./scripts/ensure-postgresql
 	./scripts/ensure-prometheus
 	$(PY) -m ruff check .
-	$(PY) -m mypy components serve webui bench
+	$(PY) -m mypy components serve webui perf
 	$(PY) -m pytest $(ARGS)
 
 # Before every commit: lint, types and the tests that need no browser, subprocess-heavy scenario,
 # real engine or tool install (the `slow` and `browser` markers); a few minutes on 2 cores.
 test-fast: $(VENV)/.installed
 	$(PY) -m ruff check .
-	$(PY) -m mypy components serve webui bench
+	$(PY) -m mypy components serve webui perf
 	RAYPD_SKIP_REAL_VLLM=1 $(PY) -m pytest -m "not slow and not browser" $(ARGS)
 
 # The real vLLM prefill/decode pair and Ray Serve LLM on CPU (tests/real): builds their own cached
@@ -39,12 +39,12 @@ real-vllm: $(VENV)/.installed
 plan: $(VENV)/.installed
 	$(PY) -m components.plan --config Pulumi.dev.yaml
 
-bench: $(VENV)/.installed
-	$(PY) bench/plan_bench.py
-	$(PY) bench/preflight_bench.py
-	$(PY) bench/serving_time_bench.py
-	$(PY) bench/list_bench.py
-	$(PY) bench/benchmark_client_bench.py
+perf: $(VENV)/.installed
+	$(PY) perf/plan_bench.py
+	$(PY) perf/preflight_bench.py
+	$(PY) perf/serving_time_bench.py
+	$(PY) perf/list_bench.py
+	$(PY) perf/benchmark_client_bench.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache

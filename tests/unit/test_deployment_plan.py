@@ -200,7 +200,7 @@ def test_components_never_import_serve():
 
 def test_only_the_plan_module_derives_node_groups_from_a_spec():
     callers = []
-    # (bench/plan_bench.py replaces the planner in components.plan.topology, its one home, to fake 8 groups.)
+    # (perf/plan_bench.py replaces the planner in components.plan.topology, its one home, to fake 8 groups.)
     for folder in ("components", "serve", "webui"):
         for path in (ROOT / folder).rglob("*.py"):
             if path.name == "topology.py" and folder == "components":

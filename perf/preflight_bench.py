@@ -1,6 +1,6 @@
 """Wall-time benchmark of preflight on the reference stack, against a local AWS emulator.
 
-    python bench/preflight_bench.py [--runs N]
+    python perf/preflight_bench.py [--runs N]
 
 Starts moto's ThreadedMotoServer on 127.0.0.1 (a free port), points the default credential chain at
 it (AWS_ENDPOINT_URL, dummy keys, empty config files), and runs `run_preflight` on the reference

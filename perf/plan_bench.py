@@ -1,6 +1,6 @@
 """Wall-time benchmark of the offline plan (`python -m components.plan`), as a user runs it.
 
-    python bench/plan_bench.py [--runs N]
+    python perf/plan_bench.py [--runs N]
 
 Measures two cases, each as a fresh subprocess (interpreter start, imports, mock run, JSON):
 1. the reference stack (Pulumi.dev.yaml): target < 3 s;

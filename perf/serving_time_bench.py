@@ -1,6 +1,6 @@
 """Time to serving of a raypd deployment, from the offline plan and the typical-duration table.
 
-    python bench/serving_time_bench.py
+    python perf/serving_time_bench.py
 
 Builds the offline plan (Pulumi mock runtime, nothing created) of two stacks and prints, for
 each, the critical path of the plan's dependency graph weighted by `components.plan.durations.TYPICAL`:

@@ -1,6 +1,6 @@
 """How fast can serve.benchmark's open-loop client send on this machine and still keep its schedule?
 
-    python bench/benchmark_client_bench.py [--seconds 4]
+    python perf/benchmark_client_bench.py [--seconds 4]
 
 Starts the local fake OpenAI server (tests/fakes/openai_server.py) in a subprocess, streaming 64
 tokens per request with no injected delay, and runs the open-loop Poisson client at rising rates

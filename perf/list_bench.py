@@ -7,7 +7,7 @@ endpoint for 20 s (one TCP connection per request, like a browser without keep-a
 request end to end (connect, request, full body). Prints requests, p50/p95/max in milliseconds;
 exit status 1 when a p95 misses the target (50 ms).
 
-    .venv/bin/python bench/list_bench.py [--deployments 200] [--clients 8] [--seconds 20]
+    .venv/bin/python perf/list_bench.py [--deployments 200] [--clients 8] [--seconds 20]
 """
 
 from __future__ import annotations
