@@ -1,4 +1,6 @@
-"""`python -m components.plan` as a user (and the web app's offline engine) runs it: a subprocess."""
+"""`python -m components.plan` as a user (and the web app's offline engine) runs it: a subprocess
+for the reference plan, its repeat and the secrets; the CLI's `main` in this process for the other
+cases (the same code after the interpreter starts, without a start of seconds each)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import subprocess
 
 import pytest
 
-from tests.unit.cli_support import run_module, write_stack
+from components.stack.offline_plan import main
+from tests.unit.cli_support import run_main, run_module, write_stack
 
 BANNER = "OFFLINE PLAN (Pulumi mock runtime): nothing is created in AWS"
 CIPHERTEXT = "v1:Zm9vYmFyLWNpcGhlcnRleHQtdGhhdC1tdXN0LW5vdC1sZWFr"
@@ -16,6 +19,10 @@ pytestmark = pytest.mark.slow
 
 def run_plan_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return run_module("components.plan", *args)
+
+
+def run_plan_main(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_main(main, *args)
 
 
 
@@ -46,7 +53,7 @@ def test_two_runs_print_the_same_json(reference_json):
 
 
 def test_summary_says_offline_first_and_shows_the_gpu_nodes():
-    result = run_plan_cli("--config", "Pulumi.dev.yaml")
+    result = run_plan_main("--config", "Pulumi.dev.yaml")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == BANNER
@@ -60,10 +67,10 @@ def test_summary_says_offline_first_and_shows_the_gpu_nodes():
 
 def test_stack_name_comes_from_the_file_name_unless_given(tmp_path):
     stack = write_stack(tmp_path, "config:\n  aws:region: eu-west-1\n", "Pulumi.eu.yaml")
-    by_file = json.loads(run_plan_cli("--config", str(stack), "--json").stdout)
+    by_file = json.loads(run_plan_main("--config", str(stack), "--json").stdout)
     assert by_file["stack"] == "eu" and by_file["outputs"]["clusterName"] == "raypd-eu"
     assert by_file["outputs"]["availabilityZone"] == "eu-west-1a"
-    by_flag = json.loads(run_plan_cli("--config", str(stack), "--stack", "other", "--json").stdout)
+    by_flag = json.loads(run_plan_main("--config", str(stack), "--stack", "other", "--json").stdout)
     assert by_flag["stack"] == "other"
 
 
@@ -87,7 +94,7 @@ def test_secure_config_values_never_appear_in_any_output(tmp_path):
     ("config:\n  raypd:model: [unclosed\n", "--config"),
 ], ids=["unknown-key", "tp-too-big", "libfabric-without-efa", "bad-yaml"])
 def test_invalid_config_exits_2_naming_the_field(tmp_path, body, field):
-    result = run_plan_cli("--config", str(write_stack(tmp_path, body)), "--json")
+    result = run_plan_main("--config", str(write_stack(tmp_path, body)), "--json")
     assert result.returncode == 2
     assert result.stdout == ""
     assert any(line.startswith(f"{field}: ") for line in result.stderr.splitlines()), result.stderr
@@ -95,7 +102,7 @@ def test_invalid_config_exits_2_naming_the_field(tmp_path, body, field):
 
 
 def test_missing_file_exits_2_naming_the_option(tmp_path):
-    result = run_plan_cli("--config", str(tmp_path / "Pulumi.nope.yaml"))
+    result = run_plan_main("--config", str(tmp_path / "Pulumi.nope.yaml"))
     assert result.returncode == 2
     assert result.stderr.startswith("--config: no such file")
     assert "Traceback" not in result.stderr
