@@ -33,8 +33,8 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
-from components.config import catalogue
 from components.config.spec import DeploymentSpec
+from components.plan.capacity import NodeLine, group_line, surge_nodes, vcpus_needed
 from components.plan.durations import CHANGE_TIMES, TYPICAL_SECONDS
 from components.plan.topology import DeploymentPlan, GpuGroupPlan
 from components.render.outputs import IMAGE_PROVENANCE_KEY
@@ -73,42 +73,6 @@ _KIND_WORDS = {
     Kind.REFUSED: "refused",
 }
 STRATEGY_WORDS = {"inPlace": "in place", "newCluster": "zero downtime (new cluster)"}
-# Extra nodes a managed node group may start during a rolling update (EKS user guide, "Managed node
-# update behavior", scale-up phase): the Auto Scaling group's maximum and desired size grow by the
-# larger of "up to twice the number of Availability Zones the Auto Scaling group is deployed in"
-# and the update's maxUnavailable (default 1; raypd sets no updateConfig). New nodes start before
-# old ones are drained.
-GPU_GROUP_ZONES = 1  # every GPU node group sits in one subnet of the GPU AZ (EFA cannot cross AZs)
-DEFAULT_MAX_UNAVAILABLE = 1
-SURGE_NODES = max(2 * GPU_GROUP_ZONES, DEFAULT_MAX_UNAVAILABLE)
-
-
-@dataclass(frozen=True)
-class NodeLine:
-    """`nodes` extra x `instance_type` for `why` (a peak during the update)."""
-
-    instance_type: str
-    nodes: int
-    why: str
-
-    @property
-    def vcpus(self) -> int:
-        return self.nodes * catalogue.CATALOGUE[self.instance_type].vcpus if (
-            self.instance_type in catalogue.CATALOGUE) else 0
-
-    @property
-    def quota_code(self) -> str:
-        known = catalogue.lookup(self.instance_type)
-        return known.quota_code if known is not None else catalogue.QUOTA_STANDARD
-
-    @property
-    def usd_per_hour(self) -> Optional[float]:
-        known = catalogue.lookup(self.instance_type)
-        if known is None or known.usd_per_hour is None:
-            return None
-        return known.usd_per_hour * self.nodes
-
-
 @dataclass(frozen=True)
 class Effect:
     """One consequence: what changes, how (kind), in words, and the endpoint downtime it costs."""
@@ -145,10 +109,7 @@ class Strategy:
     @property
     def extra_vcpus(self) -> dict[str, int]:
         """Extra vCPUs per Service Quotas code at the peak (what the preflight checks)."""
-        extra: dict[str, int] = {}
-        for line in self.extra_nodes:
-            extra[line.quota_code] = extra.get(line.quota_code, 0) + line.vcpus
-        return extra
+        return vcpus_needed(self.extra_nodes)
 
 
 @dataclass(frozen=True)
@@ -226,10 +187,6 @@ def _replicas(plan: DeploymentPlan) -> dict[str, int]:
 
 def _groups(plan: DeploymentPlan) -> dict[str, GpuGroupPlan]:
     return {group.name: group for group in plan.groups}
-
-
-def _node_line(group: GpuGroupPlan, why: str, nodes: Optional[int] = None) -> NodeLine:
-    return NodeLine(group.instance_type, group.nodes if nodes is None else nodes, why)
 
 
 def _in_place(plan: DeploymentPlan) -> DeploymentPlan:
@@ -536,8 +493,8 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
         rebuild = True
         rolled += [group for group in new.groups if group not in rolled]
     superseded += [old_groups[name] for name in sorted(set(old_groups) - set(new_groups))]
-    system_lines = ((NodeLine(before.system_nodes.instance_type, before.system_nodes.count,
-                              "the old system node group, until it is deleted at the end"),)
+    system_lines = ((NodeLine.of(before.system_nodes.instance_type, before.system_nodes.count,
+                                 "the old system node group, until it is deleted at the end"),)
                     if system_replaced else ())
     return _finish(effects, old, new, rebuild=rebuild or switched, superseded=tuple(superseded),
                    rolled=tuple(rolled), system_lines=system_lines)
@@ -555,10 +512,10 @@ def _finish(effects: list[Effect], old: DeploymentPlan, new: DeploymentPlan, *, 
         effects.append(Effect("settings", Kind.NO_SERVING_EFFECT, "nothing the deployment runs changes"))
     gpu_group_time = TYPICAL_SECONDS["eks:index:ManagedNodeGroup[gpu]"]
     cold_cluster = TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
-    surge = SURGE_NODES
-    replacement_lines = tuple(_node_line(g, "the old node group, until it is deleted at the end")
+    surge = surge_nodes()
+    replacement_lines = tuple(group_line(g, "the old node group, until it is deleted at the end")
                               for g in superseded) + system_lines
-    roll_lines = tuple(_node_line(g, "surge nodes of a rolling update", min(surge, g.nodes))
+    roll_lines = tuple(group_line(g, "surge nodes of a rolling update", min(surge, g.nodes))
                        for g in rolled)
     peak_seconds = (gpu_group_time + cold_cluster if superseded or system_lines
                     else CHANGE_TIMES["node-group-roll"].seconds if rolled else 0.0)
@@ -571,7 +528,7 @@ def _finish(effects: list[Effect], old: DeploymentPlan, new: DeploymentPlan, *, 
            else ", no extra nodes"),
     )
     switch_seconds = gpu_group_time + cold_cluster
-    extra = tuple(_node_line(g, "the old Ray cluster's nodes, until the switch") for g in old.groups)
+    extra = tuple(group_line(g, "the old Ray cluster's nodes, until the switch") for g in old.groups)
     disruption = max((e.downtime_seconds for e in effects if e.kind in (
         Kind.RESTART_ENGINES, Kind.NEW_RAY_CLUSTER)), default=0.0)
     others = max((e.downtime_seconds for e in effects if e.kind not in (

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -43,13 +42,23 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from components.changes.assess import DEFAULT_MAX_UNAVAILABLE, GPU_GROUP_ZONES
 from components.config import catalogue
 from components.config.checks import Check, Report, write_report
 from components.config.errors import SpecError
 from components.config.spec import ADMIN_ROLE_ARNS_KEY, REGION_KEY, DeploymentSpec
 from components.config.stack_file import add_stack_arguments, read_stack
 from components.plan import model_shapes
+from components.plan.capacity import (
+    DEFAULT_MAX_UNAVAILABLE,
+    GPU_GROUP_ZONES,
+    QUOTA_NAMES,
+    NodeLine,
+    node_lines,
+    quota_code_for,
+    surge_nodes,
+    update_surge_vcpus,
+    vcpus_needed,
+)
 from components.plan.model_shapes import memory_fit
 from components.plan.topology import DeploymentPlan, plan_deployment
 from components.plan.zones import (
@@ -98,13 +107,8 @@ BOTO_CONFIG = Config(
 
 # EKS-excluded AZ IDs: one table, in components.plan.zones, shared with the program.
 
-# EKS managed node group updates: the rule lives with the other change effects (components.changes).
+# Node lines, quota codes and the update surge: one model, in components.plan.capacity.
 
-QUOTA_NAMES: dict[str, str] = {
-    catalogue.QUOTA_G_AND_VT: "Running On-Demand G and VT instances",
-    catalogue.QUOTA_P: "Running On-Demand P instances",
-    catalogue.QUOTA_STANDARD: "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
-}
 # EKS tags every managed node group instance with its cluster's name.
 CLUSTER_TAG = "eks:cluster-name"
 
@@ -144,80 +148,6 @@ def choose_gpu_zone(
         return (spec.availability_zone if spec.availability_zone in zones else None), zones
     zone = pick_gpu_zone(None, previous, zones, zones if usable is None else usable)
     return zone, zones
-
-
-def quota_code_for(instance_type: str) -> Optional[str]:
-    """The On-Demand vCPU quota an instance type counts against; None for the families raypd does
-    not track (F, X, Inf, Trn, DL, HPC, Mac, high-memory...). Known types: the catalogue decides."""
-    known = catalogue.lookup(instance_type)
-    if known is not None:
-        return known.quota_code
-    letters = re.match(r"[a-z]+", instance_type.split(".", 1)[0])
-    prefix = letters.group(0) if letters else ""
-    if prefix in ("g", "gr", "vt"):
-        return catalogue.QUOTA_G_AND_VT
-    if prefix == "p":
-        return catalogue.QUOTA_P
-    if prefix in ("a", "c", "d", "h", "i", "m", "r", "t", "z"):
-        return catalogue.QUOTA_STANDARD
-    return None
-
-
-@dataclass(frozen=True)
-class NodeLine:
-    """`nodes` x `instance_type` (`vcpus` each), counted against `quota_code`."""
-    what: str
-    instance_type: str
-    nodes: int
-    vcpus: int
-    quota_code: str
-
-    @property
-    def total(self) -> int:
-        return self.nodes * self.vcpus
-
-
-def node_lines(plan: DeploymentPlan, vcpus: Mapping[str, int]) -> list[NodeLine]:
-    """Every node the stack runs: GPU node groups (topology plan) and the system nodes.
-
-    `vcpus` is per instance type from EC2 DescribeInstanceTypes; the catalogue fills gaps.
-    """
-    def cpus(name: str) -> int:
-        if name in vcpus:
-            return vcpus[name]
-        known = catalogue.lookup(name)
-        return known.vcpus if known is not None else 0
-
-    lines = [
-        NodeLine(f"GPU group {g.name}", g.instance_type, g.nodes, cpus(g.instance_type),
-                 quota_code_for(g.instance_type) or catalogue.QUOTA_STANDARD)
-        for g in plan.groups
-    ]
-    system = plan.spec.system_nodes.instance_type
-    lines.append(NodeLine("system nodes", system, plan.spec.system_nodes.count, cpus(system),
-                          quota_code_for(system) or catalogue.QUOTA_STANDARD))
-    return lines
-
-
-def vcpus_needed(lines: Iterable[NodeLine]) -> dict[str, int]:
-    need: dict[str, int] = {}
-    for line in lines:
-        need[line.quota_code] = need.get(line.quota_code, 0) + line.total
-    return need
-
-
-def surge_nodes(zones: int = GPU_GROUP_ZONES, max_unavailable: int = DEFAULT_MAX_UNAVAILABLE) -> int:
-    """Extra nodes a managed node group may launch during a rolling update (documented upper bound)."""
-    return max(2 * zones, max_unavailable)
-
-
-def update_surge_vcpus(lines: Iterable[NodeLine]) -> dict[str, int]:
-    """Extra vCPUs per quota code while the GPU node groups are replaced (all at once, worst case)."""
-    extra: dict[str, int] = {}
-    for line in lines:
-        if line.what.startswith("GPU group"):
-            extra[line.quota_code] = extra.get(line.quota_code, 0) + surge_nodes() * line.vcpus
-    return extra
 
 
 def increase_command(code: str, desired: int, region: str) -> str:
