@@ -42,6 +42,8 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
+from components.changes.assess import assess
+from components.changes.effects import STRATEGY_WORDS
 from components.config import catalogue
 from components.config.checks import Check, Report, write_report
 from components.config.errors import SpecError
@@ -799,8 +801,6 @@ def _check_update_headroom(ctx: _Context, facts: Optional[_QuotaFacts]) -> None:
     """The peak of THIS update (components.changes: the old group beside its replacement until the
     end, the old Ray cluster's nodes until a zero-downtime switch, surge nodes of a rolling
     update) against the free quota; with no such peak, the headroom a later rolling update needs."""
-    from components.changes.assess import STRATEGY_WORDS, assess
-
     spec, cid, title = ctx.spec, "update-headroom", TITLES["update-headroom"]
     if ctx.deployed is None:
         ctx.add(Check.skipped(cid, title, "new stack: nothing runs beside its nodes"))
