@@ -63,8 +63,9 @@ def main() -> int:
 
     from components.config import defaults
     from components.config.spec import DeploymentSpec
+    from components.plan.capacity import node_lines, vcpus_needed
     from components.plan.topology import plan_deployment
-    from components.preflight.run import node_lines, run_preflight, vcpus_needed
+    from components.preflight.run import run_preflight
     from tests.fakes.hf_hub import FakeHub, HubRepo
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -21,7 +21,7 @@ Read with the rules of what acts on each object:
 
 from __future__ import annotations
 
-from components.changes.assess import Effect, Kind
+from components.changes.effects import Effect, Kind
 from components.config.endpoint_spec import EndpointSpec
 
 SUBJECT = "raypd:endpoint"

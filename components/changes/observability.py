@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from components.changes.assess import Effect, Kind, minutes
+from components.changes.effects import Effect, Kind, minutes
 from components.config.observability_spec import ObservabilitySpec
 from components.plan.durations import CHANGE_TIMES
 from components.render.outputs import OBSERVABILITY_KEY

@@ -1,7 +1,7 @@
-"""`python -m components.preflight`: the checks to run before `pulumi up` (components/preflight/run.py)."""
+"""`python -m components.preflight`: the checks to run before `pulumi up` (components/preflight/cli.py)."""
 
 import sys
 
-from components.preflight.run import main
+from components.preflight.cli import main
 
 sys.exit(main())

@@ -26,14 +26,24 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Optional
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Callable, Optional
 
 from botocore.client import BaseClient
 from botocore.exceptions import BotoCoreError, ClientError
 
 from components.config.checks import Check
 from components.config.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER, DeploymentSpec
+from components.preflight.hub_endpoint import (
+    DEFAULT_HUB,
+    ENDPOINT_VARIABLE,
+    HubEndpointError,
+    hub_endpoint,
+    hub_offline,
+    shown_endpoint,
+    valid_endpoint,
+)
 from components.render.model_access import S3Location, s3_location
 
 log = logging.getLogger(__name__)
@@ -41,84 +51,10 @@ log = logging.getLogger(__name__)
 CHECK_ID = "model-source"
 TITLE = "the model source exists and the pods can read it"
 SOURCE_KEY = "raypd:model.source"
-DEFAULT_HUB = "https://huggingface.co"
 HUB_TIMEOUT_SECONDS = 5.0
 # vLLM reads a Hugging Face-format config.json first; a Mistral-format checkpoint has params.json.
 CONFIG_FILE = "config.json"
 MISTRAL_CONFIG_FILE = "params.json"
-_TRUE = {"1", "true", "yes", "on"}
-
-
-ENDPOINT_VARIABLE = "HF_ENDPOINT"
-MAX_ENDPOINT_LENGTH = 2048
-_SHOWN_ENDPOINT_LIMIT = 200
-
-
-class HubEndpointError(ValueError):
-    """`HF_ENDPOINT` (or an endpoint given) cannot be used; the message names it and never holds
-    its user name or password."""
-
-
-def hub_endpoint() -> str:
-    """Where preflight asks the Hub: `HF_ENDPOINT` (a mirror, or a test's stand-in) or the public Hub.
-
-    Only preflight looks there. The pods are given `HF_TOKEN` and `HF_HOME` and never
-    `HF_ENDPOINT` (components/render/rayservice.py), so they download from https://huggingface.co unless
-    their image sets `HF_ENDPOINT` itself; the check's detail says so when the two differ. An empty
-    value counts as unset. Raises `HubEndpointError` for a value huggingface_hub cannot use: it reads
-    `HF_ENDPOINT` when first imported and fails there with a traceback (utils/_http.py takes the
-    endpoint's port to build `_HUB_ORIGINS`), so it is checked before that import."""
-    return valid_endpoint(os.environ.get(ENDPOINT_VARIABLE) or DEFAULT_HUB)
-
-
-def valid_endpoint(value: str, name: str = ENDPOINT_VARIABLE) -> str:
-    """`value` without its trailing slash when it is an http(s) URL huggingface_hub can append
-    API paths to, else `HubEndpointError` saying what is wrong with `name`."""
-    if len(value) > MAX_ENDPOINT_LENGTH:
-        raise HubEndpointError(f"{name} is {len(value)} characters long: not the URL of a Hub "
-                               f"(at most {MAX_ENDPOINT_LENGTH})")
-    for position, char in enumerate(value):
-        if not "!" <= char <= "~":  # printable ASCII only: no space, control or non-ASCII character
-            raise HubEndpointError(f"{name} holds a character no URL may hold (U+{ord(char):04X} at "
-                                   f"position {position + 1}; spaces, control characters and non-ASCII "
-                                   "are refused: write an international host name in punycode)")
-    shown = shown_endpoint(value)
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535", a port not a number
-        raise HubEndpointError(f"{name} is not a valid URL ({shown}: {exc})") from None
-    if parts.scheme not in ("https", "http"):
-        raise HubEndpointError(f"{name} must be an https:// (or http://) URL, not {shown}")
-    if not parts.hostname:
-        raise HubEndpointError(f"{name} names no host ({shown})")
-    if port == 0:
-        raise HubEndpointError(f"{name} names port 0 ({shown}): no server listens there")
-    if "@" in parts.netloc:
-        # httpx turns URL credentials into basic auth, which replaces the bearer token
-        # huggingface_hub sends: the check would ask without raypd:hfToken and say it asked with it.
-        raise HubEndpointError(f"{name} carries a user name or password ({shown}): huggingface_hub "
-                               f"authenticates with a token ({HF_TOKEN_KEY}), which credentials in the "
-                               "URL would replace")
-    if parts.query or parts.fragment or "?" in value or "#" in value:
-        raise HubEndpointError(f"{name} has a query or fragment ({shown}): huggingface_hub appends "
-                               "API paths to it")
-    return value.rstrip("/")
-
-
-def shown_endpoint(value: str) -> str:
-    """An endpoint as it may be shown: without the user name and password it may carry
-    (`https://user:pass@mirror` becomes `https://***@mirror`), and short."""
-    scheme, separator, rest = value.partition("://")
-    if separator and "@" in rest:
-        rest = "***@" + rest.rpartition("@")[2]
-    shown = f"{scheme}{separator}{rest}"
-    return shown if len(shown) <= _SHOWN_ENDPOINT_LIMIT else shown[:_SHOWN_ENDPOINT_LIMIT - 3] + "..."
-
-
-def hub_offline() -> bool:
-    """`HF_HUB_OFFLINE`, huggingface_hub's own switch: the Hub must not be asked from here."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
 
 
 def _passed(evidence: str) -> Check:
@@ -185,85 +121,144 @@ def _ask_hub(spec: DeploymentSpec, hub: str, timeout: float) -> Check:
     if token is not None and not token.isascii():
         return _failed(f"{HF_TOKEN_KEY} holds characters no HTTP header can carry: it is not a "
                        "Hugging Face token", f"set {HF_TOKEN_KEY} to a token from {shown_hub}/settings/tokens")
-    # huggingface_hub otherwise fetches an "agent harness" registry from the Hub on its first
-    # request (telemetry, its utils/_detect_agent.py) and writes it under HF_HOME: preflight only
-    # reads metadata. Read at its import; a value the user set is kept.
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     try:
-        from httpx2 import HTTPError as TransportError
-        from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
-        from huggingface_hub.errors import (
-            DisabledRepoError,
-            GatedRepoError,
-            HfHubHTTPError,
-            HFValidationError,
-            OfflineModeIsEnabled,
-            RemoteEntryNotFoundError,
-            RepositoryNotFoundError,
-        )
+        library = _hub_library()
     except Exception as exc:  # noqa: BLE001 - it parses HF_* variables at import: a bad one is a failed check
         return _failed(f"huggingface_hub could not start here ({type(exc).__name__}), so {repo} could "
                        "not be looked up", "check the HF_* environment variables (HF_ENDPOINT, "
                        "HF_HUB_ETAG_TIMEOUT, ...), or unset them")
+    asker = _Asker(library, hub, repo, token, unreadable_token, timeout)
+    info = asker.ask(None)
+    return info if isinstance(info, Check) else _judge_info(asker, info)
 
-    api = HfApi(endpoint=hub, token=token if token is not None else False, library_name="raypd")
-    with_token = f"with {HF_TOKEN_KEY}" if token is not None else f"without a token ({HF_TOKEN_KEY} unset)"
-    if unreadable_token:
-        with_token = (f"without the token: {HF_TOKEN_KEY} is set, but kept in the stack's encrypted "
-                      "config where preflight cannot read it")
-    where = f"{repo} on {shown_hub}"
 
-    def did_not_answer(exc: BaseException) -> Check:
-        reason = _one_line(f"{type(exc).__name__}: {exc}", token) if str(exc) else type(exc).__name__
-        return _failed(f"the Hugging Face Hub at {shown_hub} did not answer ({reason}), so nothing says "
-                       f"{repo} can be downloaded; the pods would fail the same way",
-                       f"check network access to {shown_hub} (HF_ENDPOINT names a mirror), then rerun")
+def _hub_library() -> SimpleNamespace:
+    """The parts of huggingface_hub the check uses, imported here and not at the top: the library
+    reads the HF_* variables when first imported (and fails there on a bad one), so it is imported
+    only after hub_endpoint() checked HF_ENDPOINT; and it would otherwise fetch an "agent harness"
+    registry from the Hub on its first request (telemetry, its utils/_detect_agent.py) and write it
+    under HF_HOME, where preflight only reads metadata (read at its import; a value the user set is
+    kept)."""
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    from httpx2 import HTTPError as TransportError
+    from huggingface_hub import HfApi, errors, get_hf_file_metadata, hf_hub_url
 
-    def http_error(exc: HfHubHTTPError, doing: str) -> Check:
-        status = exc.response.status_code if exc.response is not None else 0
-        said = _one_line(exc.server_message or "", token)
-        if status == 401 and token is not None:
-            return _failed(f"the Hub rejected {HF_TOKEN_KEY} while {doing} (HTTP 401"
-                           f"{': ' + said if said else ''})",
-                           f"create a read token at {shown_hub}/settings/tokens and set it: "
-                           f"pulumi config set --secret {HF_TOKEN_KEY} <token>")
-        return _failed(f"the Hub answered HTTP {status} while {doing}{': ' + said if said else ''}",
-                       f"rerun preflight; if it persists, check {shown_hub}'s status")
+    return SimpleNamespace(HfApi=HfApi, get_hf_file_metadata=get_hf_file_metadata, hf_hub_url=hf_hub_url,
+                           errors=errors, TransportError=TransportError)
 
-    try:
-        info = api.model_info(repo, timeout=timeout)
-    except HFValidationError as exc:
-        return _failed(f"{repo} is not a Hub repo id ({_one_line(str(exc), token)})",
-                       f"set {SOURCE_KEY} to org/name as the model's Hub page shows it")
-    except GatedRepoError:  # not expected from model_info (gated metadata is public), but be exact
-        return _gated_refused(repo, shown_hub, token, unreadable_token, "")
-    except RepositoryNotFoundError:
-        if unreadable_token:
-            return _warned(f"{where} was not found {with_token}: it does not exist, or it is private",
-                           f"check the spelling of {SOURCE_KEY}; run the CLI preflight with the "
-                           "stack file to check with the token")
-        private_note = ("or it is private and this token cannot read it" if token is not None
+
+# What _Asker.ask answers when the file it asked for is not in the repo (the next one is asked).
+_NOT_THERE = object()
+
+
+@dataclass(frozen=True)
+class _Asker:
+    """Asks one Hub about one repo with the pods' token, and words what went wrong."""
+
+    library: SimpleNamespace  # _hub_library()
+    hub: str
+    repo: str
+    token: Optional[str]
+    unreadable_token: bool  # a token is configured that preflight cannot read here
+    timeout: float
+
+    @property
+    def shown_hub(self) -> str:
+        return shown_endpoint(self.hub)
+
+    @property
+    def where(self) -> str:
+        return f"{self.repo} on {self.shown_hub}"
+
+    @property
+    def with_token(self) -> str:
+        if self.unreadable_token:
+            return (f"without the token: {HF_TOKEN_KEY} is set, but kept in the stack's encrypted "
+                    "config where preflight cannot read it")
+        return f"with {HF_TOKEN_KEY}" if self.token is not None else f"without a token ({HF_TOKEN_KEY} unset)"
+
+    def ask(self, probe: Optional[str]) -> Any:
+        """The repo's info (`probe` None) or the metadata of its file `probe`, as hf_hub_download
+        asks it; a failed Check when the question failed, _NOT_THERE when the file is not there."""
+        hf = self.library
+        token = self.token if self.token is not None else False
+        api = hf.HfApi(endpoint=self.hub, token=token, library_name="raypd")
+        try:
+            if probe is None:
+                return api.model_info(self.repo, timeout=self.timeout)
+            return hf.get_hf_file_metadata(hf.hf_hub_url(self.repo, probe, endpoint=self.hub),
+                                           token=token, timeout=self.timeout, endpoint=self.hub)
+        except Exception as exc:  # sorted by _refusal; what it does not know is raised again
+            refusal = self._refusal(exc, probe)
+            if refusal is None:
+                raise
+            return refusal
+
+    def _refusal(self, exc: Exception, probe: Optional[str]) -> Any:
+        """What a failed question says (most specific error first): a Check, _NOT_THERE, or None."""
+        errors, repo, doing = self.library.errors, self.repo, f"reading {self.repo}/{probe}"
+        if probe is None and isinstance(exc, errors.HFValidationError):
+            return _failed(f"{repo} is not a Hub repo id ({_one_line(str(exc), self.token)})",
+                           f"set {SOURCE_KEY} to org/name as the model's Hub page shows it")
+        if probe is not None and isinstance(exc, errors.RemoteEntryNotFoundError):
+            return _NOT_THERE
+        if isinstance(exc, errors.GatedRepoError):  # from model_info not expected (gated metadata is public)
+            said = _one_line(exc.server_message or "", self.token) if probe is not None else ""
+            return _gated_refused(repo, self.shown_hub, self.token, self.unreadable_token, said)
+        if isinstance(exc, errors.RepositoryNotFoundError):
+            return self._not_found() if probe is None else _failed(
+                f"{self.where}: the Hub answered its info, but its files were not found {self.with_token}",
+                f"check {SOURCE_KEY} and {HF_TOKEN_KEY}")
+        if probe is None and isinstance(exc, errors.DisabledRepoError):
+            return _failed(f"{self.where} is disabled on the Hub: nothing in it can be downloaded",
+                           f"pick another repo in {SOURCE_KEY}")
+        if isinstance(exc, errors.HfHubHTTPError):
+            return self._http_error(exc, f"reading {repo}'s info" if probe is None else doing)
+        if isinstance(exc, errors.OfflineModeIsEnabled):
+            return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {self.shown_hub} was not asked "
+                                 f"about {repo}")
+        if isinstance(exc, (self.library.TransportError, OSError)):
+            reason = _one_line(f"{type(exc).__name__}: {exc}", self.token) if str(exc) else type(exc).__name__
+            return _failed(f"the Hugging Face Hub at {self.shown_hub} did not answer ({reason}), so nothing "
+                           f"says {repo} can be downloaded; the pods would fail the same way",
+                           f"check network access to {self.shown_hub} (HF_ENDPOINT names a mirror), then rerun")
+        if probe is None and isinstance(exc, (ValueError, KeyError, TypeError)):
+            # A 200 that is not the Hub's JSON (a proxy, a portal).
+            return not_the_hub(self.shown_hub, f"its answer to GET /api/models/{repo} is not a model's "
+                               f"info ({type(exc).__name__})")
+        return None
+
+    def _not_found(self) -> Check:
+        if self.unreadable_token:
+            return _warned(f"{self.where} was not found {self.with_token}: it does not exist, or it is "
+                           f"private", f"check the spelling of {SOURCE_KEY}; run the CLI preflight with "
+                           "the stack file to check with the token")
+        private_note = ("or it is private and this token cannot read it" if self.token is not None
                         else f"or it is private ({HF_TOKEN_KEY} is not set, and the Hub answers a "
                              "private repo it will not show like a missing one)")
-        return _failed(f"{where} was not found {with_token}: it does not exist (a typo?), {private_note}",
-                       f"check the spelling of {SOURCE_KEY} against the model's page on {shown_hub}; for a "
-                       f"private repo set {HF_TOKEN_KEY} to a token that can read it")
-    except DisabledRepoError:
-        return _failed(f"{where} is disabled on the Hub: nothing in it can be downloaded",
-                       f"pick another repo in {SOURCE_KEY}")
-    except HfHubHTTPError as exc:
-        return http_error(exc, f"reading {repo}'s info")
-    except OfflineModeIsEnabled:
-        return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {shown_hub} was not asked about {repo}")
-    except (TransportError, OSError) as exc:
-        return did_not_answer(exc)
-    except (ValueError, KeyError, TypeError) as exc:  # a 200 that is not the Hub's JSON (a proxy, a portal)
-        return not_the_hub(shown_hub, f"its answer to GET /api/models/{repo} is not a model's info "
-                           f"({type(exc).__name__})")
+        return _failed(f"{self.where} was not found {self.with_token}: it does not exist (a typo?), "
+                       f"{private_note}", f"check the spelling of {SOURCE_KEY} against the model's page "
+                       f"on {self.shown_hub}; for a private repo set {HF_TOKEN_KEY} to a token that can read it")
 
+    def _http_error(self, exc: Any, doing: str) -> Check:
+        status = exc.response.status_code if exc.response is not None else 0
+        said = _one_line(exc.server_message or "", self.token)
+        if status == 401 and self.token is not None:
+            return _failed(f"the Hub rejected {HF_TOKEN_KEY} while {doing} (HTTP 401"
+                           f"{': ' + said if said else ''})",
+                           f"create a read token at {self.shown_hub}/settings/tokens and set it: "
+                           f"pulumi config set --secret {HF_TOKEN_KEY} <token>")
+        return _failed(f"the Hub answered HTTP {status} while {doing}{': ' + said if said else ''}",
+                       f"rerun preflight; if it persists, check {self.shown_hub}'s status")
+
+
+def _judge_info(asker: _Asker, info: Any) -> Check:
+    """The repo's info is evidence when it is about the asked repo, lists its files and is not
+    gated; else the first file vLLM fetches is asked for too."""
+    repo, where, token = asker.repo, asker.where, asker.token
     answered = _one_line(info.id, token, limit=120) if isinstance(info.id, str) else ""
     if not answered:
-        return not_the_hub(shown_hub, f"its answer to GET /api/models/{repo} names no repo")
+        return not_the_hub(asker.shown_hub, f"its answer to GET /api/models/{repo} names no repo")
     same_repo = answered.lower() == repo.lower()  # the Hub matches repo ids without regard to case
     named = where if answered == repo or not same_repo else f"{where} (the Hub spells it {answered})"
     kind = "private" if info.private else "public"
@@ -274,36 +269,22 @@ def _ask_hub(spec: DeploymentSpec, hub: str, timeout: float) -> Check:
     held = MISTRAL_CONFIG_FILE if MISTRAL_CONFIG_FILE in files and CONFIG_FILE not in files else CONFIG_FILE
     if listed and not info.gated:
         revision = f"revision {info.sha[:12]}" if info.sha else "its main revision"
-        return _passed(f"{named}: {kind}, readable {with_token}, holds {held} ({revision})")
+        return _passed(f"{named}: {kind}, readable {asker.with_token}, holds {held} ({revision})")
 
     # The info alone is not enough (gated: the info is public, the files are not; no file list;
     # another repo's info): ask for the first file vLLM fetches, as hf_hub_download does.
     for probe in ([held] if listed else [CONFIG_FILE, MISTRAL_CONFIG_FILE]):
-        try:
-            metadata = get_hf_file_metadata(hf_hub_url(repo, probe, endpoint=hub),
-                                            token=token if token is not None else False,
-                                            timeout=timeout, endpoint=hub)
-        except RemoteEntryNotFoundError:
-            continue
-        except GatedRepoError as exc:
-            return _gated_refused(repo, shown_hub, token, unreadable_token,
-                                  _one_line(exc.server_message or "", token))
-        except RepositoryNotFoundError:
-            return _failed(f"{where}: the Hub answered its info, but its files were not found {with_token}",
-                           f"check {SOURCE_KEY} and {HF_TOKEN_KEY}")
-        except HfHubHTTPError as exc:
-            return http_error(exc, f"reading {repo}/{probe}")
-        except OfflineModeIsEnabled:
-            return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {shown_hub} was not asked about {repo}")
-        except (TransportError, OSError) as exc:
-            return did_not_answer(exc)
-        break
+        metadata = asker.ask(probe)
+        if metadata is not _NOT_THERE:
+            break
     else:
         return _no_config(where, f"HEAD of {CONFIG_FILE} and {MISTRAL_CONFIG_FILE}: not found")
+    if isinstance(metadata, Check):
+        return metadata
     missing = [header for header, value in (("X-Repo-Commit", metadata.commit_hash), ("ETag", metadata.etag))
                if not value]
     if missing:  # hf_hub_download raises FileMetadataError on such an answer
-        return not_the_hub(shown_hub, f"it answered HEAD {repo}/{probe} without the Hub's "
+        return not_the_hub(asker.shown_hub, f"it answered HEAD {repo}/{probe} without the Hub's "
                            f"{' and '.join(missing)} header{'s' if len(missing) > 1 else ''}, which "
                            "huggingface_hub needs to download a file")
     commit = _one_line(metadata.commit_hash or "", token)[:12]
@@ -316,7 +297,7 @@ def _ask_hub(spec: DeploymentSpec, hub: str, timeout: float) -> Check:
     if info.gated:
         return _passed(f"{named}: gated ({info.gated}), {kind}; {HF_TOKEN_KEY} has been granted access "
                        f"({served})")
-    return _passed(f"{named}: {kind}, readable {with_token}; its info lists no files, and {served}")
+    return _passed(f"{named}: {kind}, readable {asker.with_token}; its info lists no files, and {served}")
 
 
 def not_the_hub(shown_hub: str, why: str) -> Check:

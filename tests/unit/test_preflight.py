@@ -27,22 +27,14 @@ from botocore.stub import Stubber
 from components.config import catalogue
 from components.config.checks import PREFLIGHT_IDS, Report, exit_code
 from components.config.spec import DeploymentSpec
+from components.plan.capacity import node_lines, quota_code_for, surge_nodes, update_surge_vcpus, vcpus_needed
 from components.plan.topology import plan_deployment
-from components.plan.zones import PreviousZones
+from components.plan.zones import EKS_UNSUPPORTED_ZONE_IDS, PreviousZones
 from components.plan.zones import eks_usable as eks_usable_zones
 from components.preflight.admin_access import caller_in_admins, matching_entry
-from components.preflight.run import (
-    EKS_UNSUPPORTED_ZONE_IDS,
-    choose_gpu_zone,
-    increase_command,
-    node_lines,
-    quota_code_for,
-    run_preflight,
-    second_zone,
-    surge_nodes,
-    update_surge_vcpus,
-    vcpus_needed,
-)
+from components.preflight.placement import choose_gpu_zone, second_zone
+from components.preflight.quota import increase_command
+from components.preflight.run import run_preflight
 from tests.unit.cli_support import run_module, write_stack
 
 G, P, STD = catalogue.QUOTA_G_AND_VT, catalogue.QUOTA_P, catalogue.QUOTA_STANDARD

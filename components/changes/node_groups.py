@@ -1,0 +1,149 @@
+"""What a change of the node groups does, for the change preview (components.changes.assess): the
+system node group, the GPU node groups, and the GPU zone they sit in.
+
+Read with the rules of pulumi-eks and EKS: a managed node group whose instance type, subnet (zone)
+or name changes is replaced, new group first (create-before-delete), so old and new run side by
+side until the end of the update; its size changes in place; its disk (in the launch template
+pulumi-eks builds for raypd's IMDSv2 setting) rolls: EKS adds surge nodes, then drains the old
+ones one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from components.changes.effects import Effect, Kind, minutes
+from components.config.spec import DeploymentSpec
+from components.plan.durations import CHANGE_TIMES, TYPICAL_SECONDS
+from components.plan.topology import DeploymentPlan, GpuGroupPlan
+
+UNRESOLVED_ZONE = "(resolved at deploy time)"
+
+
+def gpu_zone(spec: DeploymentSpec, deployed_zone: Optional[str] = None) -> str:
+    """The GPU zone a side runs in: the configured one, else the zone the stack was deployed to
+    (zones never move on their own, components.plan.zones), else one resolved at deploy time."""
+    return spec.availability_zone or deployed_zone or UNRESOLVED_ZONE
+
+
+@dataclass
+class NodeGroupChanges:
+    """The node groups' effects, and which groups run extra nodes during the update."""
+
+    old_zone: str
+    new_zone: str
+    effects: list[Effect] = field(default_factory=list)
+    replaced: list[GpuGroupPlan] = field(default_factory=list)  # new groups started beside an old one
+    superseded: list[GpuGroupPlan] = field(default_factory=list)  # old groups running until the end
+    rolled: list[GpuGroupPlan] = field(default_factory=list)
+    system_replaced: bool = False
+
+
+def node_group_changes(old: DeploymentPlan, new: DeploymentPlan,
+                       deployed_zone: Optional[str]) -> NodeGroupChanges:
+    """The system node group, then each GPU node group, then the zone they move to."""
+    before, after = old.spec, new.spec
+    changes = NodeGroupChanges(gpu_zone(before, deployed_zone), gpu_zone(after, deployed_zone))
+    _system_nodes(before, after, changes)
+    old_groups = {group.name: group for group in old.groups}
+    new_groups = {group.name: group for group in new.groups}
+    for name, group in new_groups.items():
+        previous = old_groups.get(name)
+        if previous is not None:
+            _kept_group(previous, group, new, changes)
+    gone = ", ".join(sorted(set(old_groups) - set(new_groups)))
+    for name in sorted(set(new_groups) - set(old_groups)):
+        group = new_groups[name]
+        changes.replaced.append(group)
+        changes.effects.append(Effect(
+            f"GPU node group {name}", Kind.REPLACE_NODES,
+            f"a new node group of {group.nodes} x {group.instance_type} "
+            f"({minutes(TYPICAL_SECONDS['eks:index:ManagedNodeGroup[gpu]'])})"
+            + (f"; the old group(s) {gone} are deleted at the end of the update, so both run (and "
+               "are billed) meanwhile" if gone else ""),
+        ))
+    if changes.old_zone != changes.new_zone:
+        changes.effects.append(Effect(
+            "raypd:availabilityZone", Kind.IN_PLACE,
+            "allowed onto the stack's second zone only (EKS keeps a cluster's subnets in the zones "
+            "it was created in; any other zone is refused before anything changes): the two zones "
+            "swap, the EKS cluster's subnets are updated in place (no new control plane), the GPU "
+            "node groups move with new subnets (above), and the NAT gateway moves (the old one "
+            "first: a few minutes without internet egress from the nodes)",
+        ))
+    changes.superseded += [old_groups[name] for name in sorted(set(old_groups) - set(new_groups))]
+    return changes
+
+
+def _system_nodes(before: DeploymentSpec, after: DeploymentSpec, changes: NodeGroupChanges) -> None:
+    if before.system_nodes.instance_type != after.system_nodes.instance_type:
+        changes.system_replaced = True
+        changes.effects.append(Effect(
+            "raypd:systemNodes.instanceType", Kind.REPLACE_NODES,
+            "the system node group is replaced (the new one first); the Ray head moves to it with "
+            "a new Ray cluster (below), and the KubeRay operator and CoreDNS move when the old "
+            "nodes drain at the end of the update",
+        ))
+    elif before.system_nodes.count != after.system_nodes.count:
+        warm_cluster = CHANGE_TIMES["ray-cluster-warm-nodes"].seconds
+        grows = after.system_nodes.count > before.system_nodes.count
+        changes.effects.append(Effect(
+            "raypd:systemNodes.count", Kind.IN_PLACE,
+            "the system node group grows in place" if grows else (
+                "the system node group shrinks in place, and EKS picks which node to drain: if it "
+                "is the one holding the Ray head, the whole Ray cluster restarts "
+                f"({minutes(warm_cluster)} of downtime)"),
+            0.0 if grows else warm_cluster,
+        ))
+
+
+def _kept_group(previous: GpuGroupPlan, group: GpuGroupPlan, new: DeploymentPlan,
+                changes: NodeGroupChanges) -> None:
+    """A GPU node group on both sides: replaced (type or zone), resized, or rolled (its disk)."""
+    name = group.name
+    if previous.instance_type != group.instance_type or changes.old_zone != changes.new_zone:
+        what = (f"{previous.instance_type} -> {group.instance_type}"
+                if previous.instance_type != group.instance_type
+                else f"zone {changes.old_zone} -> {changes.new_zone}")
+        changes.replaced.append(group)
+        changes.superseded.append(previous)
+        changes.effects.append(Effect(
+            f"GPU node group {name}", Kind.REPLACE_NODES,
+            f"{what}: a new node group of {group.nodes} x {group.instance_type} is created "
+            f"first ({minutes(TYPICAL_SECONDS['eks:index:ManagedNodeGroup[gpu]'])}), the old "
+            f"{previous.nodes} x {previous.instance_type} is deleted at the end of the update: both "
+            "run (and are billed) meanwhile",
+        ))
+    elif previous.nodes != group.nodes:
+        changes.effects.append(_resized(previous, group, new))
+    if previous.root_volume_gb != group.root_volume_gb and previous.instance_type == group.instance_type:
+        cold_cluster = TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
+        changes.rolled.append(group)
+        changes.effects.append(Effect(
+            f"GPU node group {name}", Kind.ROLL_NODES,
+            f"root volume {previous.root_volume_gb} -> {group.root_volume_gb} GB is in the "
+            "launch template: the group rolls (surge nodes, then drain), restarting its "
+            f"engines ({minutes(cold_cluster)})", cold_cluster,
+        ))
+
+
+def _resized(previous: GpuGroupPlan, group: GpuGroupPlan, new: DeploymentPlan) -> Effect:
+    model_load = CHANGE_TIMES["engine-restart"].seconds
+    grows = group.nodes > previous.nodes
+    # The node group shrinks before Serve hears of the new counts (the RayService waits for the
+    # node groups), and EKS terminates whichever nodes it likes, not an idle one: the node may hold
+    # an engine that stays, which then loads again elsewhere. Where a phase of this group keeps one
+    # engine (always, on the shared group of the reference), that is downtime.
+    alone = any(new.phases[p].replicas == 1 for p in group.phases if p in new.phases)
+    return Effect(
+        f"GPU node group {group.name}", Kind.IN_PLACE,
+        f"{previous.nodes} -> {group.nodes} x {group.instance_type}, in place"
+        + ("" if grows else (
+            ": EKS, not Ray, picks the node to drain, and it may hold an engine that stays; "
+            "that engine then loads the model again on a remaining node "
+            f"({minutes(model_load)}"
+            + (", downtime: a phase on this group keeps a single engine)" if alone
+               else ", at reduced capacity)"))),
+        0.0 if grows or not alone else model_load,
+    )
