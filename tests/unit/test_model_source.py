@@ -20,10 +20,11 @@ import pytest
 
 from components.config.checks import Check
 from components.config.spec import DeploymentSpec
+from components.preflight.cli import main as preflight_main
 from components.preflight.model_source import check_hub_source
 from components.preflight.run import run_preflight
 from tests.fakes.hf_hub import FakeHub, HubRepo
-from tests.unit.cli_support import run_module
+from tests.unit.cli_support import run_main, run_module
 from tests.unit.test_preflight import _closed_port, _isolate, _stack, by_id
 
 ALICE = "hf_AliceTokenGrantedEverything0123456789"  # may read the private and the gated repo
@@ -153,7 +154,7 @@ def test_the_token_appears_in_no_report_log_or_output(hub: FakeHub, monkeypatch:
     _isolate(monkeypatch, tmp_path)  # no AWS: the CLI runs the memory fit and this check only
     stack = _stack(tmp_path, {"raypd:model": {"source": "meta-llama/Llama-3.1-8B"}, "raypd:hfToken": BOB})
     for args in (("--json",), ()):
-        result = run_module("components.preflight", "--config", str(stack), *args)
+        result = run_main(preflight_main, "--config", str(stack), *args)
         assert result.returncode == 1, result.stderr  # BOB was not granted the gated model
         texts += [result.stdout, result.stderr]
     texts.append(caplog.text)
@@ -165,7 +166,7 @@ def test_the_token_appears_in_no_report_log_or_output(hub: FakeHub, monkeypatch:
 def test_cli_fails_a_typo_through_the_hub(hub: FakeHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _isolate(monkeypatch, tmp_path)
     stack = _stack(tmp_path, {"raypd:model": {"source": "Qwen/Qwen3.5-9B-Instrcut"}})
-    result = run_module("components.preflight", "--config", str(stack), "--json")
+    result = run_main(preflight_main, "--config", str(stack), "--json")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     checks = {c["id"]: c for c in json.loads(result.stdout)["checks"]}
     assert checks["model-source"]["status"] == "fail"

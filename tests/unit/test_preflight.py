@@ -32,10 +32,11 @@ from components.plan.topology import plan_deployment
 from components.plan.zones import EKS_UNSUPPORTED_ZONE_IDS, PreviousZones
 from components.plan.zones import eks_usable as eks_usable_zones
 from components.preflight.admin_access import caller_in_admins, matching_entry
+from components.preflight.cli import main as preflight_main
 from components.preflight.placement import choose_gpu_zone, second_zone
 from components.preflight.quota import increase_command
 from components.preflight.run import run_preflight
-from tests.unit.cli_support import run_module, write_stack
+from tests.unit.cli_support import run_main, run_module, write_stack
 
 G, P, STD = catalogue.QUOTA_G_AND_VT, catalogue.QUOTA_P, catalogue.QUOTA_STANDARD
 # The EC2 and quota checks (model-source asks S3, endpoint-certificate ACM, each with its own reasons:
@@ -399,7 +400,7 @@ def test_rejected_credentials_fail_and_stop_the_aws_checks(aws: str, reference_s
 
 def test_cli_exit_2_names_a_region_typo_without_credentials_or_network(tmp_path: Path) -> None:
     # botocore's partition data decides, offline: no AWS call, no traceback.
-    result = run_module("components.preflight", "--config", str(_stack(tmp_path, {"aws:region": "us-east-3"})))
+    result = run_main(preflight_main, "--config", str(_stack(tmp_path, {"aws:region": "us-east-3"})))
     assert result.returncode == 2 and result.stdout == ""
     assert "aws:region: 'us-east-3' is not an AWS region" in result.stderr
     assert "us-east-2" in result.stderr and "Traceback" not in result.stderr
@@ -497,19 +498,19 @@ def test_cli_json_against_the_emulator(aws: str, tmp_path: Path) -> None:
 def test_cli_exit_1_on_a_failed_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _isolate(monkeypatch, tmp_path)
     stack = _stack(tmp_path, {"raypd:model": {"source": "Qwen/Qwen3-32B"}})
-    result = run_module("components.preflight", "--config", str(stack), "--json")
+    result = run_main(preflight_main, "--config", str(stack), "--json")
     assert result.returncode == 1, result.stderr
     document = json.loads(result.stdout)
     assert document["ok"] is False
     assert [c["status"] for c in document["checks"] if c["id"] == "gpu-memory-fit"] == ["fail"]
-    readable = run_module("components.preflight", "--config", str(stack))
+    readable = run_main(preflight_main, "--config", str(stack))
     assert readable.returncode == 1
     assert "preflight: FAILED" in readable.stdout and "[FAIL] gpu-memory-fit" in readable.stdout
 
 
 def test_cli_exit_2_on_invalid_config(tmp_path: Path) -> None:
     stack = _stack(tmp_path, {"raypd:prefill": {"tensorParallelSize": 0}})
-    result = run_module("components.preflight", "--config", str(stack))
+    result = run_main(preflight_main, "--config", str(stack))
     assert result.returncode == 2
     assert "raypd:prefill.tensorParallelSize" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
