@@ -17,8 +17,7 @@ from components import observability_names
 from components.observability_dashboards import StripNumber, dashboard_uid, strip_numbers
 from components.slo import Slo
 from serve.kube import KubeClient
-from serve.metrics_check import prometheus_for
-from serve.prometheus_api import PrometheusApi, PrometheusError, finite
+from serve.prometheus_api import PrometheusApi, PrometheusError, finite, prometheus_for
 
 log = logging.getLogger(__name__)
 
