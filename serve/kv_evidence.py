@@ -27,7 +27,7 @@ The formats, as their sources define them and as a real prefill/decode pair on C
 Counters are lifetime totals, so a reading is only evidence compared with an earlier one of the
 SAME series: `KvSeries` keeps every sample under its identity (name and every label: ReplicaId,
 engine, WorkerId, source...), and `KvChange.between` adds up the per-series increases. Which pages
-were read both times is the caller's business (serve/verify.py compares only those).
+were read both times is the caller's business (serve/verify/ compares only those).
 """
 
 from __future__ import annotations

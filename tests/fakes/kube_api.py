@@ -204,7 +204,7 @@ def _matches(labels: dict[str, str], selector: Optional[str]) -> bool:
     return True
 
 
-# ---- cluster-wide lists for verify's dashboard-exposure check (serve/exposure_check.py) ----
+# ---- cluster-wide lists for verify's dashboard-exposure check (serve/verify/exposure.py) ----
 # Formats: the Kubernetes API reference's ServiceList / IngressList (kind, apiVersion,
 # metadata.resourceVersion, items) and Gateway API's <Kind>List under
 # /apis/gateway.networking.k8s.io/<version>/<plural>; a resource type the API server does not

@@ -20,8 +20,8 @@ from typing import Any, Iterator
 import pytest
 
 from components.checks import VERIFY_IDS, Report
-from serve.endpoint_checks import ENDPOINT_IDS
 from serve.verify import cluster_status, run_verify
+from serve.verify.external import ENDPOINT_IDS
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer
 from tests.patience import PATIENCE_S

@@ -33,9 +33,6 @@ from components.checks import Check, Report, write_report
 from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
 from components.safe_documents import shown_name
 from components.serve_config import KV_LOAD_FAILURE_POLICY
-from serve import exposure_check, metrics_check
-from serve.endpoint_checks import TITLES as ENDPOINT_TITLES
-from serve.endpoint_checks import endpoint_checks, read_api_key
 from serve.evidence import (
     LOG_LINES,
     MAX_OUTPUTS_BYTES,
@@ -82,6 +79,10 @@ from serve.kv_evidence import (
     unsupported_backends_in,
 )
 from serve.live_status import cluster_status
+from serve.verify import exposure as exposure_check
+from serve.verify import metrics_flowing as metrics_check
+from serve.verify.external import TITLES as ENDPOINT_TITLES
+from serve.verify.external import endpoint_checks, read_api_key
 
 __all__ = ["VerifyInputError", "cluster_status", "main", "run_verify"]
 
@@ -103,7 +104,7 @@ TITLES = {
     "endpoint-models": "OpenAI endpoint lists the model",
     "endpoint-chat": "OpenAI endpoint answers a chat completion",
     "kv-transfer": "KV cache moved from prefill to decode for a real request",
-    **ENDPOINT_TITLES,  # endpoint-external, endpoint-auth: serve/endpoint_checks.py
+    **ENDPOINT_TITLES,  # endpoint-external, endpoint-auth: serve/verify/external.py
     exposure_check.CHECK_ID: exposure_check.TITLE,
     metrics_check.CHECK_ID: metrics_check.TITLE,
 }
@@ -855,6 +856,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_INVALID
     return write_report(report, args.json, sys.stdout)
 
-
-if __name__ == "__main__":
-    sys.exit(main())
