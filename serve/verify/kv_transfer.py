@@ -16,6 +16,7 @@ from components.serve_config import KV_LOAD_FAILURE_POLICY
 from serve.evidence import RAY_GROUP_LABEL, Evidence, labels_of, name_list, name_of
 from serve.kube import KubeError
 from serve.kv_evidence import (
+    KvChange,
     KvComparison,
     KvReading,
     KvSeries,
@@ -30,6 +31,17 @@ from serve.kv_evidence import (
 )
 from serve.verify.endpoint import ChatOutcome
 from serve.verify.report import TITLES
+
+CID = "kv-transfer"
+REMEDY_NONE = ("look at the decode's vLLM metrics (nixl_xfer_time_seconds_count, "
+               "prompt_tokens_by_source) on its Ray metrics port, and for 'KV Transfer metrics' "
+               "in the decode replica's log")
+REMEDY_FAILED = ("check the NIXL side channel between the pods (VLLM_HOST_IP, a security group "
+                 "that allows all traffic between the GPU nodes), nixl-backend and efa-devices, "
+                 "and that both phases use the same model and parallel layout")
+UNIDENTIFIED = ("; the decode replicas could not be identified (the Ray dashboard's Serve API did not "
+                "answer), so every pod of the decode's worker group was read, prefill's too: "
+                "local_compute and generated tokens there were not judged")
 
 
 def _decode_targets(ev: Evidence) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
@@ -106,90 +118,104 @@ def check_kv_transfer(kv_backend: Optional[str], before: Optional[KvReading],
     request are compared: one read once gives lifetime totals, never this request's. No movement at
     all is no evidence; movement without a transfer is evidence of recompute, a failure, unless the
     decode replicas could not be identified (then prefill's own work may be on the pages read)."""
-    cid, title = "kv-transfer", TITLES["kv-transfer"]
+    title = TITLES[CID]
     if kv_backend is None:
-        return Check.skipped(cid, title, "colocated mode: no KV cache moves between engines")
-    answered_ok = chat.status == 200
+        return Check.skipped(CID, title, "colocated mode: no KV cache moves between engines")
     if chat.status is None:
-        return Check.skipped(cid, title, "the chat request got no answer (see endpoint-chat)")
-    remedy_none = ("look at the decode's vLLM metrics (nixl_xfer_time_seconds_count, "
-                   "prompt_tokens_by_source) on its Ray metrics port, and for 'KV Transfer metrics' "
-                   "in the decode replica's log")
+        return Check.skipped(CID, title, "the chat request got no answer (see endpoint-chat)")
     if before is None or after is None:
-        if not answered_ok:
-            return Check.skipped(cid, title, "the chat request failed (see endpoint-chat) and the "
+        if chat.status != 200:
+            return Check.skipped(CID, title, "the chat request failed (see endpoint-chat) and the "
                                  "decode's counters could not be read")
-        return Check.warned(cid, title, "no KV transfer evidence: neither the decode's metrics nor "
-                            "its logs could be read; a 200 alone is not proof", remedy_none)
+        return Check.warned(CID, title, "no KV transfer evidence: neither the decode's metrics nor "
+                            "its logs could be read; a 200 alone is not proof", REMEDY_NONE)
     comparison = compare_readings(before, after)
     unread = _not_compared(comparison)
-    new_lines = comparison.new_lines
-    log_ok, log_failed = kv_log_counts(new_lines)
-    load_failures = kv_load_failures("\n".join(new_lines))
-    log_failed = max(log_failed, nixl_failures(new_lines))  # the same failures, told twice
+    failed = _failed_transfers(comparison, after, chat.status, unread)
+    if failed is not None:
+        return failed
     change = comparison.change
-    failed = (change.failed if change else 0.0) + log_failed
-    source = after.metrics_source if change is not None else after.log_source
-    identified = before.decode_known and after.decode_known
-    unidentified = ("" if identified else
-                    "; the decode replicas could not be identified (the Ray dashboard's Serve API did not "
-                    "answer), so every pod of the decode's worker group was read, prefill's too: "
-                    "local_compute and generated tokens there were not judged")
-    remedy_failed = ("check the NIXL side channel between the pods (VLLM_HOST_IP, a security group "
-                     "that allows all traffic between the GPU nodes), nixl-backend and efa-devices, "
-                     "and that both phases use the same model and parallel layout")
-    if failed > 0 or load_failures > 0:
-        parts = []
-        if failed > 0:
-            parts.append(_count(failed, "NIXL transfer(s) failed (handshakes and notifications count)"))
-        if load_failures > 0:
-            parts.append(f"decode failed {load_failures} request(s) for a KV load failure")
-        outcome = (f"the request answered HTTP {chat.status}, as kv_load_failure_policy: "
-                   f"{KV_LOAD_FAILURE_POLICY} makes it" if not answered_ok else
-                   "the request still answered 200, so decode recomputed the prompt (is "
-                   "kv_load_failure_policy set to recompute?)")
-        return Check.failed(cid, title, f"{'; '.join(parts)} during the chat request: {outcome}; "
-                            f"source: {source if change is not None and change.failed else after.log_source}"
-                            f"{unread}", remedy_failed)
-    if not answered_ok:
-        return Check.skipped(cid, title, f"the chat request answered HTTP {chat.status} (see "
+    if chat.status != 200:
+        source = after.metrics_source if change is not None else after.log_source
+        return Check.skipped(CID, title, f"the chat request answered HTTP {chat.status} (see "
                              f"endpoint-chat) and no failed transfer was recorded; source: {source}{unread}")
     if change is not None:
-        moved = (f"{_count(change.transfers, 'NIXL transfer(s)')}, "
-                 f"{_count(change.external_tokens, 'prompt token(s) from external_kv_transfer')}"
-                 + (f", local_compute +{_count(change.local_tokens, '')}".rstrip() if identified else ""))
-        if identified and change.local_tokens > 0:
-            return Check.failed(cid, title, f"decode computed {_count(change.local_tokens, 'prompt token(s)')} "
-                                f"itself during the chat request ({moved}): the KV cache did not (all) "
-                                f"come from prefill, PD's gain is gone; source: {source}{unread}", remedy_failed)
-        if change.transfers > 0 or change.external_tokens > 0:
-            return Check.passed(cid, title, f"during the chat request: {moved}, none failed"
-                                + (f", {_count(change.bytes_moved, 'bytes')} moved" if change.bytes_moved else "")
-                                + f"; source: {source}{unidentified}{unread}")
-        if identified and change.generated > 0:
-            return Check.failed(cid, title, f"decode generated {_count(change.generated, 'token(s)')} "
-                                "for the chat request but recorded no KV transfer and no "
-                                f"external_kv_transfer prompt tokens: it did the prefill work again; "
-                                f"source: {source}{unread}", remedy_failed)
-        if identified and change.cached_tokens > 0:
-            return Check.warned(cid, title, "decode served the prompt from its own prefix cache "
-                                f"({_count(change.cached_tokens, 'token(s)')}): no transfer was needed, "
-                                f"so none is proven; source: {source}{unread}", remedy_none)
-        if not identified:
-            return Check.warned(cid, title, f"no NIXL transfer and no external_kv_transfer prompt tokens "
-                                f"within {waited:g} s of the chat request: no evidence either way; "
-                                f"source: {source}{unidentified}{unread}",
-                                "check that the Ray head pod's dashboard (8265) answers, then run verify again")
-        return Check.warned(cid, title, f"the decode's counters did not move within {waited:g} s of "
-                            "the chat request (Ray exports metrics every ~10 s, or the request went to "
-                            f"an engine not read): no evidence either way; source: {source}{unread}", remedy_none)
+        identified = before.decode_known and after.decode_known
+        return _judge_counters(change, identified, after.metrics_source, waited, unread)
+    return _judge_log_lines(comparison.new_lines, before, after, unread)
+
+
+def _failed_transfers(comparison: KvComparison, after: KvReading, status: int, unread: str) -> Optional[Check]:
+    """A failed NIXL transfer (the decode's counter, or its log lines) or a request decode failed
+    for a KV load failure fails the check, whatever the request answered; None when there was none."""
+    new_lines = comparison.new_lines
+    log_failed = max(kv_log_counts(new_lines)[1], nixl_failures(new_lines))  # the same failures, told twice
+    load_failures = kv_load_failures("\n".join(new_lines))
+    change = comparison.change
+    failed = (change.failed if change else 0.0) + log_failed
+    if failed <= 0 and load_failures <= 0:
+        return None
+    parts = []
+    if failed > 0:
+        parts.append(_count(failed, "NIXL transfer(s) failed (handshakes and notifications count)"))
+    if load_failures > 0:
+        parts.append(f"decode failed {load_failures} request(s) for a KV load failure")
+    outcome = (f"the request answered HTTP {status}, as kv_load_failure_policy: "
+               f"{KV_LOAD_FAILURE_POLICY} makes it" if status != 200 else
+               "the request still answered 200, so decode recomputed the prompt (is "
+               "kv_load_failure_policy set to recompute?)")
+    source = after.metrics_source if change is not None and change.failed else after.log_source
+    return Check.failed(CID, TITLES[CID], f"{'; '.join(parts)} during the chat request: {outcome}; "
+                        f"source: {source}{unread}", REMEDY_FAILED)
+
+
+def _judge_counters(change: KvChange, identified: bool, source: str, waited: float, unread: str) -> Check:
+    """The verdict of the decode's counters over the chat request (no transfer failed). Without the
+    decode's replica ids (`identified` False) local_compute and generated tokens are not judged."""
+    title = TITLES[CID]
+    unidentified = "" if identified else UNIDENTIFIED
+    moved = (f"{_count(change.transfers, 'NIXL transfer(s)')}, "
+             f"{_count(change.external_tokens, 'prompt token(s) from external_kv_transfer')}"
+             + (f", local_compute +{_count(change.local_tokens, '')}".rstrip() if identified else ""))
+    if identified and change.local_tokens > 0:
+        return Check.failed(CID, title, f"decode computed {_count(change.local_tokens, 'prompt token(s)')} "
+                            f"itself during the chat request ({moved}): the KV cache did not (all) "
+                            f"come from prefill, PD's gain is gone; source: {source}{unread}", REMEDY_FAILED)
+    if change.transfers > 0 or change.external_tokens > 0:
+        return Check.passed(CID, title, f"during the chat request: {moved}, none failed"
+                            + (f", {_count(change.bytes_moved, 'bytes')} moved" if change.bytes_moved else "")
+                            + f"; source: {source}{unidentified}{unread}")
+    if identified and change.generated > 0:
+        return Check.failed(CID, title, f"decode generated {_count(change.generated, 'token(s)')} "
+                            "for the chat request but recorded no KV transfer and no "
+                            f"external_kv_transfer prompt tokens: it did the prefill work again; "
+                            f"source: {source}{unread}", REMEDY_FAILED)
+    if identified and change.cached_tokens > 0:
+        return Check.warned(CID, title, "decode served the prompt from its own prefix cache "
+                            f"({_count(change.cached_tokens, 'token(s)')}): no transfer was needed, "
+                            f"so none is proven; source: {source}{unread}", REMEDY_NONE)
+    if not identified:
+        return Check.warned(CID, title, f"no NIXL transfer and no external_kv_transfer prompt tokens "
+                            f"within {waited:g} s of the chat request: no evidence either way; "
+                            f"source: {source}{unidentified}{unread}",
+                            "check that the Ray head pod's dashboard (8265) answers, then run verify again")
+    return Check.warned(CID, title, f"the decode's counters did not move within {waited:g} s of "
+                        "the chat request (Ray exports metrics every ~10 s, or the request went to "
+                        f"an engine not read): no evidence either way; source: {source}{unread}", REMEDY_NONE)
+
+
+def _judge_log_lines(new_lines: list[str], before: KvReading, after: KvReading, unread: str) -> Check:
+    """The verdict where no metrics page was read both times: the decode's 'KV Transfer metrics'
+    lines (plain vLLM prints them; Ray Serve LLM never does)."""
+    title = TITLES[CID]
+    log_ok = kv_log_counts(new_lines)[0]
     if log_ok > 0:
-        return Check.passed(cid, title, f"{log_ok} successful NIXL transfer(s), none failed, during "
+        return Check.passed(CID, title, f"{log_ok} successful NIXL transfer(s), none failed, during "
                             f"the chat request ('KV Transfer metrics' lines in the {after.log_source}){unread}")
     if before.pages or after.pages:
-        return Check.warned(cid, title, "no decode metrics page answered both before and after the chat "
+        return Check.warned(CID, title, "no decode metrics page answered both before and after the chat "
                             f"request, and no new 'KV Transfer metrics' line in the {after.log_source}: "
-                            f"no evidence either way{unread}", remedy_none)
-    return Check.warned(cid, title, f"no decode metrics to read, and no new 'KV Transfer metrics' line "
+                            f"no evidence either way{unread}", REMEDY_NONE)
+    return Check.warned(CID, title, f"no decode metrics to read, and no new 'KV Transfer metrics' line "
                         f"in the {after.log_source} (vLLM prints it at INFO only for busy intervals, "
-                        f"and never under Ray Serve LLM); a 200 alone is not proof{unread}", remedy_none)
+                        f"and never under Ray Serve LLM); a 200 alone is not proof{unread}", REMEDY_NONE)
