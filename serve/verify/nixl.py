@@ -53,7 +53,8 @@ def check_nixl_backend(ev: Evidence) -> Check:
                             "LIBFABRIC needs the EFA device and libfabric in the image (and on NIXL 1.5 "
                             "its plugin loads CUDA): check efa-devices and the image's NIXL build")
     if wrong:
-        detail = "; ".join(f"{label}: Backend {', '.join(b)} was instantiated" for label, b in wrong.items())
+        detail = "; ".join(f"{label}: Backend {', '.join(b)} was instantiated"
+                           + (f" alongside {want}" if want in seen[label] else "") for label, b in wrong.items())
         fallback = " (UCX is the silent TCP-speed fallback)" if want == "LIBFABRIC" else ""
         return Check.failed(cid, title, f"{detail}, but {want} was asked{fallback}; source: {source}",
                             "set kv_connector_extra_config.backends to [LIBFABRIC] and FI_PROVIDER=efa "

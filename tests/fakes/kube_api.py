@@ -134,6 +134,7 @@ from tests.fakes.openai_server import (
 SCENARIOS = (
     "healthy",
     "ucx-fallback",          # NIXL logs "Backend UCX was instantiated" (the TCP-speed fallback)
+    "mixed-backends",        # the decode's NIXL agent instantiated UCX as well as LIBFABRIC (one log, both lines)
     "efa-not-advertised",    # no vpc.amazonaws.com/efa in the GPU nodes' allocatable
     "two-zones",             # the second GPU node sits in another availability zone
     "rayservice-not-ready",  # Ready=False (Initializing), app DEPLOYING, Serve Service no endpoints
@@ -564,6 +565,8 @@ class FakeKubeApi(LoopbackServer):
                 nixl = [f"2026-12-01 12:03:11 NIXL INFO    _api.py:405 Backend {backend} was instantiated",
                         "2026-12-01 12:03:11 NIXL INFO    _api.py:281 Initialized NIXL agent: "
                         f"{_uuid(replica['actor_id'])}"] if self.disaggregated else []
+                if self.scenario == "mixed-backends" and phase_name == "decode":
+                    nixl.insert(1, "2026-12-01 12:03:11 NIXL INFO    _api.py:405 Backend UCX was instantiated")
                 replica_out = [
                     "(APIServer pid=2101) INFO 12-01 12:02:40 [core.py:95] Initializing a V1 LLM engine "
                     f"(v0.26.0) with config: model='{spec.model.source}'",

@@ -49,6 +49,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     # to test, said as skip (tests/unit/test_endpoint_checks.py tests those two checks).
     "healthy": {cid: "skip" if cid in ENDPOINT_IDS else "pass" for cid in VERIFY_IDS},
     "ucx-fallback": {"nixl-backend": "fail", "efa-devices": "pass", "kv-transfer": "pass"},
+    "mixed-backends": {"nixl-backend": "fail", "kv-transfer": "pass"},
     "efa-not-advertised": {"efa-devices": "fail", "gpu-nodes": "pass"},
     "two-zones": {"one-zone": "fail", "gpu-nodes": "pass"},
     "rayservice-not-ready": {"rayservice-ready": "fail", "serve-app-running": "fail",
@@ -96,6 +97,19 @@ def test_ucx_fallback_detail_names_the_backend_and_the_source() -> None:
     text = detail(report, "nixl-backend")
     assert "Backend UCX was instantiated" in text and "LIBFABRIC was asked" in text
     assert "Ray log API" in text
+
+
+@pytest.mark.parametrize("ray_logs", [True, False], ids=["ray-log-api", "pod-logs"])
+def test_one_log_with_the_asked_backend_and_another_fails_nixl_backend(ray_logs: bool) -> None:
+    """Decode's NIXL agent instantiated UCX besides the LIBFABRIC asked for: NIXL may move the KV
+    cache over either, so the asked backend's line beside another's proves nothing."""
+    with FakeKubeApi("mixed-backends", ray_logs=ray_logs) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    text = detail(report, "nixl-backend")
+    assert statuses(report)["nixl-backend"] == "fail", text
+    assert "Backend UCX was instantiated alongside LIBFABRIC, but LIBFABRIC was asked" in text
+    if ray_logs:
+        assert "Decode:" in text and "Prefill:" not in text  # only the decode's log is mixed
 
 
 def test_without_ray_log_api_the_pod_logs_are_read() -> None:
