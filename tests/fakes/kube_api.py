@@ -139,6 +139,7 @@ SCENARIOS = (
     "two-zones",             # the second GPU node sits in another availability zone
     "rayservice-not-ready",  # Ready=False (Initializing), app DEPLOYING, Serve Service no endpoints
     "no-kv-transfer",        # chat answers 200 but decode recomputed the prompt (local_compute rises)
+    "partial-recompute",     # the KV cache moved, but decode computed 5 prompt tokens itself (local_compute rises too)
     "failed-transfers",      # every chat's KV load fails: 2 failed NIXL transfers, HTTP 500 (policy fail)
     "metrics-stale",         # chat answers 200 but no counter moves (an exporter that stopped)
     "colocated",             # colocated mode: one engine deployment, no KV transfer
@@ -475,7 +476,9 @@ class FakeKubeApi(LoopbackServer):
             decode["transfers"] += 1
             decode["xfer_seconds"] += 0.00248
             decode["bytes"] += 12.5 * 1024 * 1024
-            decode["external"] += prompt
+            recomputed = 5 if self.scenario == "partial-recompute" else 0
+            decode["external"] += prompt - recomputed
+            decode["local"] += recomputed
             decode["generated"] += 8
             if self.metric_prefix == "vllm:":  # plain vLLM prints its own line; Ray's logger does not
                 self._actor_logs[decode_replica["actor_id"]]["out"].append(

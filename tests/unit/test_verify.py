@@ -56,6 +56,7 @@ EXPECTED: dict[str, dict[str, str]] = {
                              "replica-placement": "fail", "endpoint-models": "fail",
                              "endpoint-chat": "fail", "kv-transfer": "skip"},
     "no-kv-transfer": {"endpoint-chat": "pass", "kv-transfer": "fail"},
+    "partial-recompute": {"endpoint-chat": "pass", "kv-transfer": "fail", "nixl-backend": "pass"},
     "failed-transfers": {"endpoint-chat": "fail", "kv-transfer": "fail"},
     "metrics-stale": {"endpoint-chat": "pass", "kv-transfer": "warn"},
     "colocated": {"efa-devices": "skip", "nixl-backend": "skip", "kv-transfer": "skip",
@@ -181,6 +182,17 @@ def test_recompute_is_a_failure_not_a_warning() -> None:
     text = detail(report, "kv-transfer")
     assert statuses(report)["kv-transfer"] == "fail"
     assert "decode computed 17 prompt token(s) itself" in text and "0 NIXL transfer(s)" in text
+
+
+def test_transfers_and_local_compute_together_are_a_partial_recompute_failure() -> None:
+    """The KV cache came over NIXL, yet decode computed part of the prompt itself: the transfer
+    does not make up for the recompute."""
+    with FakeKubeApi("partial-recompute") as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    text = detail(report, "kv-transfer")
+    assert statuses(report)["kv-transfer"] == "fail", text
+    assert "decode computed 5 prompt token(s) itself" in text
+    assert "1 NIXL transfer(s), 12 prompt token(s) from external_kv_transfer, local_compute +5" in text
 
 
 def test_a_failed_kv_load_answers_500_and_says_so_in_endpoint_chat() -> None:
