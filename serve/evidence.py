@@ -3,7 +3,6 @@
 `VerifyPlan` is what the stack outputs (Contract 3) say should run; `Evidence` asks the Kubernetes
 API (objects, logs, the service and pod proxies) for what does run, caching every answer (errors
 too) so ten checks cost one call per object, and an unreachable cluster costs one timeout, not ten.
-`Endpoint` is the OpenAI server: a URL the user gave, or the Serve Service through the API proxy.
 
 Formats, as their sources define them:
 - RayService status (KubeRay 1.4, ray-operator/apis/ray/v1/rayservice_types.go): condition type
@@ -41,11 +40,7 @@ replica's own files. Verify reads both: the replica actor's `.out`/`.err`, and t
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -203,57 +198,6 @@ def shorten(text: str, limit: int = 300) -> str:
 def name_list(items: Sequence[str], limit: int = 6) -> str:
     shown = ", ".join(items[:limit])
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
-
-
-# ---- the OpenAI endpoint, direct or through the API server ----
-
-@dataclass
-class Endpoint:
-    """GET/POST on the OpenAI server: a URL given by the user, or the Serve Service via the proxy."""
-
-    describe: str
-    call: Callable[[str, str, Optional[bytes], float], tuple[int, bytes]]
-
-    def get(self, path: str, timeout: float) -> tuple[int, bytes]:
-        return self.call("GET", path, None, timeout)
-
-    def post_json(self, path: str, body: Mapping[str, Any], timeout: float) -> tuple[int, bytes]:
-        return self.call("POST", path, json.dumps(body).encode("utf-8"), timeout)
-
-
-def direct_endpoint(url: str) -> Endpoint:
-    base = url.rstrip("/")
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    if not re.match(r"^https?://[^/\s]+", base):
-        raise VerifyInputError(f"--endpoint must be an http(s) URL, got {url!r}")
-
-    def call(method: str, path: str, body: Optional[bytes], timeout: float) -> tuple[int, bytes]:
-        request = urllib.request.Request(base + path, data=body, method=method,
-                                         headers={"Content-Type": "application/json",
-                                                  "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, response.read(4 * 1024 * 1024)
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read(64 * 1024)
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise KubeError(f"cannot reach the endpoint {base}: {reason}") from None
-
-    return Endpoint(describe=base, call=call)
-
-
-def proxied_endpoint(ev: "Evidence") -> Endpoint:
-    plan = ev.plan
-
-    def call(method: str, path: str, body: Optional[bytes], timeout: float) -> tuple[int, bytes]:
-        response = ev._client().service_proxy(plan.namespace, plan.serve_service, defaults.SERVE_PORT,
-                                        path, method=method, body=body, timeout=timeout)
-        return response.status, response.body
-
-    return Endpoint(describe=(f"service {plan.namespace}/{plan.serve_service}:{defaults.SERVE_PORT} "
-                              "through the Kubernetes API proxy"), call=call)
 
 
 # ---- evidence gathered once, shared by the checks ----

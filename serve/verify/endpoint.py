@@ -1,21 +1,77 @@
 """Verify checks of the OpenAI endpoint from inside: `endpoint-models` and `endpoint-chat`, over
 the Serve Service through the Kubernetes API's proxy (or an --endpoint URL). The chat request is
-also the one whose KV cache kv-transfer follows (serve/verify/kv_transfer.py)."""
+also the one whose KV cache kv-transfer follows (serve/verify/kv_transfer.py).
+
+`Endpoint` is that OpenAI server: a URL the user gave, or the Serve Service through the API proxy.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
+from components import defaults
 from components.checks import Check
 from components.serve_config import KV_LOAD_FAILURE_POLICY
-from serve.evidence import Endpoint, Evidence, name_list, shorten
+from serve.evidence import Evidence, VerifyInputError, name_list, shorten
 from serve.kube import KubeError
 from serve.verify.report import TITLES
 
 CHAT_PROMPT = "Reply with the single word: ready"
+
+
+@dataclass
+class Endpoint:
+    """GET/POST on the OpenAI server: a URL given by the user, or the Serve Service via the proxy."""
+
+    describe: str
+    call: Callable[[str, str, Optional[bytes], float], tuple[int, bytes]]
+
+    def get(self, path: str, timeout: float) -> tuple[int, bytes]:
+        return self.call("GET", path, None, timeout)
+
+    def post_json(self, path: str, body: Mapping[str, Any], timeout: float) -> tuple[int, bytes]:
+        return self.call("POST", path, json.dumps(body).encode("utf-8"), timeout)
+
+
+def direct_endpoint(url: str) -> Endpoint:
+    base = url.rstrip("/")
+    if base.endswith("/v1"):
+        base = base[: -len("/v1")]
+    if not re.match(r"^https?://[^/\s]+", base):
+        raise VerifyInputError(f"--endpoint must be an http(s) URL, got {url!r}")
+
+    def call(method: str, path: str, body: Optional[bytes], timeout: float) -> tuple[int, bytes]:
+        request = urllib.request.Request(base + path, data=body, method=method,
+                                         headers={"Content-Type": "application/json",
+                                                  "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.read(4 * 1024 * 1024)
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read(64 * 1024)
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise KubeError(f"cannot reach the endpoint {base}: {reason}") from None
+
+    return Endpoint(describe=base, call=call)
+
+
+def proxied_endpoint(ev: Evidence) -> Endpoint:
+    plan = ev.plan
+
+    def call(method: str, path: str, body: Optional[bytes], timeout: float) -> tuple[int, bytes]:
+        response = ev.live_client().service_proxy(plan.namespace, plan.serve_service, defaults.SERVE_PORT,
+                                                  path, method=method, body=body, timeout=timeout)
+        return response.status, response.body
+
+    return Endpoint(describe=(f"service {plan.namespace}/{plan.serve_service}:{defaults.SERVE_PORT} "
+                              "through the Kubernetes API proxy"), call=call)
 
 
 def check_endpoint_models(endpoint: Optional[Endpoint], ev: Evidence, timeout: float) -> Check:

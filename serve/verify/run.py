@@ -19,14 +19,18 @@ from serve.evidence import (
     VerifyInputError,
     VerifyPlan,
     check_outputs,
-    direct_endpoint,
-    proxied_endpoint,
     resolve_kubeconfig,
 )
 from serve.kube import DEFAULT_TIMEOUT, KubeClient, KubeConfigError, client_from_kubeconfig
 from serve.kv_evidence import KvReading, compare_readings
 from serve.verify import exposure, metrics_flowing
-from serve.verify.endpoint import check_endpoint_chat, check_endpoint_models, send_chat
+from serve.verify.endpoint import (
+    check_endpoint_chat,
+    check_endpoint_models,
+    direct_endpoint,
+    proxied_endpoint,
+    send_chat,
+)
 from serve.verify.external import endpoint_checks
 from serve.verify.kv_transfer import check_kv_transfer, read_kv
 from serve.verify.nixl import check_nixl_backend
