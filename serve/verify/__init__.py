@@ -12,7 +12,7 @@ replica-placement), nixl (nixl-backend), endpoint (endpoint-models, endpoint-cha
 (kv-transfer), external (endpoint-external, endpoint-auth), exposure (dashboard-exposure),
 metrics_flowing (metrics-flowing); run (`run_verify`: all of them, in order) and report (titles,
 the guard that turns a crash into a warning). The evidence they read is outside the package, as the
-web app's live status reads it too: serve/evidence.py (Kubernetes, the Ray dashboard's Serve, State
+web app's live status reads it too: serve/evidence/ (Kubernetes, the Ray dashboard's Serve, State
 and log APIs) and serve/kv_evidence.py (NIXL's and vLLM's log lines, vLLM's metrics under their
 vLLM and Ray names, and two readings of the decode compared). What is checked and how is in
 docs/troubleshooting.md.

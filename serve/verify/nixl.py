@@ -1,6 +1,6 @@
 """Verify check `nixl-backend`: every engine's NIXL agent instantiated the requested KV transfer
 backend and no other (formats: serve/kv_evidence.py). The engines' logs come from Ray's log API
-(the replica actor's files and its node's RayWorkerWrapper actors', serve/evidence.py), else from
+(the replica actor's files and its node's RayWorkerWrapper actors', serve/evidence/cluster.py), else from
 the worker pods' container logs."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`run_verify`: every verify check against a deployed stack, in the order of Contract 5.
 
-The evidence is fetched once (serve/evidence.py `Evidence`) and shared by the checks; the chat
+The evidence is fetched once (serve/evidence/cluster.py `Evidence`) and shared by the checks; the chat
 request is sent between two readings of the decode's KV counters, which are re-read until they
 move or the wait ends.
 """
