@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test real-vllm plan bench clean
+.PHONY: run test test-fast real-vllm plan bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,13 @@ test: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m mypy components serve webui bench
 	$(PY) -m pytest $(ARGS)
+
+# Before every commit: lint, types and the tests that need no browser, subprocess-heavy scenario,
+# real engine or tool install (the `slow` and `browser` markers); a few minutes on 2 cores.
+test-fast: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m mypy components serve webui bench
+	RAYPD_SKIP_REAL_VLLM=1 $(PY) -m pytest -m "not slow and not browser" $(ARGS)
 
 # The real vLLM prefill/decode pair and Ray Serve LLM on CPU (tests/real): builds their own cached
 # venv first (scripts/ensure-real-vllm; minutes once, seconds after), then runs only those tests.

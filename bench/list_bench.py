@@ -27,7 +27,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-from components.spec import DeploymentSpec  # noqa: E402
+from components.config.spec import DeploymentSpec  # noqa: E402
 from webui import Settings, close_app, create_app  # noqa: E402
 from webui.server import make_server  # noqa: E402
 from webui.store import Store  # noqa: E402

@@ -8,7 +8,7 @@ Measures two cases, each as a fresh subprocess (interpreter start, imports, mock
    at most two phases, so at most two groups), so this case runs the same CLI (`plan.main`) in a
    child process where the node-group planner returns 8 groups: the heterogeneous stack's prefill
    (p5.48xlarge) and decode (g6e.48xlarge) groups, four copies of each under distinct names. The
-   planner is replaced in its one module (components.topology): the deployment plan is built from
+   planner is replaced in its one module (components.plan.topology): the deployment plan is built from
    it once and every consumer (program, RayService, serve config, outputs) reads that plan, so the
    run registers 8 GPU ManagedNodeGroups and renders 8 Ray worker groups through the real code.
 Prints the timings (min and median of N runs) and whether each meets its target. Not a test.
@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # a script: make the project importable from anywhere
 
-from components.defaults import GPU_ROLE_LABEL  # noqa: E402 (after the path set-up)
+from components.config.defaults import GPU_ROLE_LABEL  # noqa: E402 (after the path set-up)
 
 REFERENCE_STACK = ROOT / "Pulumi.dev.yaml"
 TARGETS = {"reference": 3.0, "eight-groups": 5.0}
@@ -45,8 +45,10 @@ def _eight_groups_child() -> int:
     """Run the plan CLI with the node-group planner replaced by an 8-group one."""
     import yaml
 
-    from components import defaults, plan, topology
-    from components.spec import DeploymentSpec
+    from components.config import defaults
+    from components.config.spec import DeploymentSpec
+    from components.plan import topology
+    from components.stack import offline_plan as plan
 
     real_groups = topology.plan_deployment(DeploymentSpec.from_config(HETEROGENEOUS, "bench")).groups
     copies = SYNTHETIC_GROUPS // len(real_groups)

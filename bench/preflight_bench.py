@@ -61,10 +61,10 @@ def main() -> int:
         warnings.simplefilter("ignore", UserWarning)
         from moto.server import ThreadedMotoServer
 
-    from components import defaults
-    from components.preflight import node_lines, run_preflight, vcpus_needed
-    from components.spec import DeploymentSpec
-    from components.topology import plan_deployment
+    from components.config import defaults
+    from components.config.spec import DeploymentSpec
+    from components.plan.topology import plan_deployment
+    from components.preflight.run import node_lines, run_preflight, vcpus_needed
     from tests.fakes.hf_hub import FakeHub, HubRepo
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -3,7 +3,7 @@
     python bench/serving_time_bench.py
 
 Builds the offline plan (Pulumi mock runtime, nothing created) of two stacks and prints, for
-each, the critical path of the plan's dependency graph weighted by `components.durations.TYPICAL`:
+each, the critical path of the plan's dependency graph weighted by `components.plan.durations.TYPICAL`:
 the time from `pulumi up` to a RayService that serves (Ready: model loaded on every node), the
 steps of that path with their seconds, and the number of resources.
 1. the reference stack (Pulumi.dev.yaml: 2 x g6.8xlarge, one shared GPU node group);
@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))  # a script: make the project importable from anyw
 
 import yaml  # noqa: E402 (after the path set-up)
 
-from components import durations  # noqa: E402
-from components.plan import plan_file  # noqa: E402
+from components.plan import durations  # noqa: E402
+from components.stack.offline_plan import plan_file  # noqa: E402
 
 REFERENCE_STACK = ROOT / "Pulumi.dev.yaml"
 HETEROGENEOUS = {

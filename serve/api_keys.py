@@ -2,7 +2,7 @@
 
 `python -m serve.api_keys --outputs FILE|- [--kubeconfig FILE] (create NAME | list | revoke NAME) [--json]`
 
-The keys live in one Secret in the deployment's namespace (components/endpoint_names.py: one data
+The keys live in one Secret in the deployment's namespace (components/render/endpoint_names.py: one data
 entry per key, its name the key's name, its creation time an annotation). Envoy Gateway watches that
 Secret, so a key created or revoked here works, or stops working, without redeploying anything.
 The Pulumi program creates the Secret with the first key and leaves its data to this module: it is
@@ -29,12 +29,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from components.endpoint_names import (
+from components.config.safe_documents import shown_name
+from components.render.endpoint_names import (
     KEY_NAME_PATTERN,
     api_keys_secret_name,
     created_annotation,
 )
-from components.safe_documents import shown_name
 from serve.evidence import MAX_OUTPUTS_BYTES, VerifyInputError, parse_outputs_text, resolve_kubeconfig
 from serve.kube import (
     DEFAULT_TIMEOUT,

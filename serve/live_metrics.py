@@ -1,6 +1,6 @@
 """The SLO strip's numbers and the firing alerts, live, for the web app's Status panel.
 
-The numbers are the raypd dashboard's SLO strip (components.observability_dashboards
+The numbers are the raypd dashboard's SLO strip (components.render.observability_dashboards
 `strip_numbers`: one expression each, shared with the Grafana panels), asked of the deployment's
 Prometheus in one instant query through the Kubernetes API (serve.prometheus_api): each number is
 tagged with its key by `label_replace`, so one round trip answers the strip at one evaluation time.
@@ -13,16 +13,16 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping, Optional
 
-from components import observability_names
-from components.observability_dashboards import StripNumber, dashboard_uid, strip_numbers
-from components.slo import Slo
+from components.plan.slo import Slo
+from components.render import observability_names
+from components.render.observability_dashboards import StripNumber, dashboard_uid, strip_numbers
 from serve.kube import KubeClient
 from serve.prometheus_api import PrometheusApi, PrometheusError, finite, prometheus_for
 
 log = logging.getLogger(__name__)
 
 KEY_LABEL = "raypd_number"
-ALERT_LABEL = "raypd_alert"   # components/observability_rules.py `_alert`
+ALERT_LABEL = "raypd_alert"   # components/render/observability_rules.py `_alert`
 MAX_ALERTS = 20
 
 
@@ -56,7 +56,7 @@ def read_alerts(api: PrometheusApi) -> list[dict[str, Any]]:
 def live_metrics(client: KubeClient, outputs: Mapping[str, Any], timeout: Optional[float] = None) -> dict[str, Any]:
     """`{"available": true, "strip": [...], "alerts": [...]}` or `{"available": false, "reason"}`.
 
-    The SLOs are components.slo's (Contract 1 has no SLO keys yet, so `slo_for` gives every
+    The SLOs are components.plan.slo's (Contract 1 has no SLO keys yet, so `slo_for` gives every
     deployment these defaults)."""
     try:
         api = prometheus_for(client, outputs, timeout)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping, Optional
 
-from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
+from components.render.rayservice import EFA_RESOURCE, GPU_RESOURCE
 from serve.evidence import (
     EKS_NODEGROUP_LABEL,
     INSTANCE_TYPE_LABEL,

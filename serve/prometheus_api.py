@@ -1,7 +1,7 @@
 """The deployment's Prometheus, asked through the Kubernetes API's service proxy (as verify asks Ray).
 
 No port-forward and no second credential: the stack's kubeconfig reaches the in-cluster Service
-`raypd-prometheus:9090` in the metrics namespace (components.observability_names) at
+`raypd-prometheus:9090` in the metrics namespace (components.render.observability_names) at
 `/api/v1/namespaces/<ns>/services/<svc>:9090/proxy/api/v1/...`. The answers are Prometheus's HTTP
 API v1 (prometheus/web/api/v1/api.go, the same in 2.x and 3.x):
 - every answer is `{"status": "success"|"error", "data": ..., "errorType": ..., "error": ...}`;
@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 from urllib.parse import urlsplit
 
-from components import defaults, observability_names
-from components.outputs import OBSERVABILITY_KEY
+from components.config import defaults
+from components.render import observability_names
+from components.render.outputs import OBSERVABILITY_KEY
 from serve.kube import KubeClient, KubeError
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024

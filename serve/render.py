@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from components.errors import SpecError
-from components.serve_config import render_serve_config_yaml
-from components.spec import DeploymentSpec
-from components.stack_file import add_stack_arguments, read_stack
-from components.topology import plan_deployment
+from components.config.errors import SpecError
+from components.config.spec import DeploymentSpec
+from components.config.stack_file import add_stack_arguments, read_stack
+from components.plan.topology import plan_deployment
+from components.render.serve_config import render_serve_config_yaml
 
 EXIT_INVALID = 2
 

@@ -21,16 +21,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-import pytest
 import yaml
+
+from tests.required_tools import need_on_path
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 
 
-def need_prometheus() -> None:
-    if PROMETHEUS is None:
-        pytest.skip("prometheus not installed: run scripts/ensure-prometheus (make test does)")
+def need_prometheus() -> str:
+    """The prometheus server's path; the test fails when it is missing (tests/required_tools.py)."""
+    return need_on_path(PROMETHEUS, "prometheus", "ensure-prometheus", "prometheus")
+
+
+def need_promtool() -> str:
+    """promtool's path; the test fails when it is missing (tests/required_tools.py)."""
+    return need_on_path(PROMTOOL, "promtool", "ensure-prometheus", "prometheus")
 
 
 class Pages:
@@ -139,8 +145,7 @@ def running_prometheus(directory: Path, rule_groups: list[dict[str, Any]],
                        deadline_s: float = 180) -> Iterator[str]:
     """Yields the base URL of a prometheus scraping and evaluating every second, once `ready(base)`
     holds (a loaded 2-core machine may take a while: the deadline is generous)."""
-    need_prometheus()
-    assert PROMETHEUS is not None
+    prometheus = need_prometheus()
     directory.mkdir(parents=True, exist_ok=True)
     rules = directory / "rules.yml"
     rules.write_text(yaml.safe_dump({"groups": rule_groups}, sort_keys=False))
@@ -153,7 +158,7 @@ def running_prometheus(directory: Path, rule_groups: list[dict[str, Any]],
     log_path = directory / "prometheus.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={directory / 'prometheus.yml'}",
+            [prometheus, f"--config.file={directory / 'prometheus.yml'}",
              f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
             stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -179,7 +184,7 @@ def prometheus_scraping(kube: Any, directory: Path, rule_groups: Optional[list[d
     """A real Prometheus scraping the Kubernetes stand-in's worker pods (tests/fakes/kube_api.py
     `scrape_configs`) with the stack's rules (default: raypd's for the stand-in's spec), behind the
     stand-in's Prometheus Service proxy while it runs."""
-    from components.observability_rules import prometheus_rule_groups
+    from components.render.observability_rules import prometheus_rule_groups
 
     groups = prometheus_rule_groups(kube.spec) if rule_groups is None else rule_groups
     jobs = kube.scrape_configs() + list(extra_jobs)

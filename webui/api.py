@@ -14,8 +14,8 @@ from typing import Any, Iterator, Optional
 from flask import Blueprint, Response, g, jsonify, request, url_for
 from pydantic import BaseModel
 
-from components.errors import FieldError, SpecError
-from components.safe_documents import DocumentError, DuplicateKeyError, load_json
+from components.config.errors import FieldError, SpecError
+from components.config.safe_documents import DocumentError, DuplicateKeyError, load_json
 from webui.api_keys import KeysUnavailable, UnknownKeyName
 from webui.api_models import (
     MAX_WINDOW_SECONDS,
@@ -62,7 +62,7 @@ def json_body(model: type[RequestT]) -> RequestT:
     """The request's JSON object, validated by `model` (webui/api_models/).
 
     The JSON itself is read here (size, media type, syntax, constants like NaN, a key given twice,
-    runaway nesting and numbers: components.safe_documents, an object at the top); what the object
+    runaway nesting and numbers: components.config.safe_documents, an object at the top); what the object
     may hold is the model's to say.
     """
     raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH: 413 before anything is read

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional
 
-from components.errors import FieldError
+from components.config.errors import FieldError
 from serve.api_keys import (
     ApiKeyError,
     ApiKeyInputError,

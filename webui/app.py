@@ -10,8 +10,8 @@ from flask import Flask, Response, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
-from components import catalogue
-from components.checks import report_verdict
+from components.config import catalogue
+from components.config.checks import report_verdict
 from webui import api, pages
 from webui.api_keys import ApiKeyService
 from webui.benchmarking import BenchmarkService

@@ -18,9 +18,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from components.errors import FieldError
-from components.spec import DeploymentSpec
-from components.topology import estimate_cost
+from components.config.errors import FieldError
+from components.config.spec import DeploymentSpec
+from components.plan.topology import estimate_cost
 from serve.benchmark.events import RunResult, progress_words
 from serve.benchmark.job import job_name_for
 from serve.benchmark.prices import estimate_basis, price_notes

@@ -4,7 +4,7 @@ Three questions a person asks before pressing Deploy on a changed deployment:
 - which settings changed (`config_diff`: old -> new per Contract 1 key, nested keys dotted);
 - which resources get created, updated, replaced or deleted: the steps. The real engine reports
   Pulumi's own preview steps; the offline engine derives them from the last plan and the new one
-  (`plan_diff`), deciding replace or update the way Pulumi does (components.pulumi_diff);
+  (`plan_diff`), deciding replace or update the way Pulumi does (components.changes.pulumi_diff);
 - what that does to serving (`consequences`), read from the steps through ONE table (`MEANINGS`)
   whatever engine made them, plus the settings-level assessment (components.changes) for what a
   RayService update does to the engines, which no resource step can tell.
@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from components.durations import CHANGE_TIMES, TYPICAL_SECONDS
-from components.pulumi_diff import as_sets, replace_paths, step_keys
+from components.changes.pulumi_diff import as_sets, replace_paths, step_keys
+from components.plan.durations import CHANGE_TIMES, TYPICAL_SECONDS
 
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
 MNG = "eks:index:ManagedNodeGroup"
@@ -192,7 +192,7 @@ def plan_diff(old_plan: Mapping[str, Any], new_plan: Mapping[str, Any]) -> list[
     chain}, with pulumi-eks components expanded into their children's steps.
 
     New-plan order first (what the update walks), then what only the old plan had (deletes).
-    Replace or update is decided as the engine decides it (components.pulumi_diff): the leaf paths
+    Replace or update is decided as the engine decides it (components.changes.pulumi_diff): the leaf paths
     that changed, against the resource's replaceOnChanges paths and its provider's create-only
     inputs.
     """

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from components.checks import VERIFY_IDS, Check, Report
-from components.outputs import OBSERVABILITY_KEY
-from components.spec import DeploymentSpec
+from components.config.checks import VERIFY_IDS, Check, Report
+from components.config.spec import DeploymentSpec
+from components.render.outputs import OBSERVABILITY_KEY
 from webui.engines.base import OFFLINE_NOTICE
 from webui.redact import remember_secret
 
@@ -39,7 +39,7 @@ StatusFn = Callable[[dict[str, Any], Optional[str]], dict[str, Any]]
 
 def _run_preflight(spec: DeploymentSpec, deployed: Optional[DeploymentSpec],
                    deployed_zone: Optional[str] = None) -> Report:
-    from components.preflight import run_preflight
+    from components.preflight.run import run_preflight
 
     return run_preflight(spec, deployed=deployed, deployed_zone=deployed_zone)
 

@@ -12,10 +12,10 @@ from typing import Union
 
 from markupsafe import Markup, escape
 
-from components import defaults
-from components.outputs import serve_service_name
-from components.spec import DeploymentSpec
-from components.topology import DeploymentPlan, as_plan
+from components.config import defaults
+from components.config.spec import DeploymentSpec
+from components.plan.topology import DeploymentPlan, as_plan
+from components.render.outputs import serve_service_name
 
 WIDTH = 760
 HEIGHT = 340

@@ -17,9 +17,9 @@ from typing import Any, Literal, Mapping, Optional, Union, get_args, get_origin
 from pydantic import BaseModel, SecretStr
 from pydantic.alias_generators import to_camel
 
-from components import catalogue, defaults
-from components.errors import FieldError
-from components.spec import HF_TOKEN_KEY, NAMESPACE, REGION_KEY, VLLM_DTYPES, DeploymentSpec
+from components.config import catalogue, defaults
+from components.config.errors import FieldError
+from components.config.spec import HF_TOKEN_KEY, NAMESPACE, REGION_KEY, VLLM_DTYPES, DeploymentSpec
 
 NAME_FIELD = "name"
 TOKEN_FIELD = HF_TOKEN_KEY
@@ -115,7 +115,7 @@ PRESENTATION: dict[str, dict[str, Any]] = {
                                  help="comma-separated IPv4 CIDRs that may reach the cluster's public "
                                       "API endpoint: where Deploy, the web app and kubectl run; empty: "
                                       "every address (0.0.0.0/0), with a warning"),
-    # raypd:endpoint (issue 17; components.endpoint_spec, docs/endpoint.md).
+    # raypd:endpoint (issue 17; components.config.endpoint_spec, docs/endpoint.md).
     "raypd:endpoint.scope": dict(label="Endpoint reachable from", section="endpoint", choices=lambda: (
         ("vpc", "vpc: an internal load balancer, the VPC (and peered networks) only"),
         ("internet", "internet: an internet-facing load balancer, TLS (needs a certificate)"),
@@ -134,7 +134,7 @@ PRESENTATION: dict[str, dict[str, Any]] = {
                                 help="comma-separated IAM role ARNs that get cluster-admin (EKS access "
                                      "entries): CI's, teammates'; not the role that deploys (it is admin "
                                      "already, and listing it fails the first Deploy)"),
-    # raypd:observability (issue 18; components.observability_spec, docs/observability.md).
+    # raypd:observability (issue 18; components.config.observability_spec, docs/observability.md).
     "raypd:observability.enabled": dict(label="Metrics stack", section="observability",
                                         help="Prometheus, Grafana, dcgm-exporter and the PodMonitors"),
     "raypd:observability.prometheusStorageSize": dict(label="Prometheus volume", section="observability",

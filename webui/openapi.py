@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from components.endpoint_names import KEY_NAME_PATTERN
-from components.spec import MAX_STACK_NAME
+from components.config.spec import MAX_STACK_NAME
+from components.render.endpoint_names import KEY_NAME_PATTERN
 from webui import api_models as m
 from webui.api_models import MAX_WINDOW_SECONDS
 

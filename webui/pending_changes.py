@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Mapping, Optional
 
-from components.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER
+from components.config.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER
 from webui.change import config_diff
 from webui.deployments.lifecycle import Standing
 

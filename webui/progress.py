@@ -2,7 +2,7 @@
 
 Pulumi announces neither how many steps an update has nor how long they take. raypd knows both
 in advance: the offline plan of the same spec lists every resource and what it waits for, and
-`components.durations` says how long each type typically takes on AWS, replaced by what this app
+`components.plan.durations` says how long each type typically takes on AWS, replaced by what this app
 measured on its own past runs (`Store.resource_durations`). The ETA is the longest chain of what is
 not finished yet (the critical path), so it follows the slow steps (EKS cluster, GPU node groups,
 RayService until the model is loaded), not the count of fast ones.
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from components.durations import (
+from components.plan.durations import (
     TYPICAL_SECONDS,
     critical_path,
     duration_key,

@@ -13,7 +13,7 @@ import re
 import threading
 from typing import Any, Optional
 
-from components.stack_file import SECRET_PLACEHOLDER
+from components.config.stack_file import SECRET_PLACEHOLDER
 
 MASK = SECRET_PLACEHOLDER  # what the spec and stack files show for a secret, so one word everywhere
 

@@ -199,8 +199,9 @@ def _authorize() -> Optional[ResponseReturnValue]:
             return redirect(url_for("pages.login", next=safe_next(request.full_path.rstrip("?"))))
         return redirect(url_for("pages.login"))
     if request.method not in SAFE_METHODS and not csrf_valid(request.form.get(CSRF_FIELD)):
-
-        return render_error(400, "This form has expired. Reload the page and try again.")
+        # 403 as the API answers a session's missing X-CSRF-Token: a well-formed request refused
+        # because nothing shows it came from this app's own page.
+        return render_error(403, "This form has expired. Reload the page and try again.")
     g.actor = _actor("browser")
     return None
 

@@ -2,7 +2,7 @@
 
 Computed once when a deployment is created and stored with it, so listing hundreds of deployments
 never re-validates a spec or touches an engine. Each function takes the deployment plan
-(`components.topology.plan_deployment`); given a spec, it plans it (pass the plan when one request
+(`components.plan.topology.plan_deployment`); given a spec, it plans it (pass the plan when one request
 renders several of these, so it is built once).
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from components import catalogue
-from components.outputs import kv_transfer_output
-from components.rayservice import render_rayservice
-from components.serve_config import to_yaml
-from components.spec import DeploymentSpec
-from components.topology import DeploymentPlan, as_plan
+from components.config import catalogue
+from components.config.spec import DeploymentSpec
+from components.plan.topology import DeploymentPlan, as_plan
+from components.render.outputs import kv_transfer_output
+from components.render.rayservice import render_rayservice
+from components.render.serve_config import to_yaml
 
 PlanOrSpec = Union[DeploymentPlan, DeploymentSpec]
 

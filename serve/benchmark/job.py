@@ -16,7 +16,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from components import defaults
+from components.config import defaults
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The files `python -m serve.benchmark run` needs, and nothing that pulls heavy imports.

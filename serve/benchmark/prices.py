@@ -2,7 +2,7 @@
 
 A run's `usd_per_million_output_tokens` is only as good as the hourly price it was given: the web
 app gives raypd's estimate (the instance catalogue's list prices, whose basis
-`components.catalogue.price_basis` names for the stack's region), a person at the CLI gives
+`components.config.catalogue.price_basis` names for the stack's region), a person at the CLI gives
 `--usd-per-hour` from wherever they like. The Contract 6 summary has no key for that basis (the
 contract fixes its keys), so the basis travels beside the run (the web app's stored settings, the
 `compare --region` option) and is said in the pages and the report text.
@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Optional, Sequence
 
-from components import catalogue
-from components.regions import region_problem
+from components.config import catalogue
+from components.config.regions import region_problem
 
 # A CLI run's price, when nobody said it was raypd's estimate: the person's own figure.
 GIVEN_PRICE = "the --usd-per-hour given to the run (where that price comes from is not recorded)"

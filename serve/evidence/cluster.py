@@ -44,8 +44,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from components import defaults
-from components.rayservice import WORKER_CONTAINER
+from components.config import defaults
+from components.render.rayservice import WORKER_CONTAINER
 from serve.evidence.objects import (
     RAY_CLUSTER_LABEL,
     RAY_CR_NAME_LABEL,

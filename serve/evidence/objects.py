@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence
 
-from components import defaults
+from components.config import defaults
 
 ZONE_LABEL = defaults.ZONE_LABEL
 INSTANCE_TYPE_LABEL = defaults.INSTANCE_TYPE_LABEL

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from components import defaults
-from components.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
-from components.safe_documents import DocumentError, load_json
-from components.serve_config import APP_NAME, serve_deployment_name
-from components.spec import SECRET_PLACEHOLDER
+from components.config import defaults
+from components.config.safe_documents import DocumentError, load_json
+from components.config.spec import SECRET_PLACEHOLDER
+from components.render.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
+from components.render.serve_config import APP_NAME, serve_deployment_name
 from serve.evidence.objects import labels_of
 
 MAX_OUTPUTS_BYTES = 10 * 1024 * 1024
@@ -57,7 +57,7 @@ class VerifyPlan:
 
     @property
     def pinned(self) -> bool:
-        """More than one GPU node group: each carries raypd.io/phase=<group> (components.topology)."""
+        """More than one GPU node group: each carries raypd.io/phase=<group> (components.plan.topology)."""
         return len(self.groups) > 1
 
     @property
@@ -106,7 +106,7 @@ class VerifyPlan:
 
 def parse_outputs_text(text: str, name: str = "the outputs") -> dict[str, Any]:
     """JSON text of `pulumi stack output --json --show-secrets` to a dict; VerifyInputError, one
-    line starting with `name` (components.safe_documents: bounded size, nesting and numbers, no
+    line starting with `name` (components.config.safe_documents: bounded size, nesting and numbers, no
     key twice, no NaN)."""
     try:
         document = load_json(text, max_bytes=MAX_OUTPUTS_BYTES)

@@ -12,7 +12,7 @@ import tempfile
 from typing import Any, Mapping, Optional
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from components.safe_documents import DocumentError, load_yaml, shown_name
+from components.config.safe_documents import DocumentError, load_yaml, shown_name
 from serve.kube.client import KubeClient
 from serve.kube.eks import eks_token_source
 from serve.kube.errors import KubeConfigError
@@ -23,7 +23,7 @@ ALLOW_HTTP_CREDENTIALS_EXTENSION = "raypd.io/allow-credentials-over-http"
 
 def parse_kubeconfig_text(text: str, name: str = "the kubeconfig") -> dict[str, Any]:
     """YAML or JSON text to a dict; errors start with `name` and never quote the text (it holds
-    credentials). Read by components.safe_documents: no YAML aliases, bounded nesting and numbers."""
+    credentials). Read by components.config.safe_documents: no YAML aliases, bounded nesting and numbers."""
     if not isinstance(text, str) or not text.strip():
         raise KubeConfigError(f"{name} is empty")
     try:

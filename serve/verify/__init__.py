@@ -6,7 +6,7 @@ service and pod proxies (the Ray dashboard's Serve and log APIs on the head Serv
 endpoint on the Serve Service, Ray's metrics on the worker pods). Each check says where its
 evidence came from; a check that could not get evidence is warn or skip, never pass.
 
-One module per group of checks, in the order the report lists them (components.checks VERIFY_IDS):
+One module per group of checks, in the order the report lists them (components.config.checks VERIFY_IDS):
 nodes (gpu-nodes, efa-devices, one-zone), serve_app (rayservice-ready, serve-app-running,
 replica-placement), nixl (nixl-backend), endpoint (endpoint-models, endpoint-chat), kv_transfer
 (kv-transfer), external (endpoint-external, endpoint-auth), exposure (dashboard-exposure),

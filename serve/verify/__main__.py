@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from components.checks import write_report
-from components.safe_documents import shown_name
+from components.config.checks import write_report
+from components.config.safe_documents import shown_name
 from serve.evidence import MAX_OUTPUTS_BYTES, VerifyInputError, parse_outputs_text
 from serve.kube import KubeConfigError, read_kubeconfig_file
 from serve.verify.external import read_api_key

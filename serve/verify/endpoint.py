@@ -15,9 +15,9 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
-from components import defaults
-from components.checks import Check
-from components.serve_config import KV_LOAD_FAILURE_POLICY
+from components.config import defaults
+from components.config.checks import Check
+from components.render.serve_config import KV_LOAD_FAILURE_POLICY
 from serve.evidence import Evidence, VerifyInputError, name_list, shorten
 from serve.kube import KubeError
 from serve.verify.report import TITLES

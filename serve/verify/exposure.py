@@ -2,7 +2,7 @@
 dashboard (8265), client (10001) or GCS (6379) port.
 
 The Ray dashboard runs submitted jobs as code with the pods' IAM role; the NetworkPolicies
-(components.network_policy) keep other pods away, but a LoadBalancer or NodePort Service, an
+(components.render.network_policy) keep other pods away, but a LoadBalancer or NodePort Service, an
 Ingress or a Gateway API route pointed at the head would bring the port to whoever reaches the
 load balancer or the nodes. Through the Kubernetes API (list calls, all namespaces) this reads:
 
@@ -28,15 +28,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
-from components import defaults
-from components.checks import Check
+from components.config import defaults
+from components.config.checks import Check
 from serve.evidence import RAY_NODE_TYPE_LABEL, Evidence
 from serve.kube import KubeClient, KubeError, KubeNotFound, KubeUnreachable
 
 CHECK_ID = "dashboard-exposure"
 TITLE = "no load balancer, Ingress or route reaches the Ray dashboard, client or GCS port"
 CONTROL_PORTS = frozenset(defaults.RAY_HEAD_CONTROL_PORTS)
-# The head container's names for those ports (components.rayservice; KubeRay adds "client").
+# The head container's names for those ports (components.render.rayservice; KubeRay adds "client").
 CONTROL_PORT_NAMES = frozenset({"dashboard", "client", "gcs", "gcs-server"})
 EXPOSING_TYPES = ("LoadBalancer", "NodePort")
 GATEWAY_GROUP = "gateway.networking.k8s.io"

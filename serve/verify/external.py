@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 from urllib.parse import urlsplit
 
-from components.checks import Check
-from components.endpoint_names import API_KEY_HEADER
-from components.safe_documents import shown_name
-from components.spec import SECRET_PLACEHOLDER
+from components.config.checks import Check
+from components.config.safe_documents import shown_name
+from components.config.spec import SECRET_PLACEHOLDER
+from components.render.endpoint_names import API_KEY_HEADER
 from serve.evidence import VerifyInputError, shorten
 
 API_KEY_ENV = "RAYPD_API_KEY"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from components import defaults
-from components.checks import Check
-from components.serve_config import KV_LOAD_FAILURE_POLICY
+from components.config import defaults
+from components.config.checks import Check
+from components.render.serve_config import KV_LOAD_FAILURE_POLICY
 from serve.evidence import RAY_GROUP_LABEL, Evidence, labels_of, name_list, name_of
 from serve.kube import KubeError
 from serve.kv_evidence import (

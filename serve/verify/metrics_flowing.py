@@ -1,7 +1,7 @@
 """Verify check `metrics-flowing`: every engine reports to Prometheus, and under its phase.
 
 The dashboards and alerts (issue 18) read only the phase-labelled copies of vLLM's series that the
-recording rules make (components.observability_rules): `replica:raypd_phase:info` per Serve
+recording rules make (components.render.observability_rules): `replica:raypd_phase:info` per Serve
 replica, from Ray Serve's own per-replica series, and `engine:<metric>:phase`, vLLM's series
 joined to it on `ReplicaId`. A PodMonitor that misses the worker pods, a renamed label or a rule
 that never loaded leaves every panel empty and every alert silent, with nothing red anywhere. This
@@ -24,11 +24,11 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Optional
 
-from components import metric_names as m
-from components import observability_names
-from components.checks import Check
-from components.observability_rules import ENGINE_PRESENCE, PHASE_INFO, phased
-from components.outputs import OBSERVABILITY_KEY
+from components.config.checks import Check
+from components.render import metric_names as m
+from components.render import observability_names
+from components.render.observability_rules import ENGINE_PRESENCE, PHASE_INFO, phased
+from components.render.outputs import OBSERVABILITY_KEY
 from serve.evidence import Evidence
 from serve.prometheus_api import PrometheusApi, PrometheusError, prometheus_for
 

@@ -5,7 +5,7 @@ the worker pods' container logs."""
 
 from __future__ import annotations
 
-from components.checks import Check
+from components.config.checks import Check
 from serve.evidence import Evidence, name_list, name_of, shorten
 from serve.kube import KubeError
 from serve.kv_evidence import backends_in, unsupported_backends_in

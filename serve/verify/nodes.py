@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from components import defaults
-from components.checks import Check
-from components.rayservice import EFA_RESOURCE, GPU_RESOURCE
+from components.config import defaults
+from components.config.checks import Check
+from components.render.rayservice import EFA_RESOURCE, GPU_RESOURCE
 from serve.evidence import ZONE_LABEL, Evidence, allocatable, labels_of, name_list, name_of, node_ready
 from serve.kube import KubeError
 from serve.verify.report import TITLES, api_unavailable

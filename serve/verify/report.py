@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from components.checks import Check
+from components.config.checks import Check
 from serve.evidence import Evidence, shorten
 from serve.kube import KubeError
 from serve.verify import exposure, metrics_flowing

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any, Mapping, Optional
 
-from components.checks import Report
+from components.config.checks import Report
 from serve.evidence import (
     LOG_LINES,
     Evidence,

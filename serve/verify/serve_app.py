@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from components.checks import Check
+from components.config.checks import Check
 from serve.evidence import RAY_GROUP_LABEL, Evidence, condition_of, labels_of, name_list, name_of, shorten
 from serve.kube import KubeError, KubeNotFound
 from serve.verify.report import TITLES, api_unavailable
@@ -115,7 +115,7 @@ def check_replica_placement(ev: Evidence) -> Check:
         if running:
             evidence.append(f"{plan.deployment}: {len(running)}/{plan.replicas} RUNNING on "
                             f"{name_list(places, 4)}")
-    # The plan gives every phase nodes of its own (components.topology sizes each group as the sum
+    # The plan gives every phase nodes of its own (components.plan.topology sizes each group as the sum
     # of its phases' nodes): two phases on one node halve its GPUs and take PD's gain away.
     shared = {node_name: sorted(p) for node_name, p in phases_on_node.items() if len(p) > 1}
     for node_name, phases in shared.items():

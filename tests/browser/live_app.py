@@ -11,17 +11,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-import pytest
-
 from tests.browser.test_browser_flow import CHROMIUM
+from tests.required_tools import need_chromium
 from tests.web.support import TOKEN, FakeEngine, settings_for
 
 
 def need_a_browser() -> None:
-    """Skip, saying why, where the browser or its driver is missing."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: scripts/ensure-chromium)")
-    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    """Fail, saying which and how to get it, where the browser or its driver is missing."""
+    need_chromium(CHROMIUM)
 
 
 def api(base: str, method: str, path: str, body: Any = None) -> Any:

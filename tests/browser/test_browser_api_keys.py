@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from components.endpoint_names import FIRST_KEY_NAME
+from components.render.endpoint_names import FIRST_KEY_NAME
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from tests.patience import PATIENCE_S

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     need_a_browser()
-    from components.checks import Report
+    from components.config.checks import Report
     from tests.fakes.kube_api import FakeKubeApi
     from tests.fakes.openai_server import OpenAIServer
 

@@ -20,6 +20,7 @@ from typing import Iterator
 import pytest
 
 from tests.patience import PATIENCE_S
+from tests.required_tools import need_chromium
 
 CHROMIUM = Path("/usr/bin/chromium")
 PROJECT = Path(__file__).resolve().parents[2]
@@ -42,9 +43,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium: scripts/ensure-chromium)")
-    pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    need_chromium(CHROMIUM)
     home = tmp_path_factory.mktemp("raypd-home")
     port = _free_port()
     env = {**os.environ, "RAYPD_HOME": str(home), "RAYPD_ENGINE": "offline", "RAYPD_TOKEN": TOKEN}
@@ -241,8 +240,8 @@ def test_change_settings_preview_the_difference_then_deploy(server, page):
     page.click("#save-change")
     expect(page).to_have_url(re.compile(r"/deployments/grow\?job="))
     expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
-    from components.spec import DeploymentSpec
-    from components.topology import estimate_cost
+    from components.config.spec import DeploymentSpec
+    from components.plan.topology import estimate_cost
 
     def usd(config: dict) -> str:
         return f"${estimate_cost(DeploymentSpec.from_config(config, 'grow')).usd_per_hour:,.2f}/h"

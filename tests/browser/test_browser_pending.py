@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from components.catalogue import price_basis
-from components.spec import DeploymentSpec
-from components.topology import estimate_cost
+from components.config.catalogue import price_basis
+from components.config.spec import DeploymentSpec
+from components.plan.topology import estimate_cost
 from tests.browser.test_browser_flow import _logged_in, page, server, shot  # noqa: F401 - page, server: fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from components.checks import VERIFY_IDS
+from components.config.checks import VERIFY_IDS
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from tests.patience import PATIENCE_S

@@ -118,10 +118,10 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit
 
 import yaml
 
-from components import observability_names
-from components.outputs import render_stack_outputs
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.render import observability_names
+from components.render.outputs import render_stack_outputs
 from serve.kube import ALLOW_HTTP_CREDENTIALS_EXTENSION
 from tests.fakes import LoopbackServer
 from tests.fakes.openai_server import (
@@ -1092,7 +1092,7 @@ class FakeKubeApi(LoopbackServer):
     def scrape_configs(self) -> list[dict[str, Any]]:
         """Prometheus scrape jobs reading every worker pod's metrics page through this API's pod
         proxy with the stack's token: in a cluster the worker PodMonitor scrapes the same pages
-        from the pods themselves; `honor_labels`, as it sets (components/observability.py)."""
+        from the pods themselves; `honor_labels`, as it sets (components/render/observability.py)."""
         host = urlsplit(self.url).netloc
         namespace = self.spec.namespace
         return [{"job_name": f"pod-{pod}", "honor_labels": True, "scrape_interval": "1s",

@@ -1,19 +1,20 @@
 """The program under Pulumi's mock runtime: offline plans of the stacks the tests look at.
 
-Each plan is one real run of `components.program.build` (through `components.plan.run_plan`),
+Each plan is one real run of `components.stack.program.build` (through `components.stack.offline_plan.run_plan`),
 computed once per module; tests read the registered resources and outputs like a user reads the
 offline plan.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from components.plan import run_plan
-from components.stack_file import load_stack_file
+from components.config.stack_file import load_stack_file
+from components.stack.offline_plan import run_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,8 +56,15 @@ class Plan:
 
 @pytest.fixture(scope="session")
 def make_plan() -> Callable[..., Plan]:
+    """One mock-runtime run per distinct (config, stack, secret keys) in the session: a run takes
+    seconds, and tests only read the plan (the session-wide plans below are shared the same way)."""
+    plans: dict[str, Plan] = {}
+
     def build(config: dict[str, Any], stack: str = "dev", secret_keys: tuple[str, ...] = ()) -> Plan:
-        return Plan(run_plan(config, secret_keys, stack))
+        key = json.dumps([config, stack, sorted(secret_keys)], sort_keys=True)
+        if key not in plans:
+            plans[key] = Plan(run_plan(config, secret_keys, stack))
+        return plans[key]
     return build
 
 

@@ -9,12 +9,12 @@ from typing import Any
 import pulumi
 import pytest
 
-from components import defaults
-from components.addons import CRD_TYPE, PATCH_FORCE_ANNOTATION, force_crd_ownership
-from components.mockrun import RegisteredResource, run_program
-from components.model_access import read_policy, s3_location
-from components.program import build
-from components.spec import DeploymentSpec
+from components.config import defaults
+from components.config.spec import DeploymentSpec
+from components.render.model_access import read_policy, s3_location
+from components.stack.addons import CRD_TYPE, PATCH_FORCE_ANNOTATION, force_crd_ownership
+from components.stack.mockrun import RegisteredResource, run_program
+from components.stack.program import build
 
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
 CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"

@@ -7,13 +7,13 @@ import itertools
 
 import pytest
 
-from components.addons import efa_device_plugin_values, needs_efa_plugin
-from components.cluster import node_policy_arns
-from components.network import subnet_cidrs
-from components.node_groups import gpu_node_group_settings
-from components.program import zones_offering_all
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.plan.zones import zones_offering_all
+from components.stack.addons import efa_device_plugin_values, needs_efa_plugin
+from components.stack.cluster import node_policy_arns
+from components.stack.network import subnet_cidrs
+from components.stack.node_groups import gpu_node_group_settings
 
 
 def test_subnets_fit_the_vpc_without_overlapping_and_private_ones_are_larger():

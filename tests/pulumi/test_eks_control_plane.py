@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.plan import plan_spec, render_summary
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
+from components.stack.offline_plan import plan_spec, render_summary
 from webui.change import plan_diff
 
 EKS_CLUSTER = "eks:index:Cluster"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from components import endpoint_names
-from components.outputs import validate_outputs
+from components.render import endpoint_names
+from components.render.outputs import validate_outputs
 
 CERT = "arn:aws:acm:us-east-2:123456789012:certificate/0f3c7d2e-1b4a-4c5d-9e8f-a1b2c3d4e5f6"
 INTERNET = {"raypd:endpoint": {"scope": "internet", "certificateArn": CERT,
@@ -63,7 +63,7 @@ def test_each_chart_waits_for_its_own_crds(reference_plan):
 
 
 def test_the_lb_controller_gets_an_irsa_role_with_the_published_policy(reference_plan):
-    from components.endpoint_lb import lb_controller_iam_policy
+    from components.render.endpoint_lb import lb_controller_iam_policy
 
     role = reference_plan.named("lb-controller-role")
     trust = json.loads(role["inputs"]["assumeRolePolicy"])
@@ -152,7 +152,7 @@ def test_no_service_port_or_route_of_the_plan_reaches_a_ray_control_port(referen
 
 
 def test_the_readable_plan_says_who_reaches_the_endpoint(reference_plan, open_cluster_plan):
-    from components.plan import render_summary
+    from components.stack.offline_plan import render_summary
 
     (line,) = [x for x in render_summary(reference_plan.document).splitlines() if x.startswith("Endpoint:")]
     assert line.startswith("Endpoint: scope vpc, internal NLB from 10.0.0.0/16, auth apiKey, http://k8s-")

@@ -10,10 +10,10 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.mockrun import RegisteredResource, run_program
-from components.node_groups import LAUNCH_TEMPLATE_TYPE, imds_hop_limit_one
-from components.program import build
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
+from components.stack.mockrun import RegisteredResource, run_program
+from components.stack.node_groups import LAUNCH_TEMPLATE_TYPE, imds_hop_limit_one
+from components.stack.program import build
 
 MNG = "eks:index:ManagedNodeGroup"
 

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from pulumi.runtime import mocks
 
-from components import defaults
-from components.errors import SpecError
-from components.mockrun import OFFLINE_IMAGE_DIGEST, PlanMocks, run_program
-from components.outputs import validate_outputs
-from components.program import build
-from components.spec import DeploymentSpec
+from components.config import defaults
+from components.config.errors import SpecError
+from components.config.spec import DeploymentSpec
+from components.render.outputs import validate_outputs
+from components.stack.mockrun import OFFLINE_IMAGE_DIGEST, PlanMocks, run_program
+from components.stack.program import build
 
 REAL_LOOKING = "sha256:" + "3c" * 32
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from components import defaults, endpoint_names
-from components.rayservice import RAY_SERVICE_LABEL
+from components.config import defaults
+from components.render import endpoint_names
+from components.render.rayservice import RAY_SERVICE_LABEL
 from tests.unit.network_policy_eval import Address, Pod, may_reach
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -103,10 +104,10 @@ def test_nothing_labels_kube_system(reference_plan):
 def test_the_api_server_addresses_are_the_eks_enis_of_the_clusters_vpc():
     from pulumi.runtime import mocks
 
-    from components.cluster import control_plane_cidrs
-    from components.mockrun import PlanMocks, run_program
-    from components.program import build
-    from components.spec import DeploymentSpec
+    from components.config.spec import DeploymentSpec
+    from components.stack.cluster import control_plane_cidrs
+    from components.stack.mockrun import PlanMocks, run_program
+    from components.stack.program import build
 
     class Recording(PlanMocks):
         def __init__(self, region: str):

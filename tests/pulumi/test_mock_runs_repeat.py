@@ -1,7 +1,7 @@
 """The mock runtime is stable: 20 runs, in fresh processes and repeated in one, same result.
 
 pulumi-eks components under Pulumi's stock mocks fail about half the runs ("attached to a
-different loop"); components.mockrun avoids that. A flaky plan would make the web app's offline
+different loop"); components.stack.mockrun avoids that. A flaky plan would make the web app's offline
 engine flaky, so this runs the plan 20 times (4 fresh processes x 5 runs each, references,
 heterogeneous and colocated stacks interleaved) and asks for 20 successes and identical documents.
 """

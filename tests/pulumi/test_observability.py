@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from components import defaults
-from components import observability_names as names
-from components.observability import dcgm_exporter_values, kube_prometheus_stack_values, pod_monitors
-from components.outputs import validate_outputs
-from components.plan import render_summary
-from components.spec import DeploymentSpec
+from components.config import defaults
+from components.config.spec import DeploymentSpec
+from components.render import observability_names as names
+from components.render.observability import dcgm_exporter_values, kube_prometheus_stack_values, pod_monitors
+from components.render.outputs import validate_outputs
+from components.stack.offline_plan import render_summary
 from tests.unit.test_observability_render import schema_errors
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

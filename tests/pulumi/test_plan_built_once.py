@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from components import topology
-from components.mockrun import run_program
-from components.program import build
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
+from components.plan import topology
+from components.stack.mockrun import run_program
+from components.stack.program import build
 from tests.pulumi.conftest import HETEROGENEOUS
 
 
@@ -35,17 +35,17 @@ def test_no_module_but_the_plan_module_holds_the_node_group_planner():
     # A module holding its own reference would bypass the one plan (and the count above).
     import sys
 
-    import components.outputs  # noqa: F401
-    import components.preflight  # noqa: F401
-    import components.rayservice  # noqa: F401
-    import components.serve_config  # noqa: F401
+    import components.preflight.run  # noqa: F401
+    import components.render.outputs  # noqa: F401
+    import components.render.rayservice  # noqa: F401
+    import components.render.serve_config  # noqa: F401
     import serve.render  # noqa: F401
     import webui.diagram  # noqa: F401
     import webui.summary  # noqa: F401
 
     holders = sorted(
         name for name, module in list(sys.modules.items())
-        if name.split(".")[0] in ("components", "serve", "webui") and name != "components.topology"
+        if name.split(".")[0] in ("components", "serve", "webui") and name != "components.plan.topology"
         and getattr(module, "plan_gpu_groups", None) is not None
     )
     assert holders == []

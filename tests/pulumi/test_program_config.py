@@ -1,6 +1,6 @@
 """The program's entry point as Pulumi runs it: config in, exports out, readable failures.
 
-`components.program.main` is what `__main__.py` runs. Here it runs under the mock runtime with
+`components.stack.program.main` is what `__main__.py` runs. Here it runs under the mock runtime with
 config given the way the Pulumi engine hands it over (object values as JSON text, the HF token
 as a secret key), and with EC2 answers scripted to exercise the AZ choice.
 """
@@ -14,10 +14,10 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.errors import SpecError
-from components.mockrun import PlanMocks, run_program
-from components.outputs import OUTPUT_KEYS
-from components.program import main
+from components.config.errors import SpecError
+from components.render.outputs import OUTPUT_KEYS
+from components.stack.mockrun import PlanMocks, run_program
+from components.stack.program import main
 
 
 def exported_outputs() -> dict[str, Any]:
@@ -134,10 +134,10 @@ def test_no_zone_offering_all_gpu_types_is_a_readable_error_before_anything_exis
 
 
 def test_configured_zone_without_the_gpu_type_is_rejected():
-    from components.plan import plan_spec
-    from components.program import resolve_gpu_zone
-    from components.spec import DeploymentSpec
-    from components.topology import plan_deployment
+    from components.config.spec import DeploymentSpec
+    from components.plan.topology import plan_deployment
+    from components.stack.offline_plan import plan_spec
+    from components.stack.program import resolve_gpu_zone
 
     spec = DeploymentSpec.from_config({"raypd:availabilityZone": "us-east-2c"}, "dev")
     mock = ScriptedEc2("us-east-2", [("g6.8xlarge", "us-east-2a")])

@@ -6,11 +6,11 @@ from collections import Counter
 
 import pytest
 
-from components import defaults
-from components.outputs import OUTPUT_KEYS, validate_outputs
-from components.rayservice import render_rayservice
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.config import defaults
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.render.outputs import OUTPUT_KEYS, validate_outputs
+from components.render.rayservice import render_rayservice
 from tests.pulumi.conftest import HETEROGENEOUS
 
 GPU_AMI = "AL2023_x86_64_NVIDIA"
@@ -180,7 +180,7 @@ def test_rayservice_is_the_rendered_manifest_and_waits_for_operator_plugins_and_
 ):
     (service,) = reference_plan.of_type(RAYSERVICE)
     spec = DeploymentSpec.from_config(reference_config, "dev")
-    # The image the program pinned by digest (components.image; offline, the mock's placeholder).
+    # The image the program pinned by digest (components.config.image; offline, the mock's placeholder).
     assert reference_plan.outputs["image"] != spec.image_uri
     spec = spec.model_copy(update={"image": reference_plan.outputs["image"]})
     # The zone the program resolved (offline: the first zone of the region offers everything).

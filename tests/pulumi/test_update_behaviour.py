@@ -1,11 +1,11 @@
 """What `pulumi up` does to a running stack for the changes people make, judged the way Pulumi does.
 
-Both sides are the real program under Pulumi's mock runtime (`components.plan.plan_spec`, the
+Both sides are the real program under Pulumi's mock runtime (`components.stack.offline_plan.plan_spec`, the
 offline plan); every resource's op comes from its registered inputs and resource options through
-the engine's rules (components.pulumi_diff: pulumi-kubernetes's detailed diff, the engine's
+the engine's rules (components.changes.pulumi_diff: pulumi-kubernetes's detailed diff, the engine's
 replaceOnChanges containment, the providers' create-only inputs, and pulumi-eks's children as
 webui.change expands them). The expected ops are what KubeRay 1.4, pulumi-eks 4.4 and
-pulumi-kubernetes 4.34 define for each change (see components/rayservice.py and components/changes.py
+pulumi-kubernetes 4.34 define for each change (see components/render/rayservice.py and components/changes/assess.py
 for the sources), not what raypd happens to do.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from components.mockrun import RegisteredResource, run_program
-from components.plan import plan_spec
-from components.program import build
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
+from components.stack.mockrun import RegisteredResource, run_program
+from components.stack.offline_plan import plan_spec
+from components.stack.program import build
 from webui.change import plan_diff
 
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"

@@ -15,10 +15,10 @@ from typing import Any, Optional
 import pulumi
 import pytest
 
-from components.mockrun import PlanMocks, run_program
-from components.network import subnet_cidrs
-from components.program import main
-from components.zones import GPU_ZONE_TAG, SECOND_ZONE_TAG, eks_usable, pick_second_zone
+from components.plan.zones import GPU_ZONE_TAG, SECOND_ZONE_TAG, eks_usable, pick_second_zone
+from components.stack.mockrun import PlanMocks, run_program
+from components.stack.network import subnet_cidrs
+from components.stack.program import main
 
 SUBNET = "aws:ec2/subnet:Subnet"
 

@@ -6,7 +6,7 @@ dashboard also reads queue time, prefill time, time per output token, preemption
 cache. This starts one engine of the same harness (tests/real/pd_pair.start_engine: the tiny model,
 NixlConnector with UCX, as the pair's), writes its `/metrics` after start and after 4 chats sharing
 a long prompt prefix (so the prefix cache hits), cut to the vLLM families named in
-components/metric_names.py, under tests/fixtures/real/engine/. About a minute, under the machine's
+components/render/metric_names.py, under tests/fixtures/real/engine/. About a minute, under the machine's
 real-engine lock.
 """
 
@@ -16,7 +16,7 @@ import sys
 
 import requests
 
-from components import metric_names as m
+from components.render import metric_names as m
 from tests.real.capture import ARTIFACTS, Writer, chat, cut_metrics
 from tests.real.locate import real_vllm, skip_reason
 from tests.real.machine_lock import machine_lock

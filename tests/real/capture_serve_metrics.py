@@ -2,7 +2,7 @@
 `python -m tests.real.capture_serve_metrics`.
 
 The LLM capture (tests/fixtures/real/ray/metrics-export-*.txt) was cut to vLLM's families, so it
-holds no `ray_serve_*` series; the phase join of components/observability_rules.py reads one. This
+holds no `ray_serve_*` series; the phase join of components/render/observability_rules.py reads one. This
 starts a local Ray head (no model: a replica named like Ray Serve LLM's, `Decode:tiny`, in app
 `llm`), answers one request that returns the replica's own id and one that raises (500), and writes the `ray_serve_*`
 families raypd reads from the metrics export port to tests/fixtures/real/ray/serve-metrics-probe.txt, headed by a
@@ -22,7 +22,7 @@ from typing import Any
 import ray
 from ray import serve
 
-from components import metric_names as m
+from components.render import metric_names as m
 from tests.real.machine_lock import machine_lock
 from tests.real.processes import free_port
 

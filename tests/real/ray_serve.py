@@ -33,7 +33,7 @@ from tests.real.processes import ManagedProcess, free_ports, http_ok, wait_until
 
 START_DEADLINE_S = 300.0
 APP_DEADLINE_S = float(os.environ.get("RAYPD_REAL_RAY_READY_S", "1200"))
-# Custom resources raypd's worker groups advertise (components/topology.py: raypd_<phase>); the
+# Custom resources raypd's worker groups advertise (components/plan/topology.py: raypd_<phase>); the
 # test node advertises them too, so a rendered placement group that asks for them can be placed.
 NODE_RESOURCES = {"raypd_prefill": 8, "raypd_decode": 8}
 NUM_CPUS = 8  # logical CPUs for scheduling (ingress, two replicas and their bundles), not cores

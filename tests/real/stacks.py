@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.serve_config import render_serve_config
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.render.serve_config import render_serve_config
 from tests.real.locate import ENGINE_DTYPE, MODEL_ID
 
 SMALL_STACK: dict[str, Any] = {

@@ -18,9 +18,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from components.serve_config import render_serve_config
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.render.serve_config import render_serve_config
 from tests.real.locate import RealVllm
 from tests.real.stacks import SMALL_STACK
 

@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
 
 # Prefill on H100 nodes, decode on L40S nodes: two node groups, each phase pinned to its own.
 HETEROGENEOUS: dict[str, Any] = {

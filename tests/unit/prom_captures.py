@@ -27,8 +27,8 @@ from typing import Iterable, Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from components import metric_names as m
-from components.serve_config import APP_NAME
+from components.render import metric_names as m
+from components.render.serve_config import APP_NAME
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 RAY_EXPORT = REAL / "ray" / "metrics-export-after-transfers.txt"

@@ -4,14 +4,16 @@ Kubernetes stand-in; the CLI's answers, exit codes and that no value leaks beyon
 from __future__ import annotations
 
 import json
+import logging
 import re
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from components.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name, created_annotation
+from components.render.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name, created_annotation
 from serve.api_keys import (
     KEY_PREFIX,
     ApiKeyInputError,
@@ -25,6 +27,7 @@ from serve.api_keys import (
     validate_key_name,
 )
 from tests.fakes.kube_api import FakeKubeApi
+from tests.leaks import file_holds, holds, logged
 from tests.unit.cli_support import run_module
 
 FIRST_VALUE = "rpd_first-key-value-from-the-pulumi-program-00"
@@ -180,6 +183,47 @@ def test_cli_create_prints_the_key_alone_on_stdout_and_list_never_shows_it(kube,
     assert key not in listing.out + listing.err and FIRST_VALUE not in listing.out + listing.err
     assert main(["--outputs", outputs, "--json", "revoke", "ci"]) == 0
     assert json.loads(capsys.readouterr().out) == {"revoked": "ci"}
+
+
+def test_cli_create_shows_a_key_once_on_stdout_and_nowhere_else(kube, tmp_path, capsys, caplog, monkeypatch):
+    """As tests/web/test_api_key_shown_once.py for the web app: each new key is in the stdout of the
+    one `create` that made it, and in no other output or error of any command, no log record and no
+    file (the working directory, HOME and the temp directory all point into tmp_path here)."""
+    caplog.set_level(logging.DEBUG)
+    for name in ("work", "home", "tmp"):
+        (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    outputs = write_outputs(tmp_path, outputs_of(kube))
+    printed: list[tuple[str, str, str]] = []  # (command, stdout, stderr)
+
+    def run(*argv: str, code: int = 0) -> None:
+        assert main(["--outputs", outputs, *argv]) == code, argv
+        out = capsys.readouterr()
+        printed.append((" ".join(argv), out.out, out.err))
+
+    run("create", "ci")
+    run("--json", "create", "batch")
+    made = {0: kube.secret_data(NS, SECRET)["ci"], 1: kube.secret_data(NS, SECRET)["batch"]}  # run: key
+    run("create", "ci", code=1)  # the name is taken
+    run("create", "Bad Name", code=2)
+    run("list")
+    run("list", "--json")
+    run("revoke", "ghost", code=1)
+    run("revoke", "ci")
+    run("--json", "revoke", "batch")
+
+    assert printed[0][1] == made[0] + "\n"  # alone on stdout: KEY=$(... create ci) works
+    for index, key in made.items():
+        holders = [(argv, stream) for argv, out, err in printed
+                   for stream, text in (("stdout", out), ("stderr", err)) if holds(text, key)]
+        assert holders == [(printed[index][0], "stdout")], f"the key made by run {index} is in {holders}"
+        assert printed[index][1].count(key) == 1
+        assert not holds(logged(caplog), key), "a log record has the key"
+        for path in tmp_path.rglob("*"):
+            assert not (path.is_file() and file_holds(path, key)), f"{path} has the key"
+    assert [path.name for path in tmp_path.rglob("*") if path.is_file()] == ["outputs.json"]  # wrote nothing
 
 
 def test_cli_exit_codes_and_one_line_errors(kube, tmp_path, capsys):

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.outputs import render_stack_outputs
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
+from components.render.outputs import render_stack_outputs
 from serve.benchmark.job import (
     MOUNT_ROOT,
     RUN_FILES,

@@ -1,5 +1,5 @@
 """Every benchmark cost says what it is priced at: `compare` names the catalogue's basis for the
-stacks' region (components.catalogue.price_basis; a stack outside us-east-1 is told its prices are
+stacks' region (components.config.catalogue.price_basis; a stack outside us-east-1 is told its prices are
 not its region's), or says the figure is the --usd-per-hour a run was given; `run` says so too; and
 summary.json keeps exactly its keys (Contract 6 fixes them, so the basis is not one of them)."""
 
@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import pytest
 
-from components import catalogue
+from components.config import catalogue
 from serve.benchmark.__main__ import main
 from serve.benchmark.compare import Run, verdict
 from serve.benchmark.prices import GIVEN_PRICE, estimate_basis, price_notes

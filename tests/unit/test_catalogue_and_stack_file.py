@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from components import catalogue
-from components.errors import SpecError
-from components.stack_file import SECRET_PLACEHOLDER, load_stack_file, stack_name_from_path
+from components.config import catalogue
+from components.config.errors import SpecError
+from components.config.stack_file import SECRET_PLACEHOLDER, load_stack_file, stack_name_from_path
 
 
 @pytest.mark.parametrize("family", ["g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en"])

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from components.changes import Kind, assess
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.changes.assess import Kind, assess
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
 
 
 def plan(config: dict[str, Any]):
@@ -137,7 +137,7 @@ def test_the_docs_settings_table_is_what_the_assessment_says():
     # change, the page must change with them (regenerate it with that command).
     from pathlib import Path
 
-    from components.changes import settings_table
+    from components.changes.assess import settings_table
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "infrastructure.md").read_text()
     begin = page.index("<!-- BEGIN settings-table")
@@ -160,7 +160,7 @@ def test_a_kubernetes_downgrade_or_a_jump_is_refused_not_previewed_as_an_upgrade
 
 
 def test_an_image_change_pulls_the_new_image_so_its_downtime_is_the_cold_start():
-    from components.durations import TYPICAL_SECONDS
+    from components.plan.durations import TYPICAL_SECONDS
 
     (cluster,) = [e for e in assessment({}, {"raypd:image": "example.com/ray-llm:2"}).effects
                   if e.kind == Kind.NEW_RAY_CLUSTER]
@@ -172,3 +172,16 @@ def test_engines_of_a_phase_with_several_replicas_restart_in_batches_without_dow
     result = assessment(several, {**several, "raypd:model": {"maxModelLen": 8192}})
     (restart,) = [e for e in result.effects if e.kind == Kind.RESTART_ENGINES]
     assert restart.downtime_seconds == 0 and "in batches" in restart.detail
+
+
+@pytest.mark.parametrize(("old_replicas", "new_replicas"), [(1, 2), (2, 1), (1, 3)])
+def test_a_replica_scale_on_a_new_cluster_stack_stays_in_place_with_no_second_cluster(old_replicas, new_replicas):
+    # The strategy is for changes that restart engines or rebuild the cluster; a replica count is
+    # neither (Serve adds or removes a replica in the running cluster), whatever the stack chose.
+    zero = {"raypd:upgradeStrategy": "newCluster"}
+    result = assessment({**zero, "raypd:decode": {"replicas": old_replicas}},
+                        {**zero, "raypd:decode": {"replicas": new_replicas}})
+    assert result.kind == Kind.IN_PLACE and not result.disruptive
+    assert result.chosen.name == "inPlace" and result.choices == ()
+    assert not result.chosen.extra_nodes and "second Ray cluster" not in result.chosen.summary
+    assert result.chosen.summary.endswith("no extra nodes")

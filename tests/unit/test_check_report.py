@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from components.checks import (
+from components.config.checks import (
     PREFLIGHT_IDS,
     VERIFY_IDS,
     Check,

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from components import defaults
-from components.changes import Kind, assess
-from components.errors import SpecError
-from components.spec import DeploymentSpec, eks_support_type
-from components.topology import plan_deployment
+from components.changes.assess import Kind, assess
+from components.config import defaults
+from components.config.errors import SpecError
+from components.config.spec import DeploymentSpec, eks_support_type
+from components.plan.topology import plan_deployment
 
 KEY = "raypd:apiAccessCidrs"
 
@@ -169,9 +169,14 @@ def test_support_is_standard_while_the_version_is_in_standard_support_then_exten
 
 
 def test_the_reference_version_gets_standard_support_and_no_support_warning():
+    """A date-driven failure on purpose: once the reference version leaves standard support, the
+    reference a newcomer deploys pays EKS's extended rate and warns, and someone must move it on."""
     spec = DeploymentSpec.from_config({KEY: ["203.0.113.0/24"]}, "dev")
     if spec.support_type != "STANDARD":
-        pytest.skip(f"{spec.kubernetes_version} has left standard support: update the version table")
+        pytest.fail(f"Kubernetes {spec.kubernetes_version}, the reference version, has left EKS standard "
+                    "support: update KUBERNETES_VERSION and the EKS_KUBERNETES_VERSIONS table in "
+                    f"components/config/defaults.py (as of {defaults.EKS_VERSIONS_AS_OF}, from "
+                    f"{defaults.EKS_VERSIONS_SOURCE})", pytrace=False)
     assert spec.warnings == []
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.rayservice import render_rayservice
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.render.rayservice import render_rayservice
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -143,7 +143,7 @@ def _worker_env(spec: DeploymentSpec) -> list[dict[str, str]]:
 
 
 def test_hybrid_model_gets_the_conv_state_layout_nixl_needs(reference_spec):
-    from components.model_shapes import find_shape
+    from components.plan.model_shapes import find_shape
 
     assert find_shape(reference_spec.model.source).hybrid  # Qwen3.5: Gated DeltaNet layers
     for env in _worker_env(reference_spec):
@@ -200,7 +200,7 @@ def test_components_never_import_serve():
 
 def test_only_the_plan_module_derives_node_groups_from_a_spec():
     callers = []
-    # (bench/plan_bench.py replaces the planner in components.topology, its one home, to fake 8 groups.)
+    # (bench/plan_bench.py replaces the planner in components.plan.topology, its one home, to fake 8 groups.)
     for folder in ("components", "serve", "webui"):
         for path in (ROOT / folder).rglob("*.py"):
             if path.name == "topology.py" and folder == "components":

@@ -1,4 +1,4 @@
-"""Typical durations, the plan's critical path and the in-run ETA (components.durations)."""
+"""Typical durations, the plan's critical path and the in-run ETA (components.plan.durations)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components import durations
-from components.durations import (
+from components.plan import durations
+from components.plan.durations import (
     DEFAULT_SECONDS,
     GPU_NODE_GROUP,
     LATE_FLOOR_FRACTION,
@@ -123,7 +123,7 @@ def test_gpu_node_groups_have_their_own_key():
 
 @pytest.fixture(scope="module")
 def reference_resources() -> list[dict[str, Any]]:
-    from components.plan import plan_file
+    from components.stack.offline_plan import plan_file
 
     return plan_file("Pulumi.dev.yaml")["resources"]
 
@@ -160,7 +160,7 @@ def test_reference_critical_path_goes_through_cluster_gpu_group_and_rayservice(r
     keys = [duration_key(by_name[name]) for name in path.names]
     assert "eks:index:Cluster" in keys
     assert GPU_NODE_GROUP in keys
-    # The RayService, then the rollout check that waits on it (components.rollout).
+    # The RayService, then the rollout check that waits on it (components.render.rollout).
     assert keys[-2:] == ["kubernetes:ray.io/v1:RayService", "kubernetes:batch/v1:Job"]
     # Every step depends on the one before it: a real chain of the plan.
     for before, after in zip(path.names, path.names[1:], strict=False):

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from components import defaults
-from components.errors import SpecError
-from components.spec import DeploymentSpec, eks_version_problem
+from components.config import defaults
+from components.config.errors import SpecError
+from components.config.spec import DeploymentSpec, eks_version_problem
 
 
 def fields(config: dict) -> dict[str, str]:

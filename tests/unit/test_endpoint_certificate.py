@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from moto import mock_aws
 
-from components.endpoint_certificate import CHECK_ID, check_endpoint_certificate, covers
-from components.preflight import run_preflight
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
+from components.preflight.certificate import CHECK_ID, check_endpoint_certificate, covers
+from components.preflight.run import run_preflight
 
 MISSING = "arn:aws:acm:us-east-2:123456789012:certificate/0f3c7d2e-1b4a-4c5d-9e8f-a1b2c3d4e5f6"
 

@@ -1,4 +1,4 @@
-"""The change preview of raypd:endpoint (components.endpoint_changes through changes.assess)."""
+"""The change preview of raypd:endpoint (components.changes.endpoint through changes.assess)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from components.changes import Kind, assess
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.changes.assess import Kind, assess
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
 
 CERT = "arn:aws:acm:us-east-2:123456789012:certificate/0f3c7d2e-1b4a-4c5d-9e8f-a1b2c3d4e5f6"
 INTERNET = {"scope": "internet", "certificateArn": CERT}

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from components.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name
+from components.render.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name
 from serve.api_keys import ApiKeys
 from serve.evidence import VerifyInputError
 from serve.verify import main

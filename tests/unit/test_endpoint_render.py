@@ -1,4 +1,4 @@
-"""The endpoint's gateway objects and chart values (components.endpoint, components.endpoint_lb):
+"""The endpoint's gateway objects and chart values (components.render.endpoint, components.render.endpoint_lb):
 valid for the upstream CRD schemas and chart values, only /v1 routed to Serve, no Ray port exposed,
 and every timeout that can end a silent stream at least 10 minutes."""
 
@@ -12,15 +12,16 @@ import jsonschema
 import pytest
 import yaml
 
-from components import defaults, endpoint_names
-from components.endpoint import FORBIDDEN_PORTS, endpoint_output, gateway_objects, path_timeouts
-from components.endpoint_lb import (
+from components.config import defaults
+from components.config.spec import DeploymentSpec
+from components.render import endpoint_names
+from components.render.endpoint import FORBIDDEN_PORTS, endpoint_output, gateway_objects, path_timeouts
+from components.render.endpoint_lb import (
     envoy_gateway_values,
     lb_controller_iam_policy,
     lb_controller_values,
     nlb_annotations,
 )
-from components.spec import DeploymentSpec
 from tests.strict_schema import strict
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from components.errors import SpecError
-from components.spec import DeploymentSpec
+from components.config.errors import SpecError
+from components.config.spec import DeploymentSpec
 
 CERT = "arn:aws:acm:us-east-2:123456789012:certificate/0f3c7d2e-1b4a-4c5d-9e8f-a1b2c3d4e5f6"
 
@@ -30,7 +30,7 @@ def test_the_default_is_an_internal_load_balancer_with_api_keys_open_to_the_vpc_
 
 
 def test_the_vpc_default_range_is_the_range_the_network_builds():
-    from components.network import DEFAULT_VPC_CIDR
+    from components.stack.network import DEFAULT_VPC_CIDR
 
     assert DeploymentSpec.from_config({}, "dev").endpoint.effective_allowed_cidrs == (DEFAULT_VPC_CIDR,)
 

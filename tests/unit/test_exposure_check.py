@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from components.checks import VERIFY_IDS
+from components.config.checks import VERIFY_IDS
 from serve.verify import run_verify
 from tests.fakes.kube_api import FakeKubeApi, service_object
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.errors import SpecError
-from components.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER, DeploymentSpec
+from components.config.errors import SpecError
+from components.config.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER, DeploymentSpec
 
 GOOD = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567"
 BAD = {

@@ -1,12 +1,12 @@
-"""The Ray image pinned by digest (components.image): what each kind of reference becomes."""
+"""The Ray image pinned by digest (components.config.image): what each kind of reference becomes."""
 
 from __future__ import annotations
 
 import pytest
 
-from components import defaults
-from components.errors import SpecError
-from components.image import (
+from components.config import defaults
+from components.config.errors import SpecError
+from components.config.image import (
     EcrLocation,
     ImageNotFound,
     LookupFailed,
@@ -15,7 +15,7 @@ from components.image import (
     resolve,
     unpinned_warning,
 )
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
 
 DIGEST = "sha256:" + "ab" * 32
 DLC = defaults.dlc_image(defaults.REGION)

@@ -13,8 +13,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from components.observability_dashboards import strip_numbers
-from components.slo import Slo
+from components.plan.slo import Slo
+from components.render.observability_dashboards import strip_numbers
 from serve.kube import client_from_kubeconfig
 from serve.live_metrics import dashboard_links, live_metrics, strip_query
 from serve.live_status import cluster_status
@@ -90,8 +90,8 @@ def test_without_prometheus_or_without_the_metrics_stack_it_says_why(tmp_path: P
 
 
 def test_the_dashboard_link_is_the_provisioned_dashboards_uid() -> None:
-    from components.observability_dashboards import dashboards
-    from components.spec import DeploymentSpec
+    from components.config.spec import DeploymentSpec
+    from components.render.observability_dashboards import dashboards
 
     (board,) = dashboards(DeploymentSpec.from_config({}, "team-a")).values()
     links = dashboard_links("team-a")

@@ -1,12 +1,12 @@
 """The preview of the first `up` after the lock-down on a stack deployed before it
-(components.changes.lockdown_effects): honest about the rolled GPU nodes and the new Ray cluster."""
+(components.changes.assess.lockdown_effects): honest about the rolled GPU nodes and the new Ray cluster."""
 
 from __future__ import annotations
 
-from components.changes import Kind, assess
-from components.outputs import IMAGE_PROVENANCE_KEY, render_stack_outputs
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.changes.assess import Kind, assess
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.render.outputs import IMAGE_PROVENANCE_KEY, render_stack_outputs
 
 
 def plans():

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from components.checks import Check
-from components.observability_rules import prometheus_rule_groups
+from components.config.checks import Check
+from components.render.observability_rules import prometheus_rule_groups
 from serve.evidence import Evidence, VerifyPlan
 from serve.verify import run_verify
 from serve.verify.metrics_flowing import CHECK_ID, check_metrics_flowing
@@ -121,7 +121,7 @@ def test_a_stack_without_the_metrics_stack_is_skipped() -> None:
 
 def test_the_rules_rendered_for_another_model_label_no_replica(tmp_path: Path) -> None:
     """A PrometheusRule left from an earlier model: its deployment names match no Serve replica."""
-    from components.spec import DeploymentSpec
+    from components.config.spec import DeploymentSpec
 
     other = DeploymentSpec.from_config({"raypd:model": {"id": "meta-llama/Llama-3.1-8B-Instruct"}}, "dev")
     with FakeKubeApi("healthy") as kube, prometheus_scraping(kube, tmp_path, rule_groups=prometheus_rule_groups(other)):

@@ -7,8 +7,8 @@ from typing import Any, Callable
 
 import pytest
 
-from components.model_shapes import find_shape, memory_fit, params_from_name
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
+from components.plan.model_shapes import find_shape, memory_fit, params_from_name
 
 MakeSpec = Callable[[dict[str, Any]], DeploymentSpec]
 

@@ -18,10 +18,10 @@ from typing import Any, Iterator, Optional
 import boto3
 import pytest
 
-from components.checks import Check
-from components.model_source import check_hub_source
-from components.preflight import run_preflight
-from components.spec import DeploymentSpec
+from components.config.checks import Check
+from components.config.spec import DeploymentSpec
+from components.preflight.model_source import check_hub_source
+from components.preflight.run import run_preflight
 from tests.fakes.hf_hub import FakeHub, HubRepo
 from tests.unit.cli_support import run_module
 from tests.unit.test_preflight import _closed_port, _isolate, _stack, by_id
@@ -358,7 +358,7 @@ def test_a_mirror_url_with_a_password_is_refused_unsent_and_unshown(monkeypatch:
 
 
 def test_the_detail_says_the_pods_download_from_the_public_hub(hub: FakeHub) -> None:
-    # The pods get HF_TOKEN and HF_HOME only (components/rayservice.py), never HF_ENDPOINT.
+    # The pods get HF_TOKEN and HF_HOME only (components/render/rayservice.py), never HF_ENDPOINT.
     result = check("Qwen/Qwen3.5-9B")
     assert "the pods download from https://huggingface.co" in result.detail
 

@@ -6,18 +6,19 @@ from typing import Any
 
 import pytest
 
-from components import defaults, endpoint_names
-from components.network_policy import (
+from components.config import defaults
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.render import endpoint_names
+from components.render.network_policy import (
     BENCHMARK_POD_LABELS,
     ROLLOUT_CHECK_POD_LABELS,
     pod_security_labels,
     pod_security_level,
     render_network_policies,
 )
-from components.rayservice import render_rayservice
-from components.rollout import serve_rollout_job
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.render.rayservice import render_rayservice
+from components.render.rollout import serve_rollout_job
 from tests.unit.network_policy_eval import Address, Pod, may_reach
 
 NAMESPACE, SERVICE = defaults.NAMESPACE, defaults.SERVICE_NAME

@@ -1,13 +1,13 @@
-"""The change preview for raypd:observability (components.observability_changes): what turning the
+"""The change preview for raypd:observability (components.changes.observability): what turning the
 metrics stack on or off, resizing it, or the first `up` of a stack deployed before it does."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from components.changes import Kind, assess
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.changes.assess import Kind, assess
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
 
 OFF = {"raypd:observability": {"enabled": False}}
 BEFORE_ISSUE_18 = {"schemaVersion": 1, "imageProvenance": {"reference": "x", "digest": None}}

@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from components import catalogue
-from components.observability_dashboards import dashboards
-from components.observability_rules import PHASE_INFO, prometheus_rule_groups
-from components.spec import DeploymentSpec
+from components.config import catalogue
+from components.config.spec import DeploymentSpec
+from components.render.observability_dashboards import dashboards
+from components.render.observability_rules import PHASE_INFO, prometheus_rule_groups
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

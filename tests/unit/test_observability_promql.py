@@ -1,8 +1,9 @@
 """The observability PromQL, run for real: every recording rule, alert and dashboard query of
-components/observability_rules.py and components/observability_dashboards.py against Debian's
+components/render/observability_rules.py and components/render/observability_dashboards.py against Debian's
 Prometheus (promtool and the server, installed by scripts/ensure-prometheus), fed with the real
 vLLM / NIXL / Ray captures of tests/fixtures/real (tests/unit/prom_captures.py). A metric renamed
-in components/metric_names.py, or upstream, empties a query and fails here.
+in components/render/metric_names.py, or upstream, empties a query and fails here. Without promtool or
+prometheus these tests fail too, naming the missing one (tests/required_tools.py).
 """
 
 from __future__ import annotations
@@ -14,17 +15,16 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from components import metric_names as m
-from components.observability_dashboards import dashboards, panel_queries
-from components.observability_rules import PHASE_INFO, engine_series, phased, prometheus_rule_groups
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
+from components.render import metric_names as m
+from components.render.observability_dashboards import dashboards, panel_queries
+from components.render.observability_rules import PHASE_INFO, engine_series, phased, prometheus_rule_groups
 from tests.prometheus_server import (
-    PROMETHEUS,
-    PROMTOOL,
     Pages,
     answers,
     api,
     need_prometheus,
+    need_promtool,
     page_jobs,
     page_server,
     query,
@@ -32,11 +32,6 @@ from tests.prometheus_server import (
 )
 from tests.real.stacks import small_stack_spec
 from tests.unit import prom_captures as cap
-
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not installed: run scripts/ensure-prometheus (make test does)")
-needs_prometheus = pytest.mark.skipif(
-    PROMETHEUS is None, reason="prometheus not installed: run scripts/ensure-prometheus (make test does)")
 
 # Metrics no capture holds (DCGM and kube-state-metrics do not run on this machine): their queries
 # must parse, need not answer. Every other query must answer on the real captures.
@@ -94,10 +89,9 @@ def test_captures_hold_what_the_rules_join() -> None:
         assert not any(n.startswith(name) for n in good), name
 
 
-@needs_promtool
 def test_promtool_checks_the_rendered_rules(tmp_path: Path) -> None:
     rules = _write_rules(tmp_path)
-    done = subprocess.run([PROMTOOL or "promtool", "check", "rules", str(rules)],
+    done = subprocess.run([need_promtool(), "check", "rules", str(rules)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout
@@ -194,11 +188,10 @@ def _promtool_test(tmp_path: Path, tests: list[dict[str, Any]]) -> subprocess.Co
     unit = tmp_path / "unit.yml"
     unit.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m",
                                     "tests": tests}, sort_keys=False))
-    return subprocess.run([PROMTOOL or "promtool", "test", "rules", str(unit)], cwd=tmp_path,
+    return subprocess.run([need_promtool(), "test", "rules", str(unit)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
 
 
-@needs_promtool
 def test_recording_rules_put_the_phase_on_every_engine_series(tmp_path: Path) -> None:
     good = _good_capture()
     decode_id, prefill_id = cap.replicas()["Decode:tiny"], cap.replicas()["Prefill:tiny"]
@@ -227,7 +220,6 @@ def test_recording_rules_put_the_phase_on_every_engine_series(tmp_path: Path) ->
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@needs_promtool
 def test_the_phase_join_also_reads_the_replicas_processing_queries_gauge(tmp_path: Path) -> None:
     """A Ray that does not export the replica-starts counter loses no phase."""
     series = ([s for s in _good_capture() if s.name != m.SERVE_REPLICA_STARTS]
@@ -242,13 +234,11 @@ def test_the_phase_join_also_reads_the_replicas_processing_queries_gauge(tmp_pat
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@needs_promtool
 def test_alerts_stay_silent_on_the_good_capture(tmp_path: Path) -> None:
     done = _promtool_test(tmp_path, [_scenario(_values(_good_capture()), set())])
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@needs_promtool
 def test_an_idle_engine_whose_gauges_ray_stopped_exporting_raises_no_alert(tmp_path: Path) -> None:
     """Ray exports vLLM's gauges only while an engine sets them (busy): idle from minute 10 on,
     both engines keep their counters and lose running/waiting/KV-usage. Nothing may fire."""
@@ -264,7 +254,6 @@ def test_an_idle_engine_whose_gauges_ray_stopped_exporting_raises_no_alert(tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@needs_promtool
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_each_alert_fires_on_its_bad_series_and_only_it(tmp_path: Path, scenario: str) -> None:
     scenarios = _bad_scenarios()  # built here: a renamed metric fails this test, not collection
@@ -293,7 +282,6 @@ def _captured(expr: str) -> bool:
     return not any(name in expr for name in NOT_CAPTURED)
 
 
-@needs_prometheus
 def test_every_rule_evaluates_without_error_on_the_server(prometheus: str) -> None:
     groups = api(prometheus, "/api/v1/rules")["data"]["groups"]
     rules = [rule for group in groups for rule in group["rules"]]
@@ -302,7 +290,6 @@ def test_every_rule_evaluates_without_error_on_the_server(prometheus: str) -> No
     assert not unhealthy
 
 
-@needs_prometheus
 def test_every_dashboard_query_parses_and_the_captured_ones_answer(prometheus: str) -> None:
     empty, errors, parse_only = [], [], []
     for name, dashboard in dashboards(_spec()).items():
@@ -319,7 +306,6 @@ def test_every_dashboard_query_parses_and_the_captured_ones_answer(prometheus: s
     print(f"parse-only (metric not in the captures): {sorted(set(parse_only))}")
 
 
-@needs_prometheus
 def test_the_server_labels_the_captured_engines_by_phase(prometheus: str) -> None:
     answer = query(prometheus, f"count by (phase, deployment) ({phased(m.RUNNING)})")
     got = {(s["metric"]["phase"], s["metric"]["deployment"]) for s in answer["data"]["result"]}
@@ -329,7 +315,6 @@ def test_the_server_labels_the_captured_engines_by_phase(prometheus: str) -> Non
     assert unphased["data"]["result"] == []
 
 
-@needs_prometheus
 def test_every_dashboard_query_of_the_other_layouts_parses(prometheus: str) -> None:
     """Colocated and heterogeneous stacks render other queries (no KV handoff, other line rates)."""
     errors = []
@@ -350,9 +335,9 @@ def test_every_dashboard_query_of_the_other_layouts_parses(prometheus: str) -> N
     assert not errors
 
 
-@needs_prometheus
 def test_ensure_prometheus_does_nothing_when_both_binaries_are_there() -> None:
     """`make test` calls it every run: with promtool and prometheus present it must be silent."""
+    need_promtool(), need_prometheus()
     script = Path(__file__).resolve().parents[2] / "scripts" / "ensure-prometheus"
     done = subprocess.run([str(script)], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")

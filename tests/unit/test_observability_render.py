@@ -1,4 +1,4 @@
-"""The metrics stack's renderers (components.observability, issue 18 §1): PodMonitors and the
+"""The metrics stack's renderers (components.render.observability, issue 18 §1): PodMonitors and the
 PrometheusRule fit the Prometheus Operator's CRD schemas, the monitors scrape ports the Ray pods
 really name, the charts' values use keys the charts have and put their pods where raypd says, and
 only Prometheus (besides the API server) reaches the metrics ports."""
@@ -15,21 +15,21 @@ import jsonschema
 import pytest
 import yaml
 
-from components import defaults
-from components import observability_names as names
-from components.errors import SpecError
-from components.network_policy import render_network_policies
-from components.observability import (
+from components.config import defaults
+from components.config.errors import SpecError
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.render import observability_names as names
+from components.render.network_policy import render_network_policies
+from components.render.observability import (
     dcgm_exporter_values,
     kube_prometheus_stack_values,
     pod_monitors,
     prometheus_peers,
     prometheus_rule,
 )
-from components.observability_rules import prometheus_rule_groups
-from components.rayservice import render_rayservice
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.render.observability_rules import prometheus_rule_groups
+from components.render.rayservice import render_rayservice
 from tests.strict_schema import strict
 from tests.unit.network_policy_eval import Pod, may_reach
 from tests.unit.test_network_policy import head, kuberay_pod, worker
@@ -311,7 +311,7 @@ def test_the_defaults_are_the_documented_ones_and_leave_no_config_key():
 
 
 def test_kube_state_metrics_exports_every_node_label_the_rules_and_panels_join_on():
-    from components.observability_dashboards import dashboards
+    from components.render.observability_dashboards import dashboards
 
     spec = spec_of({})
     (allowlist,) = kube_prometheus_stack_values(spec)["kube-state-metrics"]["metricLabelsAllowlist"]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components import outputs
-from components.outputs import (
+from components.render import outputs
+from components.render.outputs import (
     OUTPUT_KEYS,
     SCHEMA_VERSION,
     OutputsError,

@@ -24,10 +24,14 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from components import catalogue
-from components.admin_access import caller_in_admins, matching_entry
-from components.checks import PREFLIGHT_IDS, Report, exit_code
-from components.preflight import (
+from components.config import catalogue
+from components.config.checks import PREFLIGHT_IDS, Report, exit_code
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.plan.zones import PreviousZones
+from components.plan.zones import eks_usable as eks_usable_zones
+from components.preflight.admin_access import caller_in_admins, matching_entry
+from components.preflight.run import (
     EKS_UNSUPPORTED_ZONE_IDS,
     choose_gpu_zone,
     increase_command,
@@ -39,10 +43,6 @@ from components.preflight import (
     update_surge_vcpus,
     vcpus_needed,
 )
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
-from components.zones import PreviousZones
-from components.zones import eks_usable as eks_usable_zones
 from tests.unit.cli_support import run_module, write_stack
 
 G, P, STD = catalogue.QUOTA_G_AND_VT, catalogue.QUOTA_P, catalogue.QUOTA_STANDARD

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.pulumi_diff import (
+from components.changes.pulumi_diff import (
     as_sets,
     contains,
     detailed_diff,
@@ -53,3 +53,20 @@ def test_an_annotation_path_replaces_only_when_that_annotation_changes(new_diges
 def test_set_typed_inputs_compare_equal_in_any_order():
     old, new = {"subnetIds": ["b", "a"], "x": [2, 1]}, {"subnetIds": ["a", "b"], "x": [1, 2]}
     assert set(detailed_diff(as_sets(old, ["subnetIds"]), as_sets(new, ["subnetIds"]))) == {"x[0]", "x[1]"}
+
+
+@pytest.mark.parametrize(("old", "new", "deleted"), [
+    ({"spec": {"a": 1, "b": 2}}, {"spec": {"a": 1}}, "spec.b"),
+    ({"spec": {"rayClusterConfig": {"workerGroupSpecs": [{"groupName": "decode",
+                                                          "rayStartParams": {"resources": "x"}}]}}},
+     {"spec": {"rayClusterConfig": {"workerGroupSpecs": [{"groupName": "decode", "rayStartParams": {}}]}}},
+     "spec.rayClusterConfig.workerGroupSpecs[0].rayStartParams.resources"),
+    ({"metadata": {"annotations": {"raypd.io/ray-cluster-digest": "x"}}}, {"metadata": {"annotations": {}}},
+     'metadata.annotations["raypd.io/ray-cluster-digest"]'),
+])
+def test_a_map_key_removed_under_a_replace_path_is_a_delete_that_replaces(old, new, deleted):
+    # pulumi-kubernetes's convertPatchToDiff reports a key missing from the new map as a DELETE at
+    # its path; under a replaceOnChanges path that is a replacement, never "no change".
+    assert detailed_diff(old, new) == {deleted: "delete"}
+    assert replace_paths(old, new, [deleted.split(".")[0].split("[")[0]]) == [deleted]
+    assert replace_paths(new, old, [deleted.split(".")[0].split("[")[0]]) == [deleted]  # and added back

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components import catalogue
-from components.rayservice import hf_token_secret_name, render_rayservice, worker_resources
-from components.serve_config import render_serve_config
-from components.topology import plan_deployment
+from components.config import catalogue
+from components.plan.topology import plan_deployment
+from components.render.rayservice import hf_token_secret_name, render_rayservice, worker_resources
+from components.render.serve_config import render_serve_config
 
 CHECKPOINT_GIB = 18  # the reference model's checkpoint (Qwen3.5-9B)
 _UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -55,7 +55,7 @@ def test_reference_metadata_and_readiness(reference_spec):
     assert manifest["metadata"]["name"] == "ray-llm"
     assert manifest["metadata"]["namespace"] == "inference"
     annotations = manifest["metadata"]["annotations"]
-    # Ready AND the app RUNNING, both at the current generation (components.rollout).
+    # Ready AND the app RUNNING, both at the current generation (components.render.rollout).
     assert json.loads(annotations["pulumi.com/waitFor"]) == [
         "condition=Ready",
         "jsonpath={.status.activeServiceStatus.applicationStatuses.llm.status}=RUNNING",
@@ -253,7 +253,7 @@ def test_manifest_has_every_field_kuberay_requires(spec_fixture, request):
 
 
 def test_the_cluster_digest_ignores_exactly_what_kuberay_ignores(make_spec):
-    from components.rayservice import RAY_CLUSTER_DIGEST_ANNOTATION
+    from components.render.rayservice import RAY_CLUSTER_DIGEST_ANNOTATION
 
     def digest(config):
         return render_rayservice(plan_deployment(make_spec(config)), "us-east-2a")[
@@ -267,7 +267,7 @@ def test_the_cluster_digest_ignores_exactly_what_kuberay_ignores(make_spec):
 
 
 def test_zero_downtime_stacks_get_a_node_set_that_follows_rebuilds_not_replica_counts(make_spec):
-    from components.rayservice import node_set
+    from components.render.rayservice import node_set
 
     def of(config):
         return node_set(plan_deployment(make_spec({"raypd:upgradeStrategy": "newCluster", **config})),
@@ -295,7 +295,7 @@ def _allocatable_gib(memory_gib: float) -> float:
 
 @pytest.mark.parametrize("instance_type", [t.name for t in catalogue.gpu_instance_types()])
 def test_a_worker_pod_never_asks_for_more_memory_than_its_node_can_allocate(instance_type):
-    from components.topology import GpuGroupPlan
+    from components.plan.topology import GpuGroupPlan
 
     hardware = catalogue.CATALOGUE[instance_type]
     group = GpuGroupPlan(name="gpu", instance_type=instance_type, nodes=1, gpus_per_node=hardware.gpus,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components.rollout import check_script
+from components.render.rollout import check_script
 
 NEW_ARGS = {"llm_config": {"engine_kwargs": {"max_model_len": 8192}}}
 OLD_ARGS = {"llm_config": {"engine_kwargs": {"max_model_len": 4096}}}

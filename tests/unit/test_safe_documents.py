@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from components.errors import SpecError
-from components.safe_documents import MAX_DEPTH, DocumentError, DuplicateKeyError, load_json, load_yaml
-from components.spec import DeploymentSpec
-from components.stack_file import load_stack_file
+from components.config.errors import SpecError
+from components.config.safe_documents import MAX_DEPTH, DocumentError, DuplicateKeyError, load_json, load_yaml
+from components.config.spec import DeploymentSpec
+from components.config.stack_file import load_stack_file
 from serve.kube import KubeConfigError, parse_kubeconfig_text
 from tests.unit.cli_support import run_module, write_stack
 

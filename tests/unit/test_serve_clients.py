@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.errors import SpecError
-from components.spec import DeploymentSpec
+from components.config.errors import SpecError
+from components.config.spec import DeploymentSpec
 
 KEY = "raypd:inClusterClients"
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.serve_config import render_serve_config, render_serve_config_yaml
-from components.topology import plan_deployment
+from components.plan.topology import plan_deployment
+from components.render.serve_config import render_serve_config, render_serve_config_yaml
 
 
 # The AWS reference deployment's LLMConfig (docs of the reference, "The RayService"); the engine id

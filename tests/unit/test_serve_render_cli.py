@@ -7,9 +7,9 @@ import subprocess
 import pytest
 import yaml
 
-from components.serve_config import render_serve_config
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
+from components.render.serve_config import render_serve_config
 from tests.unit.cli_support import run_module, write_stack
 
 pytestmark = pytest.mark.slow

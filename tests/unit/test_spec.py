@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from components.errors import SpecError
-from components.spec import DeploymentSpec, validate_stack_name
+from components.config.errors import SpecError
+from components.config.spec import DeploymentSpec, validate_stack_name
 
 
 def errors_of(config: dict[str, Any]) -> dict[str, str]:

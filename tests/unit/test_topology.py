@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from components import catalogue
-from components.spec import DeploymentSpec
-from components.topology import DeploymentPlan, group_for_phase, plan_deployment
+from components.config import catalogue
+from components.config.spec import DeploymentSpec
+from components.plan.topology import DeploymentPlan, group_for_phase, plan_deployment
 
 
 def spec_of(config):

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from components.checks import VERIFY_IDS, Report
+from components.config.checks import VERIFY_IDS, Report
 from serve.verify import cluster_status, run_verify
 from serve.verify.external import ENDPOINT_IDS
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi

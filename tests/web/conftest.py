@@ -60,11 +60,11 @@ def fake_app(make_app: Callable[..., Flask], fake_engine: FakeEngine) -> Flask:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[pg_server.Databases]:
-    """One PostgreSQL server for the session (skips, saying why, where none can start)."""
+    """One PostgreSQL server for the session (where none can start, its tests fail saying why)."""
     try:
         server, databases = pg_server.start()
     except (pg_server.PostgresUnavailable, ImportError) as exc:
-        pytest.skip(f"PostgreSQL tests: {exc}")
+        pg_server.unavailable(exc)
     try:
         yield databases
     finally:

@@ -3,12 +3,13 @@ Pulumi program would create: what the web app's key management and its browser t
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import json
+from typing import Any, Callable, Optional
 
-from components.checks import Report
-from components.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name, created_annotation
+from components.config.checks import Report
+from components.render.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name, created_annotation
 from tests.fakes.kube_api import FakeKubeApi
-from tests.web.support import FakeEngine
+from tests.web.support import AUTH, FakeEngine, create, wait_for_job
 from webui.engines.base import JobContext, OperationResult
 
 FIRST_KEY = "rpd_the-first-key-the-program-made-0123456789ab"
@@ -49,3 +50,24 @@ def seed_keys(kube: FakeKubeApi) -> str:
 def quiet_checks(app: Any) -> None:
     """No verify against the stand-in after each up (the key tests do not need its 20 s KV wait)."""
     app.extensions["raypd"].service.checker.verify_fn = lambda outputs, kubeconfig: Report.of("verify", [])
+
+
+def session_contents(app: Any, client: Any) -> str:
+    """What the signed session cookie holds, decoded: a key must never be in it."""
+    cookie = client.get_cookie("raypd_session")
+    return json.dumps(app.session_interface.get_signing_serializer(app).loads(cookie.value)) if cookie else ""
+
+
+def deploy_live(make_app: Callable[..., Any], kube: FakeKubeApi) -> dict[str, Any]:
+    """A deployed "live" deployment whose cluster is the stand-in, with the program's first key:
+    {app, client, engine, kube, secret (its name), ns}."""
+    secret = seed_keys(kube)
+    engine = EndpointEngine(kube)
+    app = make_app(engine=engine)
+    quiet_checks(app)
+    client = app.test_client()
+    create(client, "live")
+    up = client.post("/api/v1/deployments/live/up", headers=AUTH).get_json()["job"]
+    assert wait_for_job(client, up)["status"] == "succeeded"
+    return {"app": app, "client": client, "engine": engine, "kube": kube, "secret": secret,
+            "ns": kube.spec.namespace}

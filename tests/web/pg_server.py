@@ -2,9 +2,10 @@
 
 One server per test session, on a free loopback port with its socket in a temp dir, trust auth,
 durability off (fsync): it holds nothing worth keeping. Each test gets its own database. When the
-binaries are missing, `PostgresUnavailable` says why and the tests that need it skip; set
-RAYPD_TEST_DATABASE_URL to use a server of your own instead (its databases are created and
-dropped the same way, so give it a user allowed to CREATE DATABASE).
+binaries are missing or the server cannot start, `PostgresUnavailable` says why and the tests that
+need it fail (tests/required_tools.py); set RAYPD_TEST_DATABASE_URL to use a server of your own
+instead (its databases are created and dropped the same way, so give it a user allowed to CREATE
+DATABASE).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
+
+from tests.required_tools import tool_missing
 
 SERVER_USER = "postgres"
 
@@ -33,10 +36,7 @@ def _bin_dir() -> Path:
     on_path = shutil.which("pg_ctl")
     if on_path:
         return Path(on_path).parent
-    raise PostgresUnavailable(
-        "the PostgreSQL server is not installed (Debian: apt-get install postgresql; "
-        ".ci/run does it on CI)"
-    )
+    raise PostgresUnavailable("pg_ctl is not installed: not in /usr/lib/postgresql/*/bin, not on PATH")
 
 
 def _free_port() -> int:
@@ -112,7 +112,7 @@ class Databases:
     """Makes and drops one database per test on a server reached by `admin_url`."""
 
     def __init__(self, admin_url: str):
-        import psycopg  # noqa: F401 - checked here so a missing driver skips, not errors
+        import psycopg  # noqa: F401 - checked here so a missing driver fails saying so (unavailable)
 
         self.admin_url = admin_url
 
@@ -132,6 +132,13 @@ class Databases:
     def drop(self, url: str) -> None:
         name = url.rpartition("/")[2]
         self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def unavailable(exc: Exception) -> NoReturn:
+    """Fail the test that needs PostgreSQL, saying why none is there and how to get one."""
+    tool_missing("a PostgreSQL server", f"none can start ({exc})",
+                 "run scripts/ensure-postgresql (make test does; as root it installs Debian's postgresql "
+                 "package), or set RAYPD_TEST_DATABASE_URL to a server of your own")
 
 
 def start() -> tuple[Optional[PostgresServer], Databases]:

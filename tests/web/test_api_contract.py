@@ -19,7 +19,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from jsonschema import Draft202012Validator
 
-from components.checks import Check, Report
+from components.config.checks import Check, Report
 from serve.benchmark.events import RunResult
 from serve.benchmark.summary import summarize
 from tests.patience import PATIENCE_S

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from components.checks import Report
+from components.config.checks import Report
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer
 from tests.patience import until

@@ -16,8 +16,8 @@ from urllib.parse import quote
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from components import catalogue
-from components.checks import Report
+from components.config import catalogue
+from components.config.checks import Report
 from serve.benchmark.events import RunResult
 from serve.benchmark.incluster import BenchmarkCancelled, BenchmarkFailed
 from serve.benchmark.summary import goodput, summarize

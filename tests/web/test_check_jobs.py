@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from components.checks import PREFLIGHT_IDS, VERIFY_IDS, Check, Report
+from components.config.checks import PREFLIGHT_IDS, VERIFY_IDS, Check, Report
 from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, create, extract_csrf, login, text_of, wait_for_job
 

@@ -20,7 +20,7 @@ from typing import Any, Optional
 import pytest
 from pulumi import automation as auto
 
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
 from tests.fakes.pulumi_cli import install, parse
 from tests.patience import PATIENCE_S, until
 from tests.web.support import AUTH, HF_TOKEN, create, settings_for, wait_for_job

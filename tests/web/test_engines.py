@@ -25,7 +25,7 @@ from pulumi.automation import events as ev
 from pulumi.automation._cmd import CommandResult
 from pulumi.automation.errors import create_command_error
 
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
 from tests.patience import PATIENCE_S
 from tests.web.support import HF_TOKEN, settings_for
 from webui.engines.base import (

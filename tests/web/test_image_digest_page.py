@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.mockrun import OFFLINE_IMAGE_DIGEST
+from components.stack.mockrun import OFFLINE_IMAGE_DIGEST
 from tests.web.support import extract_csrf, form_defaults, login, text_of, wait_for_job
 
 

@@ -12,16 +12,18 @@ from typing import Any, Iterator
 
 import pytest
 
-from components.endpoint_names import FIRST_KEY_NAME
+from components.render.endpoint_names import FIRST_KEY_NAME
 from tests.fakes.kube_api import FakeKubeApi
 from tests.patience import PATIENCE_S
 from tests.web.keys_support import (
     FIRST_CREATED,
     FIRST_KEY,
     EndpointEngine,
+    deploy_live,
     endpoint_output,
     quiet_checks,
     seed_keys,
+    session_contents,
 )
 from tests.web.support import AUTH, create, extract_csrf, login, text_of, wait_for_job
 
@@ -37,16 +39,7 @@ def kube() -> Iterator[FakeKubeApi]:
 @pytest.fixture
 def deployed(make_app, kube) -> dict[str, Any]:
     """A deployed "live" deployment whose cluster is the stand-in, with the program's first key."""
-    secret = seed_keys(kube)
-    engine = EndpointEngine(kube)
-    app = make_app(engine=engine)
-    quiet_checks(app)
-    client = app.test_client()
-    create(client, "live")
-    up = client.post("/api/v1/deployments/live/up", headers=AUTH).get_json()["job"]
-    assert wait_for_job(client, up)["status"] == "succeeded"
-    return {"app": app, "client": client, "engine": engine, "kube": kube, "secret": secret,
-            "ns": kube.spec.namespace}
+    return deploy_live(make_app, kube)
 
 
 def data(env: dict[str, Any]) -> dict[str, str]:
@@ -134,11 +127,6 @@ def test_an_offline_plan_has_no_cluster_and_no_keys(client):
     assert 'id="api-key-create"' not in page
 
 
-def session_contents(app: Any, client: Any) -> str:
-    cookie = client.get_cookie("raypd_session")
-    return json.dumps(app.session_interface.get_signing_serializer(app).loads(cookie.value)) if cookie else ""
-
-
 def test_the_page_creates_a_key_shows_it_once_and_revokes_it(deployed, caplog):
     caplog.set_level(logging.DEBUG)
     app, client = deployed["app"], deployed["client"]
@@ -162,7 +150,7 @@ def test_the_page_creates_a_key_shows_it_once_and_revokes_it(deployed, caplog):
     assert "web" not in data(deployed)
     assert "API key web revoked" in text_of(client.get("/deployments/live"))
     no_csrf = client.post("/deployments/live/api-keys/default/revoke", data={})
-    assert no_csrf.status_code == 400 and FIRST_KEY_NAME in data(deployed)
+    assert no_csrf.status_code == 403 and FIRST_KEY_NAME in data(deployed)
 
     home: Path = app.extensions["raypd"].settings.home
     for path in home.rglob("*"):

@@ -1,5 +1,5 @@
 """Every cost the web app shows says where it comes from: the us-east-1 on-demand list price
-(components/catalogue.py), and for a stack elsewhere, that it is not that region's price."""
+(components/config/catalogue.py), and for a stack elsewhere, that it is not that region's price."""
 
 from __future__ import annotations
 

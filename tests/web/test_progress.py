@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.durations import GPU_NODE_GROUP, TYPICAL_SECONDS, critical_path
+from components.plan.durations import GPU_NODE_GROUP, TYPICAL_SECONDS, critical_path
 from tests.web.support import AUTH, create, wait_for_job
 from webui.progress import ProgressPlan, durations_for, planned_total
 
@@ -68,7 +68,7 @@ def test_total_comes_from_the_preview_when_one_ran():
 
 
 def test_a_real_update_knows_its_total_and_eta_before_the_first_resource(fake_app, fake_engine, tmp_path):
-    from components.plan import plan_file
+    from components.stack.offline_plan import plan_file
 
     client = fake_app.test_client()
     store = fake_app.extensions["raypd"].store

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
 from webui import forms
 from webui.diagram import architecture_svg
 from webui.redact import redact, redact_value
@@ -47,7 +47,7 @@ def test_form_values_never_echo_the_token():
 
 
 def test_errors_split_into_field_and_general():
-    from components.errors import FieldError
+    from components.config.errors import FieldError
 
     by_field, general = forms.split_errors([
         FieldError("raypd:prefill.replicas", "too many"), FieldError("config", "bad"),
@@ -87,7 +87,7 @@ def _with_model_id(model_id: str) -> DeploymentSpec:
 
 
 def test_model_ids_with_markup_or_shell_syntax_are_refused_by_the_grammar():
-    from components.errors import SpecError
+    from components.config.errors import SpecError
 
     for bad in ("m<x>", "a'b", "$(x)", "a;b", "a`b`", "-leading"):
         with pytest.raises(SpecError, match="raypd:model.id"):

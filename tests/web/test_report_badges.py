@@ -54,7 +54,7 @@ def test_preflight_without_aws_credentials_is_not_checked(app):
 def test_an_ok_report_with_warnings_names_them_beside_the_badge(app):
     """A warn is no failure and no skip, so the verdict stays "ok"; but a verify whose key PD
     evidence checks found nothing either way must not look clean: the warnings show beside it."""
-    from components.checks import VERIFY_IDS, Check, Report
+    from components.config.checks import VERIFY_IDS, Check, Report
 
     checks = [Check.warned(i, "t", "no evidence either way") if i in ("nixl-backend", "kv-transfer")
               else Check.passed(i, "t", "seen") for i in VERIFY_IDS]

@@ -230,7 +230,7 @@ def own_postgres() -> Iterator[tuple[pg_server.PostgresServer, str]]:
         server = pg_server.PostgresServer()
         server.start()
     except pg_server.PostgresUnavailable as exc:
-        pytest.skip(f"PostgreSQL tests: {exc}")
+        pg_server.unavailable(exc)
     try:
         yield server, pg_server.Databases(server.admin_url).create()
     finally:

@@ -9,7 +9,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from components.checks import Report
+from components.config.checks import Report
 from webui.api_models.common import JobStatus, Operation, absent
 
 # ---- answers ----

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema
 
-from components.spec import NAMESPACE, REGION_KEY, DeploymentSpec
+from components.config.spec import NAMESPACE, REGION_KEY, DeploymentSpec
 
 # The longest window a client may ask the event stream to wait for new events (GET .../events?window=).
 MAX_WINDOW_SECONDS = 300

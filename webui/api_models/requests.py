@@ -7,9 +7,9 @@ from typing import Annotated, Any, ClassVar, Literal, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from components.endpoint_names import KEY_NAME_PATTERN
-from components.errors import FieldError
-from components.spec import MAX_STACK_NAME
+from components.config.errors import FieldError
+from components.config.spec import MAX_STACK_NAME
+from components.render.endpoint_names import KEY_NAME_PATTERN
 from serve.benchmark.workload import MAX_PROMPT_WORDS, PRESETS
 from webui.api_models.common import STACK_NAME_PATTERN, Contract1, Contract1Patch, absent
 
@@ -30,7 +30,7 @@ class CreateDeployment(ApiRequest):
     messages: ClassVar[dict[str, str]] = {
         "name": "must be a string", "config": "must be an object of Contract 1 keys"}
 
-    # The stack-name rule lives in components.spec (its message names the rule); shown here only.
+    # The stack-name rule lives in components.config.spec (its message names the rule); shown here only.
     name: str = Field(description="the stack name", json_schema_extra={
         "pattern": STACK_NAME_PATTERN, "maxLength": MAX_STACK_NAME})
     config: Contract1 = Field(default_factory=dict)
@@ -51,7 +51,7 @@ class UpOptions(ApiRequest):
 class CreateApiKey(ApiRequest):
     messages: ClassVar[dict[str, str]] = {"name": "must be a string (the key's name)"}
 
-    # The name rule lives in components.endpoint_names (KEY_NAME_PATTERN); serve.api_keys applies
+    # The name rule lives in components.render.endpoint_names (KEY_NAME_PATTERN); serve.api_keys applies
     # it and its message says the rule; shown here only.
     name: str = Field(description="the key's name", json_schema_extra={
         "pattern": KEY_NAME_PATTERN.pattern, "maxLength": 32})

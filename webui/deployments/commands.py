@@ -13,8 +13,8 @@ import logging
 import threading
 from typing import Any, Mapping, Optional
 
-from components.errors import FieldError, SpecError
-from components.spec import (
+from components.config.errors import FieldError, SpecError
+from components.config.spec import (
     HF_TOKEN_KEY,
     NAMESPACE,
     REGION_KEY,

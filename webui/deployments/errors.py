@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from components.checks import Report
+from components.config.checks import Report
 from webui.engines.base import EngineError
 from webui.jobs import Busy
 

@@ -1,7 +1,7 @@
 """The status vocabularies and the tables over them: a job's, and a deployment's.
 
 Jobs: the status words and the one table of which status may follow which. (A check's outcome is
-`components.checks.CheckStatus`, beside the report it belongs to.) The words are an API contract
+`components.config.checks.CheckStatus`, beside the report it belongs to.) The words are an API contract
 (job JSON, SSE "end" records, the audit log), so the enums are `str` enums whose values never
 change: `JobStatus.RUNNING == "running"`, and a row read back compares equal to its member. The
 store enforces `TRANSITIONS` on every write of a job's status, so no code path (a late worker, a

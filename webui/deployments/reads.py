@@ -12,9 +12,9 @@ import threading
 import time
 from typing import Any, List, Mapping, Optional, cast
 
-from components.errors import SpecError
-from components.spec import DeploymentSpec, validate_stack_name
-from components.topology import DeploymentPlan, plan_deployment
+from components.config.errors import SpecError
+from components.config.spec import DeploymentSpec, validate_stack_name
+from components.plan.topology import DeploymentPlan, plan_deployment
 from webui.api_models import LiveStatus, PendingView, dump
 from webui.checking import Checker
 from webui.deployments import views

@@ -9,10 +9,10 @@ import shlex
 import time
 from typing import Any, Mapping, Optional, Union
 
-from components import defaults
-from components.outputs import render_stack_outputs
-from components.spec import DeploymentSpec
-from components.topology import DeploymentPlan, as_plan
+from components.config import defaults
+from components.config.spec import DeploymentSpec
+from components.plan.topology import DeploymentPlan, as_plan
+from components.render.outputs import render_stack_outputs
 from webui.api_models import (
     ChecksView,
     DeployedSettings,

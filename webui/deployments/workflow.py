@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional
 
-from components.changes import assess
-from components.checks import Check, Report
-from components.spec import DeploymentSpec
-from components.topology import plan_deployment
+from components.changes.assess import assess
+from components.config.checks import Check, Report
+from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
 from webui.change import consequences
 from webui.deployments.errors import PreflightBlocked
 from webui.deployments.lifecycle import RUNNING_STATUS, Standing, settle

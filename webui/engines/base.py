@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
 
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
 from webui.deployments.lifecycle import ENGINE_OPERATIONS
 
 logger = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 import yaml
 
-from components.spec import HF_TOKEN_KEY, DeploymentSpec
+from components.config.spec import HF_TOKEN_KEY, DeploymentSpec
 from webui.change import change_counts, plan_diff
 from webui.engines.base import (
     OFFLINE_NOTICE,

@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from pulumi import automation as auto
 
-from components.spec import DeploymentSpec
+from components.config.spec import DeploymentSpec
 from webui.engines.base import (
     EngineError,
     EngineNotFound,

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional
 
 from pulumi import automation as auto
 
-from components.spec import HF_TOKEN_KEY, DeploymentSpec
+from components.config.spec import HF_TOKEN_KEY, DeploymentSpec
 from webui.engines.base import EngineConflict, EngineError, EngineNotFound, EngineUnavailable, OperationFailed
 from webui.engines.events import strip_markup, urn_name
 from webui.redact import MASK, redact

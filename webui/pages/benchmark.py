@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from flask import Response, flash, g, redirect, render_template, request, url_for
 
-from components.errors import FieldError
+from components.config.errors import FieldError
 from webui import forms
 from webui.api_models import BodyRefused
 from webui.benchmarking import (

@@ -9,8 +9,8 @@ from typing import Any
 from flask import flash, g, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from components.defaults import UPGRADE_STRATEGIES
-from components.errors import FieldError, SpecError
+from components.config.defaults import UPGRADE_STRATEGIES
+from components.config.errors import FieldError, SpecError
 from webui import forms
 from webui.deployments.errors import Conflict, NotFound
 from webui.engines.base import EngineError

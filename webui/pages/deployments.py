@@ -7,8 +7,8 @@ from typing import Any, Optional
 from flask import g, redirect, render_template, request, url_for
 from markupsafe import Markup
 
-from components.errors import FieldError, SpecError
-from components.topology import plan_deployment
+from components.config.errors import FieldError, SpecError
+from components.plan.topology import plan_deployment
 from webui import forms
 from webui.api_keys import keys_box_state
 from webui.deployments.errors import Conflict, NotFound

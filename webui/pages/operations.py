@@ -8,7 +8,7 @@ from typing import Optional
 from flask import flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 
-from components.errors import SpecError
+from components.config.errors import SpecError
 from webui.deployments.errors import Conflict, NotFound
 from webui.engines.base import EngineError
 from webui.pages.blueprint import FORCE_FIELD, bp

@@ -4,7 +4,7 @@ raypd's change preview promises "replica counts: in place, no restart of the run
 "engine settings: every engine restarts". Both rest on Ray Serve (ray/serve/_private/
 deploy_utils.py `get_app_code_version` hashes an application's import path, runtime_env and args;
 a new code version rebuilds the application and replaces every replica, while per-deployment
-`deployments` overrides are applied to the built deployments). components/serve_config.py puts
+`deployments` overrides are applied to the built deployments). components/render/serve_config.py puts
 the replica counts in those overrides, keyed by names like Ray Serve LLM's (`Decode:<model>`).
 This test deploys an application built the same way and watches its replicas' identities.
 (Ray 2.58, the DLC's, has the same code version rule; it cannot run on this machine.)

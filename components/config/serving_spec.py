@@ -1,0 +1,186 @@
+"""What is served and on which nodes: the blocks of DeploymentSpec that describe serving.
+
+```yaml
+raypd:model:       {id: ..., source: org/name or s3://..., maxModelLen: ..., dtype: auto, ...}
+raypd:prefill:     {instanceType: g6.12xlarge, replicas: 1, tensorParallelSize: 1, ...}
+raypd:decode:      {...}   # as prefill
+raypd:colocated:   {...}   # the one phase of mode colocated
+raypd:kvTransfer:  {connector: NixlConnector, backend: LIBFABRIC}
+raypd:systemNodes: {instanceType: m7i.xlarge, count: 2}
+```
+
+Each block checks its own fields; what depends on the rest of the spec (the mode, the KV
+backend) is `phase_problems`, which DeploymentSpec calls with every other cross-field check so
+all problems are reported at once. Defaults live in components.config.defaults.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from components.config import catalogue, defaults
+from components.config.errors import FieldError
+from components.config.rules import SpecModel, instance_type_name_problem
+
+# vLLM's --dtype choices.
+VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+# A served model name as clients send it in "model": letters, digits and . _ - / : + @ only.
+_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
+
+
+class SystemNodes(SpecModel):
+    instance_type: str = defaults.SYSTEM_INSTANCE_TYPE
+    count: int = Field(defaults.SYSTEM_NODE_COUNT, ge=1, le=10)
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known_shape(cls, value: str) -> str:
+        problem = instance_type_name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+
+class ModelSpec(SpecModel):
+    id: str = defaults.MODEL_ID
+    source: str = defaults.MODEL_SOURCE
+    max_model_len: int = Field(defaults.MAX_MODEL_LEN, gt=0, le=10_000_000)
+    dtype: str = defaults.DTYPE
+    gpu_memory_utilization: float = Field(defaults.GPU_MEMORY_UTILIZATION, gt=0, le=0.98)
+    enforce_eager: bool = defaults.ENFORCE_EAGER
+
+    @field_validator("id")
+    @classmethod
+    def _id_present(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the served model name is required")
+        if not _MODEL_ID.fullmatch(value):
+            raise ValueError(
+                f"'{value}' is not a served model name: 1-128 letters, digits and . _ - / : + @, "
+                "starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _source_shape(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the model source is required (a Hugging Face repo id or an s3:// URI)")
+        if not (_HF_REPO.fullmatch(value) or _S3_URI.fullmatch(value)):
+            raise ValueError(
+                f"'{value}' is neither a Hugging Face repo id (org/name) nor an s3://bucket/path URI"
+            )
+        return value
+
+    @field_validator("dtype")
+    @classmethod
+    def _vllm_dtype(cls, value: str) -> str:
+        if value not in VLLM_DTYPES:
+            raise ValueError(f"'{value}' is not a vLLM dtype; use one of {', '.join(VLLM_DTYPES)}")
+        return value
+
+
+class PhaseSpec(SpecModel):
+    """One serving phase (prefill, decode, or the colocated baseline) and the nodes it runs on."""
+
+    instance_type: str = defaults.GPU_INSTANCE_TYPE
+    replicas: int = Field(defaults.PHASE_REPLICAS, ge=1, le=64)
+    tensor_parallel_size: int = Field(1, ge=1, le=64)
+    pipeline_parallel_size: int = Field(1, ge=1, le=64)
+
+    @field_validator("instance_type")
+    @classmethod
+    def _gpu_type(cls, value: str) -> str:
+        known = catalogue.lookup(value)
+        if known is None or known.gpus == 0:
+            names = ", ".join(t.name for t in catalogue.gpu_instance_types())
+            raise ValueError(f"'{value}' is not a GPU instance type raypd knows; known: {names}")
+        return value
+
+    @property
+    def hardware(self) -> catalogue.InstanceType:
+        found = catalogue.lookup(self.instance_type)
+        assert found is not None  # guaranteed by the validator
+        return found
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def replicas_per_node(self) -> int:
+        return max(1, self.hardware.gpus // self.gpus_per_replica)
+
+    @property
+    def nodes(self) -> int:
+        """Whole nodes, each replica on one node so TP/PP traffic stays on NVLink/PCIe."""
+        return -(-self.replicas // self.replicas_per_node)
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+
+def colocated_default() -> PhaseSpec:
+    return PhaseSpec(replicas=defaults.COLOCATED_REPLICAS)
+
+
+class KvTransferSpec(SpecModel):
+    connector: Literal["NixlConnector"] = defaults.KV_CONNECTOR
+    backend: Literal["LIBFABRIC", "UCX"] = defaults.KV_BACKEND
+
+
+def phase_problems(phase_name: str, phase: PhaseSpec, mode: str, kv_transfer: KvTransferSpec) -> list[FieldError]:
+    """What is wrong with phase `phase_name` given the spec's mode and KV transfer (empty when nothing)."""
+    problems: list[FieldError] = []
+    hardware = phase.hardware
+    if phase.gpus_per_replica > hardware.gpus:
+        field = (
+            "tensorParallelSize" if phase.tensor_parallel_size > hardware.gpus
+            else "pipelineParallelSize"
+        )
+        problems.append(FieldError(
+            f"raypd:{phase_name}.{field}",
+            f"tensorParallelSize x pipelineParallelSize = {phase.gpus_per_replica} needs "
+            f"{phase.gpus_per_replica} GPUs per replica but {phase.instance_type} has "
+            f"{hardware.gpus}",
+        ))
+    if mode == "disaggregated" and kv_transfer.backend == "LIBFABRIC" and not hardware.efa_supported:
+        problems.append(FieldError(
+            f"raypd:{phase_name}.instanceType",
+            f"kvTransfer.backend LIBFABRIC needs EFA, and {phase.instance_type} has no EFA "
+            "interface; pick an EFA-capable type (e.g. g6.8xlarge) or backend UCX",
+        ))
+    return problems
+
+
+def serving_warnings(mode: str, prefill: PhaseSpec, decode: PhaseSpec, kv_transfer: KvTransferSpec,
+                     phases: dict[str, PhaseSpec]) -> list[str]:
+    """Allowed but risky serving choices: disaggregated layouts NIXL handles badly, and phases
+    the cost estimate cannot price."""
+    notes: list[str] = []
+    if mode == "disaggregated":
+        if prefill.tensor_parallel_size != decode.tensor_parallel_size:
+            notes.append(
+                "raypd:prefill.tensorParallelSize "
+                f"({prefill.tensor_parallel_size}) differs from raypd:decode."
+                f"tensorParallelSize ({decode.tensor_parallel_size}): NIXL KV transfer "
+                "between different TP layouts is fragile in the field; verify transfers after deploy"
+            )
+        if kv_transfer.backend == "UCX":
+            notes.append(
+                "raypd:kvTransfer.backend is UCX: on EFA, UCX moves the KV cache at TCP speed "
+                "(100-600x slower than LIBFABRIC) without reporting an error"
+            )
+    for phase_name, phase in phases.items():
+        if phase.hardware.usd_per_hour is None:
+            notes.append(
+                f"raypd:{phase_name}.instanceType {phase.instance_type} has no public "
+                "on-demand price on record; the cost estimate leaves it out"
+            )
+    return notes

@@ -1,0 +1,279 @@
+"""What the OpenAI endpoint's gateway objects look like: pure functions, spec in, manifests out.
+
+Envoy Gateway (the Gateway API implementation, components.render.endpoint_lb installs it) runs one Envoy
+proxy fleet per Gateway; raypd renders:
+
+- a GatewayClass `raypd` whose parametersRef is an EnvoyProxy: the proxy Service (ClusterIP for
+  scope cluster; a LoadBalancer Service the AWS Load Balancer Controller turns into an NLB for vpc
+  and internet, components.render.endpoint_lb.nlb_annotations) and the proxy pods on the system nodes;
+- a Gateway with one HTTP listener (port 80, or 443 when the NLB terminates TLS);
+- an HTTPRoute that sends ONLY PathPrefix /v1 to the Serve Service's port 8000: the Ray
+  dashboard (8265), client (10001) and GCS (6379) ports are never a backend;
+- a SecurityPolicy (auth apiKey) checking `Authorization: Bearer <key>` against the keys in the
+  Secret endpoint_names.api_keys_secret_name (the header is removed before Serve sees it);
+- a ClientTrafficPolicy and a BackendTrafficPolicy with the stream timeouts below.
+
+Timeouts on the path of one streamed completion (every one that can end a silent stream is at
+least 600 s; `path_timeouts` reads them back from the rendered objects for the tests):
+
+- NLB TCP listener idle (plain HTTP, port 80): 900 s; AWS default 350 s, 60-6000 allowed (AWS ELB
+  guide, "Update the TCP idle timeout"; the controller's listener-attributes.TCP-80 annotation).
+- NLB TLS listener idle (port 443): fixed at 350 s, it cannot be changed (same page); the proxy's
+  TCP keepalive probes (every 60 s, ClientTrafficPolicy tcpKeepalive) keep the flow from going idle.
+- Envoy client stream idle: 900 s; default 5 min (Envoy Gateway api/v1alpha1/timeout_types.go,
+  HTTPClientTimeout.StreamIdleTimeout).
+- Envoy client connection idle: 3600 s; default 1 h (same file, HTTPClientTimeout.IdleTimeout).
+- Envoy client request received: left unset; default disabled (RequestReceivedTimeout).
+- Envoy route, the whole response: 3600 s; default 15 s (HTTPRoute timeouts.request; Envoy
+  Gateway internal/gatewayapi/route.go HTTPRequestTimeout).
+- Envoy upstream stream idle: 900 s; default the listener's (HTTPTimeout.StreamIdleTimeout).
+- Envoy max stream duration: left unset; default unlimited (HTTPTimeout.MaxStreamDuration).
+- Ray Serve request timeout: unset; default none (raypd's serve config sets http_options host and
+  port only, components.render.serve_config).
+
+One timeout is short on purpose: Envoy closes an upstream connection idle BETWEEN requests after
+60 s (BackendTrafficPolicy connectionIdleTimeout, default 1 h), below Ray Serve's 90 s keep-alive,
+so Envoy never reuses a connection Serve is closing (a 503 race). It cannot end a stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from components.config import defaults
+from components.config.spec import DeploymentSpec
+from components.render import endpoint_names
+from components.render.outputs import serve_service_name
+
+GATEWAY_API = "gateway.networking.k8s.io/v1"
+ENVOY_API = "gateway.envoyproxy.io/v1alpha1"
+ENVOY_CONTROLLER_NAME = "gateway.envoyproxy.io/gatewayclass-controller"
+ENVOY_PROXY_NAME = "raypd"
+LISTENER_NAME = "http"
+API_PREFIX = "/v1"
+# Ports that must never be reachable through the endpoint: Ray dashboard (job submission), Ray
+# client, GCS.
+FORBIDDEN_PORTS = (defaults.DASHBOARD_PORT, 10001, defaults.GCS_PORT)
+# pulumi-kubernetes awaits a custom resource only when told to: the Gateway is Programmed once its
+# proxy Service has an address (the NLB's host name), which the endpoint output needs.
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+GATEWAY_WAIT_SECONDS = 900  # an NLB takes a few minutes to become active
+
+
+def _seconds(value: int) -> str:
+    return f"{value}s"
+
+
+def listener_port(spec: DeploymentSpec) -> int:
+    """443 when the NLB terminates TLS (it forwards plain HTTP to Envoy), else 80."""
+    return 443 if spec.endpoint.tls else 80
+
+
+def proxy_service_name(spec: DeploymentSpec) -> str:
+    """The Envoy proxy Service's fixed name (EnvoyProxy envoyService.name) in GATEWAY_NAMESPACE."""
+    return endpoint_names.proxy_service_name(spec.service_name)
+
+
+def route_name(spec: DeploymentSpec) -> str:
+    return f"{spec.service_name}-openai"
+
+
+def _meta(name: str, namespace: Optional[str] = None, **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/part-of": "raypd"}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta.update(extra)
+    return meta
+
+
+def gateway_class() -> dict[str, Any]:
+    return {
+        "apiVersion": GATEWAY_API, "kind": "GatewayClass",
+        "metadata": _meta(endpoint_names.GATEWAY_CLASS_NAME),
+        "spec": {
+            "controllerName": ENVOY_CONTROLLER_NAME,
+            "parametersRef": {"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy",
+                              "name": ENVOY_PROXY_NAME, "namespace": endpoint_names.GATEWAY_NAMESPACE},
+        },
+    }
+
+
+def envoy_proxy(spec: DeploymentSpec, service_annotations: dict[str, str]) -> dict[str, Any]:
+    """The proxy fleet: its Service (type by scope; `service_annotations` from
+    components.render.endpoint_lb.nlb_annotations) and its pods on the system nodes."""
+    service: dict[str, Any] = {"name": proxy_service_name(spec)}
+    if spec.endpoint.load_balanced:
+        service.update({
+            "type": "LoadBalancer",
+            "annotations": dict(service_annotations),
+            "loadBalancerSourceRanges": list(spec.endpoint.effective_allowed_cidrs),
+        })
+    else:
+        service["type"] = "ClusterIP"
+    return {
+        "apiVersion": ENVOY_API, "kind": "EnvoyProxy",
+        "metadata": _meta(ENVOY_PROXY_NAME, endpoint_names.GATEWAY_NAMESPACE),
+        "spec": {"provider": {"type": "Kubernetes", "kubernetes": {
+            "envoyService": service,
+            "envoyDeployment": {"pod": {"nodeSelector": dict(defaults.SYSTEM_LABELS)}},
+        }}},
+    }
+
+
+def gateway(spec: DeploymentSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": GATEWAY_API, "kind": "Gateway",
+        "metadata": _meta(endpoint_names.gateway_name(spec.service_name), spec.namespace, annotations={
+            WAIT_FOR_ANNOTATION: "condition=Programmed",
+            TIMEOUT_ANNOTATION: str(GATEWAY_WAIT_SECONDS),
+        }),
+        "spec": {
+            "gatewayClassName": endpoint_names.GATEWAY_CLASS_NAME,
+            "listeners": [{
+                "name": LISTENER_NAME, "protocol": "HTTP", "port": listener_port(spec),
+                "allowedRoutes": {"namespaces": {"from": "Same"}},
+            }],
+        },
+    }
+
+
+def http_route(spec: DeploymentSpec) -> dict[str, Any]:
+    """Only /v1 (and below) reaches Serve; every other path gets Envoy's 404."""
+    return {
+        "apiVersion": GATEWAY_API, "kind": "HTTPRoute",
+        "metadata": _meta(route_name(spec), spec.namespace),
+        "spec": {
+            "parentRefs": [{"name": endpoint_names.gateway_name(spec.service_name),
+                            "sectionName": LISTENER_NAME}],
+            "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": API_PREFIX}}],
+                "backendRefs": [{"name": serve_service_name(spec), "port": defaults.SERVE_PORT}],
+                "timeouts": {"request": _seconds(defaults.ENDPOINT_REQUEST_TIMEOUT_SECONDS)},
+            }],
+        },
+    }
+
+
+def _route_target(spec: DeploymentSpec) -> list[dict[str, str]]:
+    return [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route_name(spec)}]
+
+
+def security_policy(spec: DeploymentSpec) -> Optional[dict[str, Any]]:
+    """API-key authentication on the route (None with auth none: nothing checks callers)."""
+    if spec.endpoint.auth != "apiKey":
+        return None
+    return {
+        "apiVersion": ENVOY_API, "kind": "SecurityPolicy",
+        "metadata": _meta(f"{spec.service_name}-api-keys", spec.namespace),
+        "spec": {
+            "targetRefs": _route_target(spec),
+            "apiKeyAuth": {
+                "credentialRefs": [{"group": "", "kind": "Secret",
+                                    "name": endpoint_names.api_keys_secret_name(spec.service_name)}],
+                "extractFrom": [{"headers": [endpoint_names.API_KEY_HEADER]}],
+                # Serve and its logs never see the key.
+                "sanitize": True,
+            },
+        },
+    }
+
+
+def client_traffic_policy(spec: DeploymentSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": ENVOY_API, "kind": "ClientTrafficPolicy",
+        "metadata": _meta(f"{spec.service_name}-clients", spec.namespace),
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                            "name": endpoint_names.gateway_name(spec.service_name)}],
+            "timeout": {"http": {
+                "idleTimeout": _seconds(defaults.ENDPOINT_REQUEST_TIMEOUT_SECONDS),
+                "streamIdleTimeout": _seconds(defaults.ENDPOINT_STREAM_IDLE_TIMEOUT_SECONDS),
+            }},
+            "tcpKeepalive": {
+                "idleTime": _seconds(defaults.ENVOY_TCP_KEEPALIVE_IDLE_SECONDS),
+                "interval": _seconds(defaults.ENVOY_TCP_KEEPALIVE_INTERVAL_SECONDS),
+                "probes": defaults.ENVOY_TCP_KEEPALIVE_PROBES,
+            },
+        },
+    }
+
+
+def backend_traffic_policy(spec: DeploymentSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": ENVOY_API, "kind": "BackendTrafficPolicy",
+        "metadata": _meta(f"{spec.service_name}-serve", spec.namespace),
+        "spec": {
+            "targetRefs": _route_target(spec),
+            "timeout": {"http": {
+                "streamIdleTimeout": _seconds(defaults.ENDPOINT_STREAM_IDLE_TIMEOUT_SECONDS),
+                "connectionIdleTimeout": _seconds(defaults.ENVOY_UPSTREAM_IDLE_TIMEOUT_SECONDS),
+            }},
+        },
+    }
+
+
+def gateway_objects(spec: DeploymentSpec, service_annotations: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Every gateway object by a short role name (no SecurityPolicy with auth none)."""
+    objects = {
+        "gateway-class": gateway_class(),
+        "envoy-proxy": envoy_proxy(spec, service_annotations),
+        "gateway": gateway(spec),
+        "route": http_route(spec),
+        "client-policy": client_traffic_policy(spec),
+        "backend-policy": backend_traffic_policy(spec),
+    }
+    policy = security_policy(spec)
+    if policy is not None:
+        objects["security-policy"] = policy
+    return objects
+
+
+# ---- the endpoint as users see it (Contract 3 `endpoint`) ----
+
+def endpoint_url(spec: DeploymentSpec, lb_hostname: Optional[str]) -> str:
+    """The OpenAI base URL: the configured host or the NLB's name, or the in-cluster Service."""
+    if not spec.endpoint.load_balanced:
+        return (f"http://{proxy_service_name(spec)}.{endpoint_names.GATEWAY_NAMESPACE}"
+                f".svc.cluster.local{API_PREFIX}")
+    host = spec.endpoint.host or lb_hostname or "unknown-load-balancer"
+    return f"{'https' if spec.endpoint.tls else 'http'}://{host}{API_PREFIX}"
+
+
+def endpoint_output(spec: DeploymentSpec, lb_hostname: Optional[str]) -> dict[str, str]:
+    return {"url": endpoint_url(spec, lb_hostname), "scope": spec.endpoint.scope,
+            "auth": spec.endpoint.auth}
+
+
+# ---- the timeouts on the path, read back from what was rendered (docstring table) ----
+
+@dataclass(frozen=True)
+class PathTimeout:
+    where: str
+    seconds: Optional[int]  # None: no limit
+
+
+def _parse(text: str) -> int:
+    assert text.endswith("s"), text
+    return int(text[:-1])
+
+
+def path_timeouts(objects: dict[str, dict[str, Any]]) -> list[PathTimeout]:
+    """Every Envoy and NLB timeout that can end a silent stream, as rendered."""
+    found: list[PathTimeout] = []
+    client = objects["client-policy"]["spec"]["timeout"]["http"]
+    found += [PathTimeout(f"client {k}", _parse(v)) for k, v in client.items()]
+    backend = objects["backend-policy"]["spec"]["timeout"]["http"]
+    found += [PathTimeout(f"backend {k}", _parse(v)) for k, v in backend.items()
+              if k != "connectionIdleTimeout"]  # idle between requests only (module docstring)
+    for rule in objects["route"]["spec"]["rules"]:
+        found += [PathTimeout(f"route {k}", _parse(v)) for k, v in rule.get("timeouts", {}).items()]
+    service = objects["envoy-proxy"]["spec"]["provider"]["kubernetes"]["envoyService"]
+    for key, value in (service.get("annotations") or {}).items():
+        if "listener-attributes" in key:
+            for pair in value.split(","):
+                name, _, number = pair.partition("=")
+                if name.strip() == "tcp.idle_timeout.seconds":
+                    found.append(PathTimeout(f"nlb {key.rsplit('.', 1)[-1]}", int(number)))
+    return found

@@ -1,0 +1,218 @@
+"""The PrometheusRule of a deployment (issue 18 §1, §3): phase labels for the engine series, the
+few aggregates the dashboard and alerts share, and the alerts of PD serving.
+
+Why recording rules: vLLM's series under Ray Serve carry `ReplicaId` and `model_name` but not the
+Serve deployment, so nothing says whether an engine prefills or decodes. Ray Serve's own series
+carry `deployment` and `replica`, and `replica` holds the same `ReplicaID.unique_id` as vLLM's
+`ReplicaId` (components/render/metric_names.py cites both sources). One rule turns the replicas of this
+deployment's Serve deployments (`Prefill:<model>`, `Decode:<model>`, or the colocated
+`LLMServer:<model>`) into `replica:raypd_phase:info{ReplicaId, deployment, phase}`; one rule per
+engine metric joins it on: `engine:<metric>:phase`. Only this deployment's replicas join, so the
+phase-labelled series are this deployment's engines and no other app's.
+
+Names follow Prometheus's level:metric:operations convention: level `engine` keeps every engine
+label (the join adds `phase` and `deployment`), `phase` is aggregated by phase, and `raypd_` marks
+the metrics raypd derives itself.
+
+Counters that Ray only exports once non-zero (NIXL's failure and expiry counters: the real Ray
+capture has no `ray_vllm_nixl_num_failed_transfers*` series while the count is 0) appear already
+at 1, so `increase()` alone never sees the first failure; their alerts also fire on a series that
+is new within the window (`x unless x offset 5m`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from components.config import defaults
+from components.config.spec import DeploymentSpec
+from components.plan.slo import slo_for
+from components.render import metric_names as m
+from components.render.serve_config import APP_NAME, serve_deployment_name
+
+# The runbooks, relative to the repository root: raypd has no canonical public URL to point at.
+RUNBOOK = "docs/troubleshooting.md"
+PHASE_INFO = "replica:raypd_phase:info"
+# Engine metrics the dashboard and alerts read by phase; histograms get _bucket, _sum and _count.
+ENGINE_GAUGES = (m.RUNNING, m.WAITING, m.KV_CACHE_USAGE)
+ENGINE_COUNTERS = (m.PROMPT_TOKENS, m.GENERATION_TOKENS, m.REQUEST_SUCCESS, m.PREEMPTIONS,
+                   m.PREFIX_CACHE_QUERIES, m.PREFIX_CACHE_HITS, m.NIXL_FAILED_TRANSFERS,
+                   m.NIXL_KV_EXPIRED)
+ENGINE_HISTOGRAMS = (m.TTFT, m.ITL, m.TPOT, m.QUEUE_TIME, m.PREFILL_TIME, m.NIXL_XFER_TIME,
+                     m.NIXL_BYTES)
+WINDOW = "5m"
+# The series that says an engine is there. Not a gauge: Ray 2.60 exports a vLLM gauge only for the
+# export rounds in which the engine set it, so an idle engine's num_requests_running, waiting and
+# KV cache usage have no series at all (seen on real Ray Serve LLM: one sample after verify's
+# chat, then none; tests/real/ray/test_verify_on_real_ray.py). Counters stay exported once born,
+# and every engine that served has generated tokens (prefill one per request).
+ENGINE_PRESENCE = m.GENERATION_TOKENS
+# The node labels kube-state-metrics must export in kube_node_labels for the GPU-node alert and the
+# dashboard's per-phase GPU and per-type node panels (its --metric-labels-allowlist=nodes=[...]).
+KUBE_STATE_NODE_LABELS = (next(iter(defaults.GPU_ROLE_LABEL)), defaults.PHASE_LABEL_KEY,
+                          defaults.INSTANCE_TYPE_LABEL)
+
+
+def phased(metric: str) -> str:
+    """The recorded, phase-labelled form of an engine series."""
+    return f"engine:{metric}:phase"
+
+
+def ttft_p95() -> str:
+    return f"phase:raypd_ttft_seconds:p95_{WINDOW}"
+
+
+def kube_label(key: str) -> str:
+    """A node label as kube-state-metrics exports it in kube_node_labels (allow-listed labels)."""
+    return "label_" + re.sub(r"[^A-Za-z0-9_]", "_", key)
+
+
+def _phase_info(spec: DeploymentSpec) -> str:
+    parts = []
+    for phase in spec.phases:
+        deployment = serve_deployment_name(phase, spec.model.id)
+        where = (f'{{{m.SERVE_APPLICATION_LABEL}="{APP_NAME}",'
+                 f'{m.SERVE_DEPLOYMENT_LABEL}="{deployment}"}}')
+        # Either per-replica Serve series will do: one missing in some Ray version loses nothing.
+        selector = f"{m.SERVE_REPLICA_STARTS}{where} or {m.SERVE_REPLICA_QUERIES}{where}"
+        parts.append(
+            f'label_replace(label_replace(max by ({m.SERVE_DEPLOYMENT_LABEL}, '
+            f'{m.SERVE_REPLICA_LABEL}) ({selector}), "{m.PHASE_LABEL}", "{phase}", "", ""), '
+            f'"{m.REPLICA_ID_LABEL}", "$1", "{m.SERVE_REPLICA_LABEL}", "(.+)")')
+    # `* 0 + 1`: an info series (value 1) whatever the counter's value; `max by` one per replica.
+    return (f"max by ({m.REPLICA_ID_LABEL}, {m.SERVE_DEPLOYMENT_LABEL}, {m.PHASE_LABEL}) ("
+            + " or ".join(parts) + ") * 0 + 1")
+
+
+def _join(metric: str) -> str:
+    return (f"{metric} * on({m.REPLICA_ID_LABEL}) group_left({m.PHASE_LABEL}, "
+            f"{m.SERVE_DEPLOYMENT_LABEL}) {PHASE_INFO}")
+
+
+def engine_series() -> list[str]:
+    """Every raw engine series name the rules give a phase."""
+    names = list(ENGINE_GAUGES) + list(ENGINE_COUNTERS)
+    for base in ENGINE_HISTOGRAMS:
+        names += [f"{base}_bucket", f"{base}_sum", f"{base}_count"]
+    return names
+
+
+def recording_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = [{"record": PHASE_INFO, "expr": _phase_info(spec)}]
+    rules += [{"record": phased(name), "expr": _join(name)} for name in engine_series()]
+    return rules
+
+
+def aggregate_rules() -> list[dict[str, Any]]:
+    """By-phase aggregates shared by the SLO strip and the TTFT alert."""
+    return [{
+        "record": ttft_p95(),
+        "expr": guarded_quantile(0.95, m.TTFT, m.PHASE_LABEL),
+    }]
+
+
+def guarded_quantile(q: float, histogram: str, by: str, where: str = "") -> str:
+    """histogram_quantile by `by`, only where the histogram saw observations in the window.
+
+    Without the guard an idle phase yields NaN, and a sum over phases (TTFT = prefill's + decode's)
+    would be NaN whenever one phase idles: an alert comparing it would never fire."""
+    sel = f"{{{where}}}" if where else ""
+    return (f"histogram_quantile({q}, sum by ({by}, le) (rate({phased(histogram + '_bucket')}{sel}"
+            f"[{WINDOW}]))) and on({by}) (sum by ({by}) (rate({phased(histogram + '_count')}{sel}"
+            f"[{WINDOW}])) > 0)")
+
+
+def _new_or_increased(series: str, where: str) -> str:
+    """Increase over the window, or a counter series born inside it (Ray's first export is >= 1)."""
+    by = f"sum by ({m.PHASE_LABEL}, {m.SERVE_DEPLOYMENT_LABEL}, {m.REPLICA_ID_LABEL})"
+    sel = f"{series}{{{where}}}" if where else series
+    return (f"({by} (increase({sel}[{WINDOW}])) > 0) or "
+            f"({by} ({sel} unless {sel} offset {WINDOW}) > 0)")
+
+
+def _alert(name: str, expr: str, for_: str, severity: str, summary: str, description: str,
+           anchor: str) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if for_:
+        rule["for"] = for_
+    rule["labels"] = {"severity": severity, "raypd_alert": "true"}
+    rule["annotations"] = {"summary": summary, "description": description,
+                           "runbook_url": f"{RUNBOOK}#{anchor}"}
+    return rule
+
+
+def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
+    slo = slo_for(spec)
+    decodes = f'{m.PHASE_LABEL}=~"decode|colocated"'
+    by_engine = f"{m.PHASE_LABEL}, {m.SERVE_DEPLOYMENT_LABEL}, {m.REPLICA_ID_LABEL}"
+    gpu_role_key, gpu_role_value = next(iter(defaults.GPU_ROLE_LABEL.items()))
+    ready = f'{m.KUBE_NODE_CONDITION}{{condition="Ready",status="true"}}'
+    gpu_nodes = f'{m.KUBE_NODE_LABELS}{{{kube_label(gpu_role_key)}="{gpu_role_value}"}}'
+    return [
+        _alert("RaypdNixlTransferFailed", _new_or_increased(phased(m.NIXL_FAILED_TRANSFERS), ""),
+               "", "critical",
+               "NIXL KV transfers failed on {{ $labels.deployment }} ({{ $labels.ReplicaId }})",
+               "A decode engine could not read a request's KV cache from prefill over NIXL "
+               "(a handshake, transfer or notification failed). Those requests failed (policy "
+               "fail) or were recomputed on decode (policy recompute): TTFT and GPU time suffer. "
+               "Check the NIXL side channel between the Prefill and Decode pods, the EFA devices, "
+               "and the decode replica's log for `NIXL transfer failure`.",
+               "alert-nixl-transfers-failed"),
+        _alert("RaypdKvExpired", _new_or_increased(phased(m.NIXL_KV_EXPIRED), ""), "", "warning",
+               "Prefill freed KV cache that decode never read ({{ $labels.deployment }})",
+               "A prefill engine held a request's KV blocks past VLLM_NIXL_ABORT_REQUEST_TIMEOUT "
+               "and freed them without decode reading them: decode was too slow to pick the "
+               "request up (queueing, a full KV cache) or the request was lost between the two. "
+               "The prefill work was wasted. Look at decode's waiting requests and KV cache usage.",
+               "alert-kv-expired"),
+        _alert("RaypdDecodeKvCacheFull",
+               f"max by ({m.PHASE_LABEL}, {m.SERVE_DEPLOYMENT_LABEL}, {m.REPLICA_ID_LABEL}) "
+               f"({phased(m.KV_CACHE_USAGE)}{{{decodes}}}) > 0.9", "5m", "warning",
+               "Decode KV cache above 90% for 5 minutes ({{ $labels.ReplicaId }})",
+               "The decode engine's KV cache is nearly full: new requests wait for blocks and "
+               "running ones get preempted (recomputed), so ITL and TTFT climb. Add decode "
+               "replicas (raypd:decode.replicas) or lower max_model_len / concurrency.",
+               "alert-decode-kv-cache-full"),
+        _alert("RaypdDecodeRequestsWaiting",
+               f"sum by ({m.PHASE_LABEL}, {m.SERVE_DEPLOYMENT_LABEL}, {m.REPLICA_ID_LABEL}) "
+               f"({phased(m.WAITING)}{{{decodes}}}) > 0", "2m", "warning",
+               "Requests waiting on decode for 2 minutes ({{ $labels.ReplicaId }})",
+               "Requests whose prompt was prefilled are queued on decode: decode is the "
+               "bottleneck (KV cache or max_num_seqs full), so their prefilled KV may expire. "
+               "Scale decode out, or rebalance prefill:decode replicas.",
+               "alert-decode-requests-waiting"),
+        _alert("RaypdTtftAboveSlo",
+               f"sum({ttft_p95()}) > {slo.ttft_p95_seconds}", "5m", "warning",
+               f"TTFT p95 above the {slo.ttft_p95_seconds} s SLO",
+               "Time to first token at p95 (prefill plus decode engine TTFT, the part of the "
+               "ingress TTFT the engines see) is above the deployment's SLO for 5 minutes. Read "
+               "the prefill column (queue time, waiting) and the KV handoff (NIXL time) to find "
+               "which side is slow; scale prefill when prefill queues.",
+               "alert-ttft-above-slo"),
+        _alert("RaypdEngineStoppedReporting",
+               f"max by ({by_engine}) (present_over_time({phased(ENGINE_PRESENCE)}[1h])) unless "
+               f"max by ({by_engine}) ({phased(ENGINE_PRESENCE)})",
+               "2m", "critical",
+               "Engine {{ $labels.ReplicaId }} ({{ $labels.deployment }}) stopped reporting",
+               "An engine that exported metrics in the last hour no longer does: its replica "
+               "died or restarted, or Ray's metrics agent on its node stopped. Its phase serves "
+               "with fewer engines. Check the RayService and the replica's logs.",
+               "alert-engine-stopped-reporting"),
+        _alert("RaypdGpuNodeNotReady",
+               f"({ready} == 0) * on(node) group_left() {gpu_nodes}", "5m", "critical",
+               "GPU node {{ $labels.node }} is not Ready",
+               "A GPU node of the deployment is not Ready: the replicas on it are gone or will "
+               "be, and prefill or decode runs short until it returns or is replaced. Check the "
+               "node's conditions and the managed node group. Needs kube-state-metrics with "
+               f"--metric-labels-allowlist=nodes=[{','.join(KUBE_STATE_NODE_LABELS)}].",
+               "alert-gpu-node-not-ready"),
+    ]
+
+
+def prometheus_rule_groups(spec: DeploymentSpec) -> list[dict[str, Any]]:
+    """The `spec.groups` of the deployment's PrometheusRule (prometheus-operator format)."""
+    return [
+        {"name": "raypd-phase", "rules": recording_rules(spec) + aggregate_rules()},
+        {"name": "raypd-alerts", "rules": alert_rules(spec)},
+    ]

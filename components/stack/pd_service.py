@@ -1,0 +1,152 @@
+"""The serving namespace, the optional Hugging Face token Secret, and the RayService itself.
+
+The manifest comes whole from `components.render.rayservice.render_rayservice`; this component only
+applies it. It waits for (and on destroy goes before) the KubeRay operator, which owns the
+RayService finalizer, and the device plugins and GPU node groups its workers need.
+
+Updates (components.render.rayservice's docstring has KubeRay's rules): KubeRay applies a changed
+serveConfigV2 to the running cluster, leaves replica counts to the Ray autoscaler, and answers any
+other change of rayClusterConfig (worker sizes, image, env, selectors...) with a new RayCluster.
+- In-place stacks (`raypd:upgradeStrategy: inPlace`): the GPU node groups are sized for exactly
+  one cluster, so a second, pending cluster could never schedule (and `upgradeStrategy: None` makes
+  KubeRay ignore such a change). So when the cluster digest annotation changes (the part of
+  rayClusterConfig KubeRay would rebuild for) the RayService is replaced, the old one deleted
+  first: serving stops until the new one is Ready. A replica-count change does not touch the digest
+  and stays an in-place update.
+- Zero-downtime stacks (`newCluster`): KubeRay's own NewCluster upgrade, on a new generation of GPU
+  node groups (components.render.rayservice.node_set); no replacement.
+Either way a rollout check Job (components.render.rollout) makes `pulumi up` wait until the new Serve
+config is RUNNING. With an s3:// model, the Ray pods' ServiceAccount (IRSA,
+components.render.model_access) lives here too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pydantic import SecretStr
+
+from components.render.model_access import ROLE_ARN_ANNOTATION
+from components.render.network_policy import (
+    NetworkPolicies,
+    NetworkPoliciesArgs,
+    pod_security_labels,
+    pod_security_level,
+)
+from components.render.rayservice import HF_TOKEN_SECRET_KEY, RAY_CLUSTER_DIGEST_ANNOTATION
+from components.render.rollout import serve_rollout_job
+
+# A change of this annotation is a change KubeRay would build a new RayCluster for (see the module
+# docstring); a Pulumi property path, bracketed because the key holds "." and "/".
+REPLACE_ON_CHANGES = (f'metadata.annotations["{RAY_CLUSTER_DIGEST_ANNOTATION}"]',)
+
+
+def replace_on_changes(upgrade_strategy: str) -> list[str]:
+    """The RayService's replaceOnChanges for a stack's upgrade strategy (module docstring)."""
+    return list(REPLACE_ON_CHANGES) if upgrade_strategy == "inPlace" else []
+
+
+@dataclass(frozen=True)
+class PdServiceArgs:
+    namespace: str
+    manifest: dict[str, Any]  # render_rayservice(spec)
+    hf_token: Optional[SecretStr]
+    hf_token_secret_name: str
+    # The KubeRay release, device plugins and GPU node groups: created first, destroyed last.
+    wait_for: tuple[pulumi.Resource, ...] = ()
+    # S3 model sources: the Ray pods' ServiceAccount and the IAM role it assumes (IRSA).
+    service_account_name: Optional[str] = None
+    service_account_role_arn: Optional[pulumi.Input[str]] = None
+    upgrade_strategy: str = "inPlace"
+    # Who may reach the Ray pods (components.render.network_policy); None: no policies (tests only).
+    network_policies: Optional[NetworkPoliciesArgs] = None
+    # The Pod Security version label ("v1.35"): the cluster's Kubernetes minor.
+    pod_security_version: str = "latest"
+
+
+class PdService(pulumi.ComponentResource):
+    """Children inherit the Kubernetes provider from this component's `providers` option."""
+
+    namespace: k8s.core.v1.Namespace
+    ray_service: k8s.apiextensions.CustomResource
+    rollout_check: k8s.apiextensions.CustomResource
+
+    def __init__(self, name: str, args: PdServiceArgs, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("raypd:serving:PdService", name, None, opts)
+        manifest = args.manifest
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.namespace,
+                # privileged only because the NIXL workers are (pod_security_level reads the
+                # manifest): Pod Security admission then refuses nothing the RayService needs,
+                # and audits/warns at the same level.
+                labels=pod_security_labels(pod_security_level(manifest), args.pod_security_version),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.namespace = namespace  # the endpoint's objects live in it too (components.stack.endpoint_stack)
+        needs: list[pulumi.Resource] = [namespace, *args.wait_for]
+        if args.network_policies is not None:
+            # Before the RayService: its pods never run without the policies around them.
+            policies = NetworkPolicies(
+                f"{name}-network", dataclasses.replace(args.network_policies, wait_for=(namespace,)),
+                opts=pulumi.ResourceOptions(parent=self))
+            needs.append(policies)
+        if args.hf_token is not None:
+            token = k8s.core.v1.Secret(
+                f"{name}-hf-token",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=args.hf_token_secret_name, namespace=args.namespace
+                ),
+                # Secret end to end: encrypted in the Pulumi state, masked in every output.
+                string_data={
+                    HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token.get_secret_value())
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )
+            needs.append(token)
+        if args.service_account_name is not None and args.service_account_role_arn is not None:
+            account = k8s.core.v1.ServiceAccount(
+                f"{name}-model-reader",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=args.service_account_name,
+                    namespace=args.namespace,
+                    # EKS's pod identity webhook gives pods of this account the role's credentials.
+                    annotations={ROLE_ARN_ANNOTATION: args.service_account_role_arn},
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )
+            needs.append(account)
+
+        self.ray_service = k8s.apiextensions.CustomResource(
+            f"{name}-rayservice",
+            api_version=manifest["apiVersion"],
+            kind=manifest["kind"],
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=needs,
+                # See the module docstring: no room for KubeRay's second cluster in place.
+                replace_on_changes=replace_on_changes(args.upgrade_strategy),
+                delete_before_replace=True,
+            ),
+        )
+        # `pulumi up` returns once the Serve config just applied is RUNNING (components.render.rollout):
+        # a Job per Serve config, awaited by Pulumi until Complete. Applied as a plain manifest;
+        # the engine sees an ordinary batch/v1 Job.
+        job = serve_rollout_job(manifest)
+        self.rollout_check = k8s.apiextensions.CustomResource(
+            f"{name}-rollout-check",
+            api_version=job["apiVersion"],
+            kind=job["kind"],
+            metadata=job["metadata"],
+            spec=job["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ray_service]),
+        )
+        self.register_outputs({"rayServiceName": manifest["metadata"]["name"]})
