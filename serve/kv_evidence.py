@@ -26,8 +26,10 @@ The formats, as their sources define them and as a real prefill/decode pair on C
 
 Counters are lifetime totals, so a reading is only evidence compared with an earlier one of the
 SAME series: `KvSeries` keeps every sample under its identity (name and every label: ReplicaId,
-engine, WorkerId, source...), and `KvChange.between` adds up the per-series increases. Which pages
-were read both times is the caller's business (serve/verify.py compares only those).
+engine, WorkerId, source...), and `KvChange.between` adds up the per-series increases.
+`KvReading` is one reading of the decode engines (each page and log read, by where it was read;
+serve/verify/kv_transfer.py makes them), and `compare_readings` compares two over only what was
+read both times.
 """
 
 from __future__ import annotations
@@ -259,3 +261,63 @@ def kv_log_counts(lines: Iterable[str]) -> tuple[int, int]:
 def kv_load_failures(text: str) -> int:
     """Requests decode failed because their KV cache could not be loaded (policy `fail`)."""
     return sum(int(n) for n in KV_LOAD_FAILURE_LINE.findall(text))
+
+
+# ---- two readings of the decode, compared over what was read both times ----
+
+@dataclass(frozen=True)
+class KvReading:
+    """One reading of the decode engines: each metrics page that answered, keyed by where it was
+    read (a page that did not answer is absent; one that answered without vLLM series holds none,
+    i.e. zeros), and the KV lines (`KV Transfer metrics: ...`, `Failing N request(s) ...`, `NIXL
+    transfer failure: ...`) of each log that could be read, keyed the same way. Only what was read
+    both times is compared (KvComparison): a page or log read once is missing evidence.
+
+    `decode_known` is False when the decode replicas could not be told apart (the Serve API did not
+    answer): the pages are then every pod of the decode's worker group, which may host prefill too,
+    so local_compute and generated tokens there are not decode's."""
+
+    metrics_source: str
+    pages: Mapping[str, KvSeries]
+    log_source: str
+    logs: Mapping[str, frozenset[str]]
+    decode_known: bool = True
+
+    @property
+    def counters(self) -> Optional[KvCounters]:
+        """The totals of the pages read (None: none answered), for people and tests to look at."""
+        totals = [page.totals for page in self.pages.values()]
+        return sum(totals[1:], totals[0]) if totals else None
+
+    @classmethod
+    def of_engine(cls, name: str, metrics_page: Optional[str], log_text: str) -> "KvReading":
+        """A reading of one engine read directly (its /metrics text, None if it did not answer,
+        and its log), as tests and tools read a plain vLLM engine."""
+        pages = {} if metrics_page is None else {name: kv_series(parse_vllm_samples(metrics_page))}
+        lines = frozenset(line for line in log_text.splitlines() if is_kv_line(line))
+        return cls(f"{name} /metrics", pages, f"{name} log", {name: lines})
+
+
+@dataclass(frozen=True)
+class KvComparison:
+    """What moved between two readings, over what was read both times."""
+
+    change: Optional[KvChange]   # over the pages read both times; None when there is none
+    new_lines: list[str]         # log lines new in the logs read both times
+    once: list[str]              # pages and logs read only once: not compared, missing evidence
+
+    @property
+    def moved(self) -> bool:
+        return bool(self.new_lines) or (self.change is not None and self.change.anything)
+
+
+def compare_readings(before: KvReading, after: KvReading) -> KvComparison:
+    shared = sorted(set(before.pages) & set(after.pages))
+    change = None
+    if shared:
+        parts = [KvChange.between(before.pages[key], after.pages[key]) for key in shared]
+        change = KvChange(*(sum(getattr(part, f.name) for part in parts) for f in fields(KvChange)))
+    logs = sorted(set(before.logs) & set(after.logs))
+    new_lines = sorted({line for key in logs for line in after.logs[key] - before.logs[key]})
+    once = sorted((set(before.pages) ^ set(after.pages)) | (set(before.logs) ^ set(after.logs)))
+    return KvComparison(change, new_lines, once)

@@ -17,8 +17,7 @@ from components.plan.slo import Slo
 from components.render import observability_names
 from components.render.observability_dashboards import StripNumber, dashboard_uid, strip_numbers
 from serve.kube import KubeClient
-from serve.metrics_check import prometheus_for
-from serve.prometheus_api import PrometheusApi, PrometheusError, finite
+from serve.prometheus_api import PrometheusApi, PrometheusError, finite, prometheus_for
 
 log = logging.getLogger(__name__)
 

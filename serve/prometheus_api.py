@@ -19,9 +19,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
+from urllib.parse import urlsplit
 
 from components.config import defaults
 from components.render import observability_names
+from components.render.outputs import OBSERVABILITY_KEY
 from serve.kube import KubeClient, KubeError
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
@@ -129,3 +131,17 @@ class PrometheusApi:
 def finite(value: float) -> Optional[float]:
     """A sample for JSON: NaN and infinities (no observation, an empty ratio) are "no value"."""
     return value if math.isfinite(value) else None
+
+
+def prometheus_for(client: KubeClient, outputs: Mapping[str, Any],
+                   timeout: Optional[float] = None) -> Optional[PrometheusApi]:
+    """The stack's Prometheus from outputs `observability.prometheusUrl` (`http://<svc>.<ns>.svc...
+    :<port>`), or None when the stack has no metrics stack."""
+    section = outputs.get(OBSERVABILITY_KEY)
+    if not isinstance(section, Mapping) or not section.get("prometheusUrl"):
+        return None
+    url = urlsplit(str(section["prometheusUrl"]))
+    parts = (url.hostname or "").split(".")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        raise PrometheusError(f"outputs observability.prometheusUrl is not a Service URL: {url.geturl()[:120]}")
+    return PrometheusApi(client, namespace=parts[1], service=parts[0], port=url.port or 80, timeout=timeout)

@@ -26,6 +26,7 @@ from serve.benchmark.events import ProgressReporter, write_result
 from serve.benchmark.loadgen import APIS, LoadConfig, run_load
 from serve.benchmark.runfiles import dumps, write_run
 from serve.benchmark.summary import CompareError, goodput, summarize
+from serve.benchmark.table import table
 from serve.benchmark.workload import (
     DISTRIBUTIONS,
     MAX_PROMPT_WORDS,
@@ -213,57 +214,6 @@ def _to_the_microsecond(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return records
 
 
-def _table(summary: dict[str, Any], usd_per_hour: Optional[float] = None) -> str:
-    def ms(value: Optional[float]) -> str:
-        return "-" if value is None else f"{value:.1f}"
-
-    r = summary["requests"]
-    pooled = " (all rates pooled)" if summary.get("sweep") else ""
-    lines = [f"requests{pooled}: {r['sent']} sent, {r['completed']} completed, {r['failed']} failed"
-             + (f" {summary['errors']}" if summary["errors"] else "")]
-    lines.append(f"{'':8}{'mean':>10}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}")
-    for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
-        s = summary[key]
-        lines.append(f"{key:8}" + "".join(f"{ms(s[k]):>10}" for k in ("mean", "p50", "p90", "p95", "p99")))
-    lines.append(f"request_rate {summary['request_rate']:.2f}/s, input {summary['input_tokens_per_s']:.1f} tok/s, "
-                 f"output {summary['output_tokens_per_s']:.1f} tok/s")
-    if summary["slo"]["attained"] is not None:
-        lines.append(f"SLO ttft<={summary['slo']['ttft_ms']:g} ms, tpot<={summary['slo']['tpot_ms']:g} ms: "
-                     f"{summary['slo']['attained']:.1%} attained")
-    if summary["usd_per_million_output_tokens"] is not None:
-        # The summary does not keep the price (Contract 6 fixes its keys): say it here, with its source.
-        priced = f" (at the --usd-per-hour given, {usd_per_hour:g}/h)" if usd_per_hour is not None else ""
-        lines.append(f"USD per million output tokens: {summary['usd_per_million_output_tokens']:.4f}{priced}")
-    lines.extend(_sweep_lines(summary))
-    return "\n".join(lines)
-
-
-def _sweep_lines(summary: dict[str, Any]) -> list[str]:
-    """A sweep's line per rate (the table above pools every rate), then its goodput in words."""
-    def ms(value: Optional[float]) -> str:
-        return "-" if value is None else f"{value:.1f}"
-
-    lines = []
-    for point in summary.get("sweep") or []:
-        r, slo = point["requests"], point["slo"]
-        attained = "" if slo["attained"] is None else f", SLO {slo['attained']:.1%} attained"
-        lines.append(f"rate {point['rate']:g}/s: {r['completed']}/{r['sent']} completed, "
-                     f"{point['request_rate']:.2f}/s, TTFT p50/p90 {ms(point['ttft_ms']['p50'])}/"
-                     f"{ms(point['ttft_ms']['p90'])} ms, TPOT p50/p90 {ms(point['tpot_ms']['p50'])}/"
-                     f"{ms(point['tpot_ms']['p90'])} ms{attained} ({point['dir']}/)")
-    if "goodput" in summary:
-        rate = summary["goodput"]["rate"]
-        share = f"{summary['goodput']['attainment_threshold']:.0%}"
-        if summary["slo"]["attained"] is None:
-            lines.append("goodput: n/a (no SLO given: pass --slo-ttft-ms and --slo-tpot-ms)")
-        elif rate is None:
-            lines.append(f"goodput: none (no swept rate met the SLOs for {share} of requests)")
-        else:
-            lines.append(f"goodput: {rate:g} requests/s (the highest swept rate meeting the SLOs for {share} "
-                         "of requests)")
-    return lines
-
-
 def _unreachable(records: Sequence[dict[str, Any]]) -> bool:
     return bool(records) and all(r.get("error_kind") == "connect" for r in records)
 
@@ -321,6 +271,32 @@ def _through_the_api_server(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    via = _target(args)
+    args.endpoint, args.model = via["endpoint"], via["model"]
+    _check_run_args(args)
+    specs = _specs(args)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out: cannot create {args.out}: {exc.strerror or exc}") from exc
+    loads = [{"rate": rate} for rate in args.rate] if args.rate else [{"concurrency": args.concurrency}]
+    progress = (ProgressReporter(lambda line: print(line, flush=True), len(specs) * len(loads), len(loads))
+                if args.events else None)
+    all_records, summary = _send_loads(args, via, specs, loads, progress)
+    write_run(args.out, all_records, summary)
+    code = EXIT_RUN_FAILED if _unreachable(all_records) else EXIT_OK
+    if progress is not None:
+        progress.flush()
+        write_result(sys.stdout, summary, all_records, code)
+    else:
+        print(dumps(summary, indent=2) if args.json else table(summary, args.usd_per_hour))
+    if code == EXIT_RUN_FAILED:
+        print(f"benchmark: {args.endpoint} was unreachable for every request", file=sys.stderr)
+    return code
+
+
+def _target(args: argparse.Namespace) -> dict[str, Any]:
+    """Where the requests go: --endpoint as given, or the Serve Service behind the API server (--outputs)."""
     via: dict[str, Any] = {"endpoint": args.endpoint, "model": args.model, "headers": None, "ssl_context": None}
     if args.outputs is not None:
         via = _through_the_api_server(args)
@@ -328,7 +304,11 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--kubeconfig goes with --outputs")
     if not via["model"]:
         raise UsageError("--model is required (with --outputs it defaults to the outputs' modelId)")
-    args.endpoint, args.model = via["endpoint"], via["model"]
+    return via
+
+
+def _check_run_args(args: argparse.Namespace) -> None:
+    """The checks across arguments argparse cannot make, before anything is sent or written."""
     if (args.slo_ttft_ms is None) != (args.slo_tpot_ms is None):
         raise UsageError("--slo-ttft-ms and --slo-tpot-ms go together")
     if args.prompts is not None and (args.input_tokens or args.preset):
@@ -342,13 +322,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.rate and args.duration is None and args.requests / min(args.rate) > MAX_SCHEDULE_S:
         raise UsageError(f"--rate {min(args.rate):g} with --requests {args.requests} would send for more than "
                          f"{MAX_SCHEDULE_S:g} s; pass --duration")
-    specs = _specs(args)
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--out: cannot create {args.out}: {exc.strerror or exc}") from exc
+
+
+def _send_loads(args: argparse.Namespace, via: dict[str, Any], specs: list[RequestSpec],
+                loads: list[dict[str, Any]], progress: Optional[ProgressReporter]
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Each load in turn (one, or one per swept rate, each written to its rate-R/ directory); the
+    records of all and their summary (a sweep's pooled, with its goodput and a line per rate)."""
     slo = {"slo_ttft_ms": args.slo_ttft_ms, "slo_tpot_ms": args.slo_tpot_ms, "usd_per_hour": args.usd_per_hour}
-    loads = [{"rate": rate} for rate in args.rate] if args.rate else [{"concurrency": args.concurrency}]
     workload = {"model": args.model, "endpoint": args.endpoint, "api": args.api, "preset": args.preset,
                 "prompts": str(args.prompts) if args.prompts else None, "requests": args.requests,
                 "input_tokens": None if args.prompts else (specs[0].input_tokens if args.input_dist == "fixed"
@@ -358,8 +339,6 @@ def _run(args: argparse.Namespace) -> int:
     all_records: list[dict[str, Any]] = []
     sweep: list[tuple[float, dict[str, Any]]] = []
     wall = 0.0
-    progress = (ProgressReporter(lambda line: print(line, flush=True), len(specs) * len(loads), len(loads))
-                if args.events else None)
     for number, load in enumerate(loads, start=1):
         config = LoadConfig(endpoint=args.endpoint, model=args.model, api=args.api, duration_s=args.duration,
                             timeout_s=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos,
@@ -384,16 +363,7 @@ def _run(args: argparse.Namespace) -> int:
         summary["sweep"] = [{"rate": rate, "dir": f"rate-{rate:g}", **{k: s[k] for k in ("requests", "slo")},
                              "request_rate": s["request_rate"], "ttft_ms": s["ttft_ms"], "tpot_ms": s["tpot_ms"]}
                             for rate, s in sweep]
-    write_run(args.out, all_records, summary)
-    code = EXIT_RUN_FAILED if _unreachable(all_records) else EXIT_OK
-    if progress is not None:
-        progress.flush()
-        write_result(sys.stdout, summary, all_records, code)
-    else:
-        print(dumps(summary, indent=2) if args.json else _table(summary, args.usd_per_hour))
-    if code == EXIT_RUN_FAILED:
-        print(f"benchmark: {args.endpoint} was unreachable for every request", file=sys.stderr)
-    return code
+    return all_records, summary
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -20,8 +20,8 @@ from components.config import defaults
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The files `python -m serve.benchmark run` needs, and nothing that pulls heavy imports.
-RUN_FILES = ("__init__.py", "__main__.py", "events.py", "loadgen.py", "runfiles.py", "summary.py", "usage.py",
-             "workload.py")
+RUN_FILES = ("__init__.py", "__main__.py", "events.py", "loadgen.py", "runfiles.py", "summary.py", "table.py",
+             "usage.py", "workload.py")
 MOUNT_ROOT = "/opt/raypd"
 RESULTS_DIR = "/tmp/benchmark"
 JOB_TTL_SECONDS = 24 * 3600

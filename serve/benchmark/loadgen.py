@@ -106,15 +106,29 @@ def _content(chunk: dict[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
-async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig, spec: RequestSpec,
-                   t0: float, scheduled_s: float) -> dict[str, Any]:
-    """One request, timed chunk by chunk; errors become the record's error_kind, never an exception."""
-    record: dict[str, Any] = {
+@dataclass
+class _Stream:
+    """What an answer's stream showed so far; kept outside the reading, so a timeout keeps it too."""
+
+    chunks: int = 0
+    last: Optional[float] = None  # when the last chunk with content came
+    usage: Any = None  # the last non-null usage the server sent, unchecked until the answer is complete
+    done_at: Optional[float] = None  # when [DONE] came: the answer ends there, not when its connection is settled
+
+
+def _new_record(spec: RequestSpec, scheduled_s: float) -> dict[str, Any]:
+    return {
         "index": spec.index, "scheduled_s": scheduled_s, "sent_s": None, "end_s": None,
         "ttft_ms": None, "itl_ms": [], "e2e_ms": None, "prompt_tokens": None, "completion_tokens": None,
         "input_tokens_requested": spec.input_tokens, "max_tokens": spec.max_tokens,
         "status": None, "ok": False, "error_kind": None, "error": None,
     }
+
+
+async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig, spec: RequestSpec,
+                   t0: float, scheduled_s: float) -> dict[str, Any]:
+    """One request, timed chunk by chunk; errors become the record's error_kind, never an exception."""
+    record = _new_record(spec, scheduled_s)
     body = request_body(config, spec)
     try:  # before the clock starts: minting a token is not the endpoint's latency
         headers = dict(config.headers()) if config.headers is not None else None
@@ -125,10 +139,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
         return record
     sent = time.perf_counter()
     record["sent_s"] = sent - t0
-    last: Optional[float] = None
-    chunks = 0
-    usage: Any = None  # the last non-null usage the server sent, unchecked until the answer is complete
-    done_at: Optional[float] = None  # when [DONE] came: the answer ends there, not when its connection is settled
+    stream = _Stream()
     try:
         async with asyncio.timeout(config.timeout_s):
             async with session.post(url, json=body, headers=headers) as response:
@@ -138,38 +149,13 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
                     record["error_kind"] = "http"
                     record["error"] = f"HTTP {response.status}: {text[:_ERROR_TEXT_LIMIT]}"
                     return record
-                lines = 0
-                async for raw in response.content:
-                    now = time.perf_counter()  # the chunk's arrival, before anything else runs
-                    lines += 1
-                    if lines % _YIELD_EVERY_LINES == 0:
-                        await asyncio.sleep(0)  # a burst of buffered chunks must not hold up scheduled sends
-                    line = raw.strip()
-                    if not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        done_at = now
-                        break
-                    chunk = json.loads(data)
-                    if isinstance(chunk, dict) and "error" in chunk:
-                        record["error_kind"], record["error"] = "stream", str(chunk["error"])[:_ERROR_TEXT_LIMIT]
-                        return record
-                    if isinstance(chunk, dict) and chunk.get("usage") is not None:  # null on the others
-                        usage = chunk["usage"]
-                    if _content(chunk):
-                        if last is None:
-                            record["ttft_ms"] = (now - sent) * 1000
-                        else:
-                            record["itl_ms"].append((now - last) * 1000)
-                        last = now
-                        chunks += 1
-                if done_at is not None:
+                await _read_stream(response, sent, stream, record)
+                if stream.done_at is not None:
                     await _drain(response)
     except aiohttp.ConnectionTimeoutError as exc:  # before TimeoutError: it is one, but nothing was sent
         record["error_kind"], record["error"] = "connect", f"connect timed out: {exc}"[:_ERROR_TEXT_LIMIT]
     except TimeoutError:
-        if done_at is None:  # the run's timeout may end a slow body after [DONE]: the answer was complete
+        if stream.done_at is None:  # the run's timeout may end a slow body after [DONE]: the answer was complete
             record["error_kind"], record["error"] = "timeout", f"no complete answer within {config.timeout_s:g} s"
     except aiohttp.ClientConnectorError as exc:
         record["error_kind"], record["error"] = "connect", str(exc)[:_ERROR_TEXT_LIMIT]
@@ -178,26 +164,63 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
     except ValueError as exc:
         record["error_kind"], record["error"] = "stream", f"malformed chunk: {exc}"[:_ERROR_TEXT_LIMIT]
     finally:
-        end = done_at if done_at is not None else time.perf_counter()
+        end = stream.done_at if stream.done_at is not None else time.perf_counter()
         record["end_s"] = end - t0
         record["e2e_ms"] = (end - sent) * 1000
-    if record["error_kind"] is not None:
-        return record
-    if done_at is None:
+    if record["error_kind"] is None:
+        _judge_answer(record, stream, spec)
+    return record
+
+
+async def _read_stream(response: aiohttp.ClientResponse, sent: float, stream: _Stream,
+                       record: dict[str, Any]) -> None:
+    """Read the SSE answer, timing each chunk at its arrival, up to [DONE]; an error chunk ends it
+    as the record's error, a line that is no JSON raises ValueError."""
+    lines = 0
+    async for raw in response.content:
+        now = time.perf_counter()  # the chunk's arrival, before anything else runs
+        lines += 1
+        if lines % _YIELD_EVERY_LINES == 0:
+            await asyncio.sleep(0)  # a burst of buffered chunks must not hold up scheduled sends
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            stream.done_at = now
+            return
+        chunk = json.loads(data)
+        if isinstance(chunk, dict) and "error" in chunk:
+            record["error_kind"], record["error"] = "stream", str(chunk["error"])[:_ERROR_TEXT_LIMIT]
+            return
+        if isinstance(chunk, dict) and chunk.get("usage") is not None:  # null on the others
+            stream.usage = chunk["usage"]
+        if _content(chunk):
+            if stream.last is None:
+                record["ttft_ms"] = (now - sent) * 1000
+            else:
+                record["itl_ms"].append((now - stream.last) * 1000)
+            stream.last = now
+            stream.chunks += 1
+
+
+def _judge_answer(record: dict[str, Any], stream: _Stream, spec: RequestSpec) -> None:
+    """An answer that arrived without a transport error: complete, with tokens, and a usage that
+    adds up (or, from a server that sends none, its chunks counted)."""
+    if stream.done_at is None:
         record["error_kind"], record["error"] = "stream", "stream ended without data: [DONE]"
-    elif chunks == 0:
+    elif stream.chunks == 0:
         record["error_kind"], record["error"] = "stream", "no tokens in the answer"
-    elif usage is None:  # a server without include_usage support: count chunks, and say so
-        record.update(ok=True, completion_tokens=chunks, usage_source="chunks")
+    elif stream.usage is None:  # a server without include_usage support: count chunks, and say so
+        record.update(ok=True, completion_tokens=stream.chunks, usage_source="chunks")
     else:
         try:
-            prompt_tokens, completion_tokens = checked_usage(usage, streamed_chunks=chunks,
+            prompt_tokens, completion_tokens = checked_usage(stream.usage, streamed_chunks=stream.chunks,
                                                              max_tokens=spec.max_tokens, prompt=spec.prompt)
         except UsageProblem as exc:
             record["error_kind"], record["error"] = "usage", str(exc)[:_ERROR_TEXT_LIMIT]
         else:
             record.update(ok=True, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-    return record
 
 
 async def _drain(response: aiohttp.ClientResponse) -> None:

@@ -134,10 +134,12 @@ from tests.fakes.openai_server import (
 SCENARIOS = (
     "healthy",
     "ucx-fallback",          # NIXL logs "Backend UCX was instantiated" (the TCP-speed fallback)
+    "mixed-backends",        # the decode's NIXL agent instantiated UCX as well as LIBFABRIC (one log, both lines)
     "efa-not-advertised",    # no vpc.amazonaws.com/efa in the GPU nodes' allocatable
     "two-zones",             # the second GPU node sits in another availability zone
     "rayservice-not-ready",  # Ready=False (Initializing), app DEPLOYING, Serve Service no endpoints
     "no-kv-transfer",        # chat answers 200 but decode recomputed the prompt (local_compute rises)
+    "partial-recompute",     # the KV cache moved, but decode computed 5 prompt tokens itself (local_compute rises too)
     "failed-transfers",      # every chat's KV load fails: 2 failed NIXL transfers, HTTP 500 (policy fail)
     "metrics-stale",         # chat answers 200 but no counter moves (an exporter that stopped)
     "colocated",             # colocated mode: one engine deployment, no KV transfer
@@ -204,7 +206,7 @@ def _matches(labels: dict[str, str], selector: Optional[str]) -> bool:
     return True
 
 
-# ---- cluster-wide lists for verify's dashboard-exposure check (serve/exposure_check.py) ----
+# ---- cluster-wide lists for verify's dashboard-exposure check (serve/verify/exposure.py) ----
 # Formats: the Kubernetes API reference's ServiceList / IngressList (kind, apiVersion,
 # metadata.resourceVersion, items) and Gateway API's <Kind>List under
 # /apis/gateway.networking.k8s.io/<version>/<plural>; a resource type the API server does not
@@ -474,7 +476,9 @@ class FakeKubeApi(LoopbackServer):
             decode["transfers"] += 1
             decode["xfer_seconds"] += 0.00248
             decode["bytes"] += 12.5 * 1024 * 1024
-            decode["external"] += prompt
+            recomputed = 5 if self.scenario == "partial-recompute" else 0
+            decode["external"] += prompt - recomputed
+            decode["local"] += recomputed
             decode["generated"] += 8
             if self.metric_prefix == "vllm:":  # plain vLLM prints its own line; Ray's logger does not
                 self._actor_logs[decode_replica["actor_id"]]["out"].append(
@@ -564,6 +568,8 @@ class FakeKubeApi(LoopbackServer):
                 nixl = [f"2026-12-01 12:03:11 NIXL INFO    _api.py:405 Backend {backend} was instantiated",
                         "2026-12-01 12:03:11 NIXL INFO    _api.py:281 Initialized NIXL agent: "
                         f"{_uuid(replica['actor_id'])}"] if self.disaggregated else []
+                if self.scenario == "mixed-backends" and phase_name == "decode":
+                    nixl.insert(1, "2026-12-01 12:03:11 NIXL INFO    _api.py:405 Backend UCX was instantiated")
                 replica_out = [
                     "(APIServer pid=2101) INFO 12-01 12:02:40 [core.py:95] Initializing a V1 LLM engine "
                     f"(v0.26.0) with config: model='{spec.model.source}'",

@@ -13,7 +13,9 @@ import pytest
 
 from components.render.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name
 from serve.api_keys import ApiKeys
-from serve.endpoint_checks import (
+from serve.evidence import VerifyInputError
+from serve.verify import main
+from serve.verify.external import (
     API_KEY_ENV,
     EndpointTarget,
     check_endpoint_auth,
@@ -21,8 +23,6 @@ from serve.endpoint_checks import (
     endpoint_checks,
     read_api_key,
 )
-from serve.evidence import VerifyInputError
-from serve.verify import main
 from tests.fakes.keyed_endpoint import KeyedEndpoint
 from tests.fakes.kube_api import FakeKubeApi
 

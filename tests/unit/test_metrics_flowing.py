@@ -19,8 +19,8 @@ import pytest
 from components.config.checks import Check
 from components.render.observability_rules import prometheus_rule_groups
 from serve.evidence import Evidence, VerifyPlan
-from serve.metrics_check import CHECK_ID, check_metrics_flowing
 from serve.verify import run_verify
+from serve.verify.metrics_flowing import CHECK_ID, check_metrics_flowing
 from tests.fakes.kube_api import FakeKubeApi
 from tests.patience import PATIENCE_S
 from tests.prometheus_server import (

@@ -20,8 +20,8 @@ from typing import Any, Iterator
 import pytest
 
 from components.config.checks import VERIFY_IDS, Report
-from serve.endpoint_checks import ENDPOINT_IDS
 from serve.verify import cluster_status, run_verify
+from serve.verify.external import ENDPOINT_IDS
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer
 from tests.patience import PATIENCE_S
@@ -49,12 +49,14 @@ EXPECTED: dict[str, dict[str, str]] = {
     # to test, said as skip (tests/unit/test_endpoint_checks.py tests those two checks).
     "healthy": {cid: "skip" if cid in ENDPOINT_IDS else "pass" for cid in VERIFY_IDS},
     "ucx-fallback": {"nixl-backend": "fail", "efa-devices": "pass", "kv-transfer": "pass"},
+    "mixed-backends": {"nixl-backend": "fail", "kv-transfer": "pass"},
     "efa-not-advertised": {"efa-devices": "fail", "gpu-nodes": "pass"},
     "two-zones": {"one-zone": "fail", "gpu-nodes": "pass"},
     "rayservice-not-ready": {"rayservice-ready": "fail", "serve-app-running": "fail",
                              "replica-placement": "fail", "endpoint-models": "fail",
                              "endpoint-chat": "fail", "kv-transfer": "skip"},
     "no-kv-transfer": {"endpoint-chat": "pass", "kv-transfer": "fail"},
+    "partial-recompute": {"endpoint-chat": "pass", "kv-transfer": "fail", "nixl-backend": "pass"},
     "failed-transfers": {"endpoint-chat": "fail", "kv-transfer": "fail"},
     "metrics-stale": {"endpoint-chat": "pass", "kv-transfer": "warn"},
     "colocated": {"efa-devices": "skip", "nixl-backend": "skip", "kv-transfer": "skip",
@@ -96,6 +98,19 @@ def test_ucx_fallback_detail_names_the_backend_and_the_source() -> None:
     text = detail(report, "nixl-backend")
     assert "Backend UCX was instantiated" in text and "LIBFABRIC was asked" in text
     assert "Ray log API" in text
+
+
+@pytest.mark.parametrize("ray_logs", [True, False], ids=["ray-log-api", "pod-logs"])
+def test_one_log_with_the_asked_backend_and_another_fails_nixl_backend(ray_logs: bool) -> None:
+    """Decode's NIXL agent instantiated UCX besides the LIBFABRIC asked for: NIXL may move the KV
+    cache over either, so the asked backend's line beside another's proves nothing."""
+    with FakeKubeApi("mixed-backends", ray_logs=ray_logs) as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    text = detail(report, "nixl-backend")
+    assert statuses(report)["nixl-backend"] == "fail", text
+    assert "Backend UCX was instantiated alongside LIBFABRIC, but LIBFABRIC was asked" in text
+    if ray_logs:
+        assert "Decode:" in text and "Prefill:" not in text  # only the decode's log is mixed
 
 
 def test_without_ray_log_api_the_pod_logs_are_read() -> None:
@@ -167,6 +182,17 @@ def test_recompute_is_a_failure_not_a_warning() -> None:
     text = detail(report, "kv-transfer")
     assert statuses(report)["kv-transfer"] == "fail"
     assert "decode computed 17 prompt token(s) itself" in text and "0 NIXL transfer(s)" in text
+
+
+def test_transfers_and_local_compute_together_are_a_partial_recompute_failure() -> None:
+    """The KV cache came over NIXL, yet decode computed part of the prompt itself: the transfer
+    does not make up for the recompute."""
+    with FakeKubeApi("partial-recompute") as kube:
+        report = run_verify(kube.outputs(), **FAST)
+    text = detail(report, "kv-transfer")
+    assert statuses(report)["kv-transfer"] == "fail", text
+    assert "decode computed 5 prompt token(s) itself" in text
+    assert "1 NIXL transfer(s), 12 prompt token(s) from external_kv_transfer, local_compute +5" in text
 
 
 def test_a_failed_kv_load_answers_500_and_says_so_in_endpoint_chat() -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 from typing import Any, Mapping, Optional
-from urllib.parse import urlsplit
 
 from components.config.checks import Check
 from components.render import metric_names as m
@@ -31,8 +30,7 @@ from components.render import observability_names
 from components.render.observability_rules import ENGINE_PRESENCE, PHASE_INFO, phased
 from components.render.outputs import OBSERVABILITY_KEY
 from serve.evidence import Evidence
-from serve.kube import KubeClient
-from serve.prometheus_api import PrometheusApi, PrometheusError
+from serve.prometheus_api import PrometheusApi, PrometheusError, prometheus_for
 
 CHECK_ID = "metrics-flowing"
 TITLE = "every engine's metrics reach Prometheus with their phase"
@@ -43,20 +41,6 @@ POLL_SECONDS = 5.0
 LOOKBACK = "2m"
 REMEDY_PROMETHEUS = (f"check the metrics stack: kubectl -n {observability_names.NAMESPACE} get pods "
                      "(Prometheus, its operator); see docs/observability.md")
-
-
-def prometheus_for(client: KubeClient, outputs: Mapping[str, Any],
-                   timeout: Optional[float] = None) -> Optional[PrometheusApi]:
-    """The stack's Prometheus from outputs `observability.prometheusUrl` (`http://<svc>.<ns>.svc...
-    :<port>`), or None when the stack has no metrics stack."""
-    section = outputs.get(OBSERVABILITY_KEY)
-    if not isinstance(section, Mapping) or not section.get("prometheusUrl"):
-        return None
-    url = urlsplit(str(section["prometheusUrl"]))
-    parts = (url.hostname or "").split(".")
-    if len(parts) < 2 or not parts[0] or not parts[1]:
-        raise PrometheusError(f"outputs observability.prometheusUrl is not a Service URL: {url.geturl()[:120]}")
-    return PrometheusApi(client, namespace=parts[1], service=parts[0], port=url.port or 80, timeout=timeout)
 
 
 def _by_replica(api: PrometheusApi, expr: str) -> dict[str, dict[str, str]]:

@@ -1,9 +1,8 @@
-"""What verify and the live status read from a deployed stack, each piece fetched once.
+"""`Evidence`: what a deployed stack runs, as the Kubernetes API tells it, each piece fetched once.
 
-`VerifyPlan` is what the stack outputs (Contract 3) say should run; `Evidence` asks the Kubernetes
-API (objects, logs, the service and pod proxies) for what does run, caching every answer (errors
-too) so ten checks cost one call per object, and an unreachable cluster costs one timeout, not ten.
-`Endpoint` is the OpenAI server: a URL the user gave, or the Serve Service through the API proxy.
+It asks the Kubernetes API (objects, logs, the service and pod proxies) for what does run against
+the plan (serve/evidence/plan.py), caching every answer (errors too) so ten checks cost one call
+per object, and an unreachable cluster costs one timeout, not ten.
 
 Formats, as their sources define them:
 - RayService status (KubeRay 1.4, ray-operator/apis/ray/v1/rayservice_types.go): condition type
@@ -41,219 +40,28 @@ replica's own files. Verify reads both: the replica actor's `.out`/`.err`, and t
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional
 
 from components.config import defaults
-from components.config.safe_documents import DocumentError, load_json
-from components.config.spec import SECRET_PLACEHOLDER
-from components.render.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
 from components.render.rayservice import WORKER_CONTAINER
-from components.render.serve_config import APP_NAME, serve_deployment_name
+from serve.evidence.objects import (
+    RAY_CLUSTER_LABEL,
+    RAY_CR_NAME_LABEL,
+    RAY_NODE_TYPE_LABEL,
+    labels_of,
+    name_of,
+    shorten,
+)
+from serve.evidence.plan import VerifyPlan
 from serve.kube import KubeClient, KubeError, KubeUnreachable
 
 log = logging.getLogger(__name__)
 
-MAX_OUTPUTS_BYTES = 10 * 1024 * 1024
 LOG_LINES = 5000
-
-ZONE_LABEL = defaults.ZONE_LABEL
-INSTANCE_TYPE_LABEL = defaults.INSTANCE_TYPE_LABEL
-EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
-RAY_GROUP_LABEL = "ray.io/group"
-RAY_NODE_TYPE_LABEL = "ray.io/node-type"
-RAY_CLUSTER_LABEL = "ray.io/cluster"
-RAY_CR_NAME_LABEL = "ray.io/originated-from-cr-name"
-INGRESS_DEPLOYMENT = "OpenAiIngress"
 WORKER_ACTOR_CLASS = "RayWorkerWrapper"  # vllm/v1/executor/ray_utils.py
 STATE_API_LIMIT = 1000
-
-
-class VerifyInputError(ValueError):
-    """Input verify cannot work with: the CLI's exit 2, one readable line."""
-
-
-# ---- the plan, as the outputs describe it ----
-
-@dataclass(frozen=True)
-class GroupPlan:
-    name: str
-    nodes: int
-    gpus_per_node: Optional[int]
-    instance_type: str
-    phases: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class PhasePlan:
-    name: str
-    deployment: str
-    replicas: int
-    group: str
-
-
-@dataclass(frozen=True)
-class VerifyPlan:
-    namespace: str
-    rayservice: str
-    serve_service: str
-    dashboard_service: str
-    app: str
-    model_id: str
-    mode: str
-    availability_zone: str
-    region: str
-    kv_backend: Optional[str]
-    groups: dict[str, GroupPlan]
-    phases: dict[str, PhasePlan]
-
-    @property
-    def pinned(self) -> bool:
-        """More than one GPU node group: each carries raypd.io/phase=<group> (components.plan.topology)."""
-        return len(self.groups) > 1
-
-    @property
-    def deployments(self) -> list[str]:
-        return [phase.deployment for phase in self.phases.values()] + [INGRESS_DEPLOYMENT]
-
-    def group_of_node(self, node: Mapping[str, Any]) -> Optional[str]:
-        labels = labels_of(node)
-        if defaults.PHASE_LABEL_KEY in labels:
-            return labels[defaults.PHASE_LABEL_KEY]
-        if len(self.groups) == 1:
-            return next(iter(self.groups))
-        return None
-
-    @classmethod
-    def from_outputs(cls, outputs: Mapping[str, Any]) -> "VerifyPlan":
-        groups: dict[str, dict[str, Any]] = {}
-        phases: dict[str, PhasePlan] = {}
-        for phase, entry in outputs["topology"].items():
-            group = groups.setdefault(entry["nodeGroup"], {
-                "nodes": 0, "gpus": entry.get("gpusPerNode"), "type": entry["instanceType"],
-                "phases": []})
-            group["nodes"] += entry["nodes"]
-            group["phases"].append(phase)
-            phases[phase] = PhasePlan(phase, serve_deployment_name(phase, outputs["modelId"]), entry["replicas"],
-                                      entry["nodeGroup"])
-        kv = outputs.get("kvTransfer")
-        return cls(
-            namespace=outputs["namespace"],
-            rayservice=outputs["rayServiceName"],
-            serve_service=outputs["serveService"],
-            dashboard_service=outputs.get("dashboardService") or f"{outputs['rayServiceName']}-head-svc",
-            app=outputs.get("serveApplication") or APP_NAME,
-            model_id=outputs["modelId"],
-            mode=outputs["mode"],
-            availability_zone=outputs["availabilityZone"],
-            region=outputs["region"],
-            kv_backend=kv.get("backend") if isinstance(kv, Mapping) else None,
-            groups={name: GroupPlan(name, g["nodes"], g["gpus"], g["type"], tuple(g["phases"]))
-                    for name, g in groups.items()},
-            phases=phases,
-        )
-
-
-# ---- small readers of Kubernetes objects ----
-
-def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def name_of(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "?")
-
-
-def quantity(value: Any) -> int:
-    """Extended resources are plain integers ("1", "32"); anything else counts as 0."""
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return 0
-
-
-def allocatable(node: Mapping[str, Any], resource: str) -> int:
-    return quantity(((node.get("status") or {}).get("allocatable") or {}).get(resource))
-
-
-def node_ready(node: Mapping[str, Any]) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
-
-
-def condition_of(obj: Mapping[str, Any], kind: str) -> Optional[dict[str, Any]]:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == kind:
-            return dict(condition)
-    return None
-
-
-def shorten(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def name_list(items: Sequence[str], limit: int = 6) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
-
-
-# ---- the OpenAI endpoint, direct or through the API server ----
-
-@dataclass
-class Endpoint:
-    """GET/POST on the OpenAI server: a URL given by the user, or the Serve Service via the proxy."""
-
-    describe: str
-    call: Callable[[str, str, Optional[bytes], float], tuple[int, bytes]]
-
-    def get(self, path: str, timeout: float) -> tuple[int, bytes]:
-        return self.call("GET", path, None, timeout)
-
-    def post_json(self, path: str, body: Mapping[str, Any], timeout: float) -> tuple[int, bytes]:
-        return self.call("POST", path, json.dumps(body).encode("utf-8"), timeout)
-
-
-def direct_endpoint(url: str) -> Endpoint:
-    base = url.rstrip("/")
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    if not re.match(r"^https?://[^/\s]+", base):
-        raise VerifyInputError(f"--endpoint must be an http(s) URL, got {url!r}")
-
-    def call(method: str, path: str, body: Optional[bytes], timeout: float) -> tuple[int, bytes]:
-        request = urllib.request.Request(base + path, data=body, method=method,
-                                         headers={"Content-Type": "application/json",
-                                                  "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, response.read(4 * 1024 * 1024)
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read(64 * 1024)
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise KubeError(f"cannot reach the endpoint {base}: {reason}") from None
-
-    return Endpoint(describe=base, call=call)
-
-
-def proxied_endpoint(ev: "Evidence") -> Endpoint:
-    plan = ev.plan
-
-    def call(method: str, path: str, body: Optional[bytes], timeout: float) -> tuple[int, bytes]:
-        response = ev._client().service_proxy(plan.namespace, plan.serve_service, defaults.SERVE_PORT,
-                                        path, method=method, body=body, timeout=timeout)
-        return response.status, response.body
-
-    return Endpoint(describe=(f"service {plan.namespace}/{plan.serve_service}:{defaults.SERVE_PORT} "
-                              "through the Kubernetes API proxy"), call=call)
 
 
 # ---- evidence gathered once, shared by the checks ----
@@ -432,47 +240,3 @@ class Evidence:
     def pod_log(self, pod: Mapping[str, Any]) -> str:
         return self._client().pod_log(self.plan.namespace, name_of(pod),
                                               container=WORKER_CONTAINER, tail_lines=self.log_lines)
-
-
-# ---- the inputs: stack outputs and the kubeconfig ----
-
-def parse_outputs_text(text: str, name: str = "the outputs") -> dict[str, Any]:
-    """JSON text of `pulumi stack output --json --show-secrets` to a dict; VerifyInputError, one
-    line starting with `name` (components.config.safe_documents: bounded size, nesting and numbers, no
-    key twice, no NaN)."""
-    try:
-        document = load_json(text, max_bytes=MAX_OUTPUTS_BYTES)
-    except DocumentError as exc:
-        raise VerifyInputError(f"{name} {exc}: give the output of "
-                               "`pulumi stack output --json --show-secrets`") from None
-    if not isinstance(document, dict):
-        raise VerifyInputError(f"{name} must be a JSON object (from `pulumi stack output "
-                               "--json --show-secrets`)")
-    return document
-
-
-def check_outputs(outputs: Mapping[str, Any], have_kubeconfig: bool) -> None:
-    if not isinstance(outputs, Mapping):
-        raise VerifyInputError("the outputs must be a JSON object")
-    document = dict(outputs)
-    missing = KUBECONFIG_KEY not in document
-    if missing or (have_kubeconfig and not isinstance(document.get(KUBECONFIG_KEY), str)):
-        document[KUBECONFIG_KEY] = SECRET_PLACEHOLDER  # judged below; only the rest is validated here
-    try:
-        validate_outputs(document)
-    except OutputsError as exc:
-        raise VerifyInputError(f"the outputs break the stack-outputs contract: {exc}") from None
-    except RecursionError:
-        raise VerifyInputError("the outputs are nested too deeply") from None
-    if missing and not have_kubeconfig:
-        raise VerifyInputError("no kubeconfig: the outputs have none and --kubeconfig was not given")
-
-
-def resolve_kubeconfig(outputs: Mapping[str, Any], kubeconfig: Optional[str]) -> str:
-    text = kubeconfig if kubeconfig is not None else outputs.get(KUBECONFIG_KEY)
-    if not isinstance(text, str) or not text.strip():
-        raise VerifyInputError("no kubeconfig: the outputs have none and --kubeconfig was not given")
-    if text.strip() == SECRET_PLACEHOLDER:
-        raise VerifyInputError("the outputs' kubeconfig is masked ([secret]): run `pulumi stack "
-                               "output --json --show-secrets`, or pass --kubeconfig FILE")
-    return text
