@@ -169,6 +169,7 @@ def _job(args: argparse.Namespace) -> int:
 
 def _job_in_cluster(args: argparse.Namespace, outputs: dict[str, Any], run_args: list[str]) -> int:
     """Create the Job, print its progress on stderr, write requests.jsonl and summary.json to --out."""
+    # Imported here: the in-cluster `run` has only RUN_FILES (no incluster.py, no serve.kube).
     from serve.benchmark.events import progress_words
     from serve.benchmark.incluster import BenchmarkFailed, InClusterRun, expected_seconds
 
@@ -236,7 +237,7 @@ def _kube_client(outputs: dict[str, Any], kubeconfig: Optional[Path]) -> Any:
     """A serve.kube client from --kubeconfig or the outputs' own kubeconfig (imported here: the
     in-cluster run has only job.RUN_FILES)."""
     try:
-        from serve.kube import KubeError, client_from_kubeconfig, read_kubeconfig_file
+        from serve.kube import KubeError, client_from_kubeconfig, read_kubeconfig_file  # not in RUN_FILES
     except ImportError:
         raise UsageError("--outputs needs the raypd checkout (serve.kube); in a pod, use --endpoint") from None
     try:

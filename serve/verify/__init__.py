@@ -20,8 +20,6 @@ docs/troubleshooting.md.
 
 from __future__ import annotations
 
-from typing import Any
-
 from serve.evidence import VerifyInputError
 from serve.kv_evidence import KvReading, compare_readings
 from serve.live_status import cluster_status
@@ -30,13 +28,5 @@ from serve.verify.kv_transfer import check_kv_transfer
 from serve.verify.run import run_verify
 
 __all__ = ["ChatOutcome", "KvReading", "VerifyInputError", "check_endpoint_chat", "check_kv_transfer",
-           "cluster_status", "compare_readings", "main", "run_verify"]
+           "cluster_status", "compare_readings", "run_verify"]
 
-
-def __getattr__(name: str) -> Any:
-    """`main` comes from the CLI module on first use: importing serve.verify.__main__ here would make
-    `python -m serve.verify` find it already imported and warn (runpy) before running it."""
-    if name == "main":
-        from serve.verify.__main__ import main
-        return main
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ import pytest
 from components.render.endpoint_names import FIRST_KEY_NAME, api_keys_secret_name
 from serve.api_keys import ApiKeys
 from serve.evidence import VerifyInputError
-from serve.verify import main
+from serve.verify.__main__ import main
 from serve.verify.external import (
     API_KEY_ENV,
     EndpointTarget,
