@@ -36,6 +36,8 @@ from webui.engines.pulumi_engine import PulumiEngine
 from webui.settings import prepare_home
 from webui.store import Store
 
+pytestmark = pytest.mark.slow  # every test runs the stand-in Pulumi CLI as real subprocesses
+
 STACK = "demo"
 ALL_RESOURCES = 7  # what the stand-in's program creates (besides the stack itself)
 

@@ -63,6 +63,7 @@ def servers(store_url: Any) -> Iterator[Callable[..., Flask]]:
         close_app(app)
 
 
+@pytest.mark.slow  # a scenario of fourteen jobs, each running offline plans in subprocesses
 def test_offline_deployments_are_operated_by_whichever_server_takes_the_request(servers, store_url, tmp_path):
     def server(home: str) -> FlaskClient:
         settings = settings_for(tmp_path / home, RAYPD_DATABASE_URL=store_url)
@@ -114,6 +115,7 @@ def _backend_state(backend: Path, stack: str) -> dict[str, Any]:
     return json.loads((backend / "fake-pulumi" / f"{stack}.json").read_text())
 
 
+@pytest.mark.slow  # every job runs the stand-in Pulumi CLI in subprocesses on two servers
 def test_real_deployments_run_with_their_settings_on_every_server(servers, cli, store_url, tmp_path):
     backend = tmp_path / "shared-backend"  # what s3://bucket/prefix is for real servers
     a = _real_server(servers, cli, tmp_path / "a", store_url, backend)
