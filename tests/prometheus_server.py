@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import yaml
 
-from tests.patience import until
+from tests.patience import PATIENCE_S, until
 from tests.required_tools import need_on_path
 
 PROMETHEUS = shutil.which("prometheus")
@@ -235,7 +235,6 @@ def prometheus_with_captures(kube: Any, directory: Path) -> Iterator[str]:
     """`prometheus_scraping` plus the real captured engine pages (tests/unit/prom_captures.py)
     under the stand-in's Serve deployment names, decode's after a KV load that failed: the SLO
     strip has real numbers and RaypdNixlTransferFailed really fires. Yields once it does."""
-    from tests.patience import PATIENCE_S, until
     from tests.unit import prom_captures as cap
 
     names = kube.deployment_names

@@ -130,13 +130,13 @@ def start_ray(real: RealVllm, log_dir: Path, *, num_cpus: int = NUM_CPUS,
               resources: Mapping[str, float] = NODE_RESOURCES, home: Optional[Path] = None) -> RayServe:
     """Start the head node and wait for its dashboard; the caller must `stop_ray` it. `home`: the
     HOME its processes see (default: ours)."""
-    for attempt in range(1, START_ATTEMPTS + 1):
+    for _ in range(START_ATTEMPTS - 1):
         try:
             return _start_ray_once(real, log_dir, num_cpus=num_cpus, resources=resources, home=home)
         except StartError as exc:
-            if attempt == START_ATTEMPTS or RAYLET_REGISTRATION_TIMEOUT not in str(exc):
+            if RAYLET_REGISTRATION_TIMEOUT not in str(exc):
                 raise
-    raise AssertionError("unreachable")
+    return _start_ray_once(real, log_dir, num_cpus=num_cpus, resources=resources, home=home)
 
 
 def _start_ray_once(real: RealVllm, log_dir: Path, *, num_cpus: int, resources: Mapping[str, float],
