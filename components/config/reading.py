@@ -23,9 +23,12 @@ REGION_KEY = "aws:region"
 MAX_NESTING = 8
 
 
-def read_fields(config: Mapping[str, Any], stack: str, aliases: Mapping[str, str]) -> dict[str, Any]:
+def read_fields(config: Mapping[str, Any], stack: str, aliases: Mapping[str, str],
+                json_text: bool = True) -> dict[str, Any]:
     """The spec's input (camelCase names, plus `stack`) from Contract 1 keys; SpecError for unknown
-    keys and for text that is not text. `aliases`: raypd key name -> the spec's field name."""
+    keys and for text that is not text. `aliases`: raypd key name -> the spec's field name.
+    `json_text`: an object or array may come as JSON text (Pulumi config); False for the JSON API,
+    where `"{\"id\": \"m\"}"` is a string, and a string is not an object."""
     if not isinstance(config, Mapping):
         raise SpecError.single("config", "must be an object of config keys")
     fields: dict[str, Any] = {"stack": stack}
@@ -43,7 +46,7 @@ def read_fields(config: Mapping[str, Any], stack: str, aliases: Mapping[str, str
         if name not in aliases:
             unknown.append(FieldError(key, f"unknown key; known keys: {', '.join(sorted(aliases))}"))
             continue
-        fields[aliases[name]] = _decode_structured(value, key)
+        fields[aliases[name]] = _decode_structured(value, key) if json_text else value
     if unknown:
         raise SpecError(unknown)
     problems = [problem for field, value in fields.items() if field != "stack"

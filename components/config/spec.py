@@ -325,10 +325,10 @@ class DeploymentSpec(SpecModel):
         Values may be native (YAML, JSON API) or strings (Pulumi passes structured config as JSON
         text). Keys of other namespaces (``aws:profile``, ``kubernetes:...``) belong to providers
         and are left alone. `strict` (the JSON API): every value must have its JSON type already
-        ("2" is not an integer, 1 is not a boolean); Pulumi config and stack files, which carry
-        numbers as text, are read leniently.
+        ("2" is not an integer, 1 is not a boolean, JSON text is not an object); Pulumi config and
+        stack files, which carry numbers and objects as text, are read leniently.
         """
-        data = read_fields(config, stack, _ALIASES)
+        data = read_fields(config, stack, _ALIASES, json_text=not strict)
         try:
             if strict:
                 # JSON mode: arrays are lists (and tuples), but no text is taken for a number.
