@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 
 from components.config import catalogue
 from components.config.checks import report_verdict
+from components.render.outputs import placeholders_under
 from webui import api, pages
 from webui.api_key_service import ApiKeyService
 from webui.benchmarking import BenchmarkService
@@ -115,6 +116,7 @@ def _template_helpers(app: Flask, engines: EngineSet) -> None:
     app.jinja_env.filters["usd"] = _usd
     app.jinja_env.filters["tone"] = tone
     app.jinja_env.filters["verdict"] = report_verdict  # a report's badge: ok | failed | not checked
+    app.jinja_env.filters["placeholders_under"] = placeholders_under  # an offline plan's made-up values
     app.jinja_env.globals["OFFLINE_NOTICE"] = OFFLINE_NOTICE
     app.jinja_env.globals["price_basis"] = catalogue.price_basis  # said next to every cost shown
     app.jinja_env.globals["PRICE_REGION"] = catalogue.PRICE_REGION

@@ -142,6 +142,51 @@ def render_stack_outputs(
     return outputs
 
 
+# ---- what an offline plan cannot know (issue 29 §2) ----
+
+# Where an offline plan's invented values are listed, by dotted path into its outputs: the plan
+# document (Contract 2), the web app's deployment answer and its page all read this one key.
+PLACEHOLDERS_KEY = "placeholders"
+PLACEHOLDER_WORD = "placeholder"
+
+
+def offline_placeholders(spec: DeploymentSpec, outputs: Mapping[str, Any]) -> dict[str, str]:
+    """The outputs of an offline plan that stand for values only a real `pulumi up` learns,
+    {dotted path: why}; shown as they are, they would read as real.
+
+    The mocks answer what AWS would be asked (components.stack.mockrun): the load balancer's DNS
+    name, the digest ECR pins the image tag to, the GPU zone EC2 offers. The metrics stack's
+    addresses are the names a real deploy gives its Services, but offline nothing answers there.
+    Every place that shows an offline plan's outputs labels these, and none offers one in a command.
+    """
+    found: dict[str, str] = {}
+    endpoint = outputs.get("endpoint")
+    if spec.endpoint.load_balanced and not spec.endpoint.host and isinstance(endpoint, Mapping):
+        found["endpoint.url"] = ("made up offline: AWS names the load balancer when `pulumi up` creates it, "
+                                 "and the real URL is read from it then")
+    provenance = outputs.get(IMAGE_PROVENANCE_KEY)
+    if isinstance(provenance, Mapping) and provenance.get("digest"):
+        why = "made up offline: no registry was asked; `pulumi up` pins the tag to the digest ECR gives"
+        found[f"{IMAGE_PROVENANCE_KEY}.digest"] = why
+        found["image"] = why
+    if spec.availability_zone is None and outputs.get("availabilityZone"):
+        found["availabilityZone"] = "assumed offline: `pulumi up` asks EC2 which zone offers every GPU type"
+    observability = outputs.get(OBSERVABILITY_KEY)
+    if isinstance(observability, Mapping):
+        for key, what in (("grafanaUrl", "Grafana"), ("prometheusUrl", "Prometheus")):
+            if key in observability:
+                found[f"{OBSERVABILITY_KEY}.{key}"] = (
+                    f"{what}'s address in the cluster once deployed; offline nothing runs, nothing answers there")
+    return found
+
+
+def placeholders_under(placeholders: Optional[Mapping[str, str]], key: str) -> list[tuple[str, str]]:
+    """The placeholders at output `key` or inside it: [(path below key, "" for key itself; why)]."""
+    return [("" if path == key else path[len(key) + 1:], why)
+            for path, why in sorted((placeholders or {}).items())
+            if path == key or path.startswith(key + ".")]
+
+
 def _describe(error: jsonschema.ValidationError) -> str:
     path = [str(part) for part in error.absolute_path]
     if path and path[0] in (KUBECONFIG_KEY, API_KEY_OUTPUT):

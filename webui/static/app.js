@@ -30,6 +30,28 @@
     apply();
   }
 
+  // Copy buttons next to commands and YAML (the `copyable` macro): the text of the element named by
+  // data-copy-target, to the clipboard; where the clipboard is refused, the text is selected instead.
+  function setupCopyButtons() {
+    document.querySelectorAll("button[data-copy-target]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var target = document.getElementById(button.getAttribute("data-copy-target"));
+        if (!target) return;
+        var text = target.value !== undefined ? target.value : target.textContent;
+        function selected() {
+          var range = document.createRange();
+          range.selectNodeContents(target);
+          var selection = window.getSelection();
+          selection.removeAllRanges();
+          selection.addRange(range);
+          button.textContent = "Selected: press Ctrl+C";
+        }
+        if (!navigator.clipboard) { selected(); return; }
+        navigator.clipboard.writeText(text).then(function () { button.textContent = "Copied"; }, selected);
+      });
+    });
+  }
+
   // Forms that ask first (cancel a job).
   function setupConfirms() {
     document.querySelectorAll("form[data-confirm]").forEach(function (form) {
@@ -359,6 +381,7 @@
     setupModeSections();
     setupTeardown();
     setupConfirms();
+    setupCopyButtons();
     setupProgress();
     setupForceBoxes();
     setupStatus();
