@@ -51,7 +51,17 @@ def _when(value: Any) -> str:
 
 
 def _usd(value: Any) -> str:
+    """A rate: what something costs per hour while it runs."""
     return "—" if value is None else f"${value:,.2f}/h"
+
+
+def _usd_over(value: Any, seconds: Any) -> str:
+    """A total: what something costs over the while it runs ("$1.54 over ~23 min"), never "/h"."""
+    if value is None:
+        return "unknown"
+    minutes = max(1, round(float(seconds or 0) / 60))
+    spell = f"~{minutes} min" if minutes < 120 else f"~{minutes / 60:.1f} h"
+    return f"${value:,.2f} over {spell}"
 
 
 def create_app(
@@ -113,7 +123,8 @@ def _state(settings: Settings, engines: EngineSet) -> Raypd:
 
 def _template_helpers(app: Flask, engines: EngineSet) -> None:
     app.jinja_env.filters["when"] = _when
-    app.jinja_env.filters["usd"] = _usd
+    app.jinja_env.filters["usd"] = _usd  # rates (per hour)
+    app.jinja_env.filters["usd_over"] = _usd_over  # totals (over a while)
     app.jinja_env.filters["tone"] = tone
     app.jinja_env.filters["verdict"] = report_verdict  # a report's badge: ok | failed | not checked
     app.jinja_env.filters["placeholders_under"] = placeholders_under  # an offline plan's made-up values
