@@ -211,12 +211,16 @@ def test_failed_preflight_blocks_launch_until_forced_then_verify_from_status(ser
     # The Status panel: offline has nothing live; Verify reports every check as skipped.
     status = page.locator("#status")
     expect(status.locator("#live-status")).to_contain_text("nothing was created in AWS")
-    expect(status.locator("#preflight-report")).to_have_attribute("data-ok", "0")
+    # The launch's preflight shows once, with its job; the Status panel points there (issue 29 §2).
+    expect(page.locator("#job-preflight-report")).to_have_attribute("data-ok", "0")
+    expect(status.locator("#preflight-report-above")).to_contain_text("failed")
     page.click("#verify-now")
     expect(page).to_have_url(re.compile(r"/deployments/too-big\?job="))
     expect(page.locator("#job-count")).to_contain_text("checks", timeout=30_000)
-    expect(page.locator("#verify-report")).to_have_count(1, timeout=30_000)
-    expect(page.locator('#verify-report tr[data-check="kv-transfer"]')).to_contain_text("skip")
+    expect(page.locator("#job-verify-report")).to_have_count(1, timeout=30_000)
+    expect(page.locator('#job-verify-report tr[data-check="kv-transfer"]')).to_contain_text("skip")
+    expect(status.locator("#verify-report-above")).to_have_count(1)
+    expect(status.locator("#preflight-report")).to_have_attribute("data-ok", "0")
     shot(page, "11-status-verify-offline")
     assert page.console_errors == []
 

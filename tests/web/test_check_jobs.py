@@ -211,8 +211,16 @@ def test_deployment_page_has_status_panel_and_verify_button(app):
     job_id = verify.headers["Location"].split("job=")[1]
     assert wait_for_job(browser, job_id, headers={})["status"] == "succeeded"
     after = text_of(browser.get("/deployments/demo"))
-    assert 'id="verify-report"' in after and 'data-check="kv-transfer"' in after
+    # The report shows once (issue 29 §2): with the job that made it; the Status panel points there.
+    assert 'id="job-verify-report"' in after and after.count('data-check="kv-transfer"') == 1
+    assert 'id="verify-report-above"' in after and 'id="verify-report"' not in after
     assert "No verify report yet." not in after
+    # Shown with another job, the Status panel has the report itself.
+    preflight = browser.post("/deployments/demo/preflight", data={"csrf_token": extract_csrf(after)})
+    wait_for_job(browser, preflight.headers["Location"].split("job=")[1], headers={})
+    later = text_of(browser.get("/deployments/demo"))
+    assert 'id="verify-report"' in later and later.count('data-check="kv-transfer"') == 1
+    assert 'id="preflight-report-above"' in later and later.count('data-check="gpu-memory-fit"') == 1
 
 
 # ---- the real verify and live status, through a Kubernetes API on loopback ----

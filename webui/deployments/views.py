@@ -26,8 +26,10 @@ from webui.api_models import (
 from webui.engines.base import OFFLINE_NOTICE
 from webui.pending_changes import (
     DEPLOYED_LABEL,
+    REPORT_SETTINGS_KEY,
     deployed_kind,
     pending_changes,
+    report_staleness,
     settings_kind,
     token_replaced,
 )
@@ -206,13 +208,23 @@ def deployment_view(record: Mapping[str, Any], *, warnings: list[str],
     ))
 
 
-def checks_view(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The last report of each kind (None where that kind never ran), with its job and time."""
+def checks_view(stored: Mapping[str, Mapping[str, Any]],
+                current: Optional[Mapping[str, Optional[str]]] = None) -> dict[str, Any]:
+    """The last report of each kind (None where that kind never ran), with its job and time, and
+    whether it is stale: made for other settings than `current` (kind -> settings_digest of the
+    settings it would be made for now: the stack's for a preflight, the deployed ones for verify)."""
     answer: dict[str, Any] = {}
     for kind in CHECK_OPERATIONS:
         item = stored.get(kind)
-        answer[kind] = None if item is None else LastReport.model_validate(
-            {**item["report"], "job": item["job"], "at": iso_time(item["time"])})
+        if item is None:
+            answer[kind] = None
+            continue
+        report = dict(item["report"])
+        made_for = report.pop(REPORT_SETTINGS_KEY, None)
+        why = report_staleness(kind, made_for, (current or {}).get(kind)) if current is not None else None
+        answer[kind] = LastReport.model_validate(
+            {**report, "job": item["job"], "at": iso_time(item["time"]), "stale": why is not None,
+             **({"staleReason": why} if why else {})})
     return dump(ChecksView(**answer))
 
 
