@@ -17,14 +17,16 @@ from webui import api, pages
 from webui.api_key_service import ApiKeyService
 from webui.benchmarking import BenchmarkService
 from webui.deployments.commands import Deployments
-from webui.deployments.errors import NotFound
+from webui.deployments.errors import FORCE_LABEL, NotFound
 from webui.deployments.upgrades import complete_deployed_records, complete_stack_files
+from webui.docs_pages import link_doc_references
 from webui.engines.base import OFFLINE_NOTICE
 from webui.engines.pulumi_cli import CliDiscovery, find_pulumi_cli
 from webui.engines.select import EngineSet, select_engines
 from webui.engines.workdir import sweep_stale_work_dirs
 from webui.errors import api_error, render_error
 from webui.jobs import JobRunner
+from webui.pages.docs import doc_url
 from webui.redact import remember_secret
 from webui.security import init_security
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
@@ -128,7 +130,9 @@ def _template_helpers(app: Flask, engines: EngineSet) -> None:
     app.jinja_env.filters["tone"] = tone
     app.jinja_env.filters["verdict"] = report_verdict  # a report's badge: ok | failed | not checked
     app.jinja_env.filters["placeholders_under"] = placeholders_under  # an offline plan's made-up values
+    app.jinja_env.filters["doclinks"] = lambda text: link_doc_references(text, doc_url)  # "see docs/x.md"
     app.jinja_env.globals["OFFLINE_NOTICE"] = OFFLINE_NOTICE
+    app.jinja_env.globals["FORCE_LABEL"] = FORCE_LABEL
     app.jinja_env.globals["price_basis"] = catalogue.price_basis  # said next to every cost shown
     app.jinja_env.globals["PRICE_REGION"] = catalogue.PRICE_REGION
     app.jinja_env.globals["engine_banner"] = engines.banner

@@ -176,6 +176,49 @@ def test_launch_watch_and_tear_down_in_a_browser(server, page):
     assert page.console_errors == []  # no CSP violation, no script error
 
 
+def test_a_page_that_watched_a_job_end_says_so_before_it_reloads(server):
+    """Issue 29 §2: after the end, Cancel stayed, "Event log (3)" sat above 15 lines and a finished
+    tear-down's title read "destroying". The page's timers are paused (Playwright's clock), so it
+    stays as the end left it instead of reloading 1.2 s later: what a user sees in that moment."""
+    from datetime import datetime, timedelta, timezone
+
+    from playwright.sync_api import expect, sync_playwright
+
+    base = server["base"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.on("dialog", lambda dialog: dialog.accept())
+        now = datetime.now(timezone.utc)
+        page.clock.install(time=now)
+        _logged_in(page, base)
+        page.goto(base + "/deployments/new")
+        page.fill("#f-name", "watched")
+        page.clock.pause_at(now + timedelta(seconds=5))  # no timer fires from here: no reload
+        page.click("#launch-button")
+        expect(page).to_have_url(re.compile(r"/deployments/watched\?job="))
+        expect(page.locator("#job .job-head .badge")).to_have_text("succeeded", timeout=60_000)
+        expect(page.locator("#cancel-job")).to_have_count(0)
+        lines = page.locator("#event-log li").count()
+        assert lines > 15
+        expect(page.locator("#event-count")).to_have_text(str(lines))
+
+        page.clock.resume()  # the reload, then tear it down and hold the page at the end again
+        expect(page.locator("#teardown-button")).to_have_count(1, timeout=20_000)
+        page.fill("#confirm-name", "watched")
+        page.clock.pause_at(datetime.now(timezone.utc) + timedelta(hours=1))
+        page.click("#teardown-button")
+        expect(page.locator("#job .job-head .badge")).to_have_text("succeeded", timeout=60_000)
+        expect(page.locator("h1 .badge[data-status]").first).to_have_text("destroyed")
+        expect(page.locator("#cancel-job")).to_have_count(0)
+        shot(page, "09b-teardown-ended")
+        page.clock.resume()
+        expect(page).to_have_url(re.compile(r"/\?removed=watched"), timeout=20_000)
+        context.close()
+        browser.close()
+
+
 def _logged_in(page, base: str) -> None:
     page.goto(base + "/")
     if "/login" in page.url:

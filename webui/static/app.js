@@ -83,6 +83,7 @@
     var count = document.getElementById("job-count");
     var percent = document.getElementById("job-percent");
     var log = document.getElementById("event-log");
+    var logCount = document.getElementById("event-count");
     var errorLine = document.getElementById("job-error");
     var badge = job.querySelector(".job-head .badge");
     var unit = (job.querySelector(".progress-row") || job).getAttribute("data-unit") || "resources";
@@ -107,6 +108,7 @@
         item.textContent = record.message;
         log.appendChild(item);
         log.scrollTop = log.scrollHeight;
+        if (logCount) logCount.textContent = String(log.children.length);
       }
       if (typeof record.done === "number" && typeof record.total === "number") {
         setProgress(record.done, record.total);
@@ -125,6 +127,16 @@
       if (record.kind === "end") {
         source.close();
         if (eta) eta.textContent = "";
+        // Nothing is left to cancel; and a finished tear-down no longer reads "destroying" (the
+        // deployment's badge in the title) during the moment before the page moves on.
+        var cancel = document.getElementById("cancel-job");
+        if (cancel) cancel.closest("form").remove();
+        var title = document.querySelector("h1 .badge[data-status]");
+        if (title && job.getAttribute("data-operation") === "destroy" && record.status === "succeeded") {
+          title.textContent = "destroyed";
+          title.setAttribute("data-status", "destroyed");
+          title.className = "badge badge-neutral";
+        }
         if (badge) {
           badge.textContent = record.status;
           badge.className = "badge badge-" + (record.status === "succeeded" ? "ok" : (record.status === "failed" ? "bad" : "warn"));
@@ -163,6 +175,12 @@
       box.addEventListener("change", apply);
       apply();
     });
+  }
+
+  // Where the app serves raypd's docs (the footer's docs link says), ending with "/".
+  function docsBase() {
+    var footer = document.querySelector("a[data-docs-base]");
+    return footer ? footer.getAttribute("data-docs-base") : "/docs/";
   }
 
   function element(tag, text, className) {
@@ -278,7 +296,18 @@
       var t = table(["Alert", "State", "Severity", "What", "Runbook"], alerts.map(function (a) {
         return [a.name, a.state, a.severity || "", a.summary || "", a.runbook || ""];
       }));
-      t.querySelectorAll("tbody tr").forEach(function (row, index) { row.setAttribute("data-alert", alerts[index].name); });
+      t.querySelectorAll("tbody tr").forEach(function (row, index) {
+        row.setAttribute("data-alert", alerts[index].name);
+        // A runbook in raypd's docs (docs/<page>.md#anchor) is a page of this app: link it.
+        var runbook = /^docs\/([a-z0-9-]+\.md)(#[a-z0-9-]+)?$/.exec(alerts[index].runbook || "");
+        if (runbook) {
+          var cell = row.lastChild;
+          var link = element("a", alerts[index].runbook);
+          link.href = docsBase() + runbook[1] + (runbook[2] || "");
+          cell.textContent = "";
+          cell.appendChild(link);
+        }
+      });
       list.appendChild(t);
     }
     section.appendChild(list);
