@@ -127,16 +127,11 @@
       if (record.kind === "end") {
         source.close();
         if (eta) eta.textContent = "";
-        // Nothing is left to cancel; and a finished tear-down no longer reads "destroying" (the
-        // deployment's badge in the title) during the moment before the page moves on.
+        // Nothing is left to cancel; and the title's badge says where the job left the deployment
+        // (not "updating", nor "destroying" after a tear-down) in the moment before the page moves on.
         var cancel = document.getElementById("cancel-job");
         if (cancel) cancel.closest("form").remove();
-        var title = document.querySelector("h1 .badge[data-status]");
-        if (title && job.getAttribute("data-operation") === "destroy" && record.status === "succeeded") {
-          title.textContent = "destroyed";
-          title.setAttribute("data-status", "destroyed");
-          title.className = "badge badge-neutral";
-        }
+        showDeploymentStatus(job, record.status);
         if (badge) {
           badge.textContent = record.status;
           badge.className = "badge badge-" + (record.status === "succeeded" ? "ok" : (record.status === "failed" ? "bad" : "warn"));
@@ -163,6 +158,29 @@
         window.setTimeout(done, 1200);
       }
     };
+  }
+
+  // The deployment's status in the title badge, read again when its job ends (the runner settles
+  // the deployment before it ends the job). A tear-down that succeeded leaves no deployment.
+  function showDeploymentStatus(job, jobStatus) {
+    var title = document.querySelector("h1 .badge[data-status]");
+    var url = job.getAttribute("data-deployment-url");
+    if (!title || !url || !window.fetch) return;
+    function show(status) {
+      title.textContent = status;
+      title.setAttribute("data-status", status);
+      title.className = "badge badge-neutral";
+    }
+    window.fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      .then(function (response) {
+        if (response.status === 404 && job.getAttribute("data-operation") === "destroy" && jobStatus === "succeeded") {
+          show("destroyed");
+          return null;
+        }
+        return response.ok ? response.json() : null;
+      })
+      .then(function (deployment) { if (deployment && deployment.status) show(deployment.status); })
+      .catch(function () {});
   }
 
   // "Launch anyway": the guarded button stays disabled until the box is ticked.
