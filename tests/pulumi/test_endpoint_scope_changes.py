@@ -71,9 +71,11 @@ class LiveCluster(PlanMocks):
     """Mocks that carry a stack's state from one `pulumi up` to the next.
 
     The engine: a resource whose op is `same` is not sent to the provider; its outputs are the
-    stored ones. A created or replaced one gets fresh outputs. An updated Kubernetes object comes
-    back as pulumi-kubernetes reads it right after the patch (await included), before the
-    controllers act on the change: its `status` is still the one it had.
+    stored ones. A created or replaced one gets fresh outputs: pulumi-kubernetes waits for a
+    LoadBalancer Service's status.loadBalancer.ingress (provider/pkg/await/service.go) and for the
+    Gateway's Programmed condition. An updated Kubernetes object comes back as pulumi-kubernetes
+    reads it right after the patch, when the wait is already met by the old status: the
+    controllers have not acted on the change yet, so its `status` is still the one it had.
     The controllers: the AWS Load Balancer Controller gives every Service of type LoadBalancer the
     DNS name of its NLB (`nlb_host`; a Service Envoy Gateway manages from the EnvoyProxy keeps its
     UID across updates); Envoy Gateway copies its proxy Service's address into the Gateway's
