@@ -108,10 +108,15 @@ TYPICAL: dict[str, Typical] = {
     "kubernetes:core/v1:Secret": Typical(1.0, "estimate: one API call"),
     # ---- the endpoint (components.stack.endpoint_stack) and the lock-down (components.render.network_policy) ----
     "kubernetes:gateway.networking.k8s.io/v1:Gateway": Typical(
+        30.0,
+        "estimate: awaited until Programmed (pulumi.com/waitFor), i.e. until Envoy Gateway has "
+        "started the proxy pods on the system nodes and given their ClusterIP Service an address",
+    ),
+    "kubernetes:core/v1:Service": Typical(
         180.0,
-        "estimate: awaited until Programmed (pulumi.com/waitFor), i.e. until the LB controller's "
-        "NLB exists and Envoy's Service has its host name; an NLB goes provisioning -> active in "
-        "a few minutes",
+        "estimate: the NLB's Service (scopes vpc and internet), awaited until the LB controller "
+        "writes the NLB's host name into its status; an NLB goes provisioning -> active in a "
+        "few minutes",
     ),
     "kubernetes:gateway.networking.k8s.io/v1:GatewayClass": Typical(1.0, "estimate: one API call"),
     "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute": Typical(1.0, "estimate: one API call"),

@@ -236,7 +236,7 @@ def _endpoint(spec: DeploymentSpec, cluster: Cluster, network: Network, pd_servi
               created_at: Optional[str]) -> dict[str, Any]:
     """The gateway in front of Serve, and the LB controller when a load balancer is wanted;
     returns the `endpoint` output and, with auth apiKey, the secret `apiKey` output."""
-    controllers: tuple[pulumi.Resource, ...] = ()
+    lb_controller: Optional[pulumi.Resource] = None
     if spec.endpoint.load_balanced:
         controller = LoadBalancerController("lb-controller", LoadBalancerControllerArgs(
             cluster_name=spec.effective_cluster_name,
@@ -247,7 +247,9 @@ def _endpoint(spec: DeploymentSpec, cluster: Cluster, network: Network, pd_servi
             tags=tags,
             wait_for=(cluster.system_node_group,),
         ), opts=kubernetes)
-        controllers = (controller.release,)
+        # The NLB's Service depends on it: Pulumi removes the controller only after that Service,
+        # and with it the NLB, is gone (components.stack.endpoint_stack).
+        lb_controller = controller.release
     subnets = (network.public_subnet_ids if spec.endpoint.scope == "internet"
                else network.private_subnet_ids)
     endpoint = Endpoint("endpoint", EndpointArgs(
@@ -256,7 +258,7 @@ def _endpoint(spec: DeploymentSpec, cluster: Cluster, network: Network, pd_servi
         namespace=pd_service.namespace,
         created_at=created_at or creation_time(),
         install_after=(cluster.system_node_group,),
-        wait_for=controllers,
+        lb_controller=lb_controller,
     ), opts=kubernetes)
     outputs: dict[str, Any] = {
         "endpoint": endpoint.lb_hostname.apply(lambda host: endpoint_output(spec, host)),
