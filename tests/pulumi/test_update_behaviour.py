@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 
+from components.changes.assess import assess
+from components.changes.node_groups import endpoint_proxy_move_seconds
 from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
 from components.stack.mockrun import RegisteredResource, run_program
 from components.stack.offline_plan import plan_spec
 from components.stack.program import build
@@ -256,6 +259,15 @@ def test_a_zero_downtime_cluster_switch_is_awaited_before_the_old_node_groups_go
     assert removed and all(removed_after_every_registration(step, delete_first) for step in removed)
     # Nothing else goes first, in the middle of the run.
     assert not [step for step in steps if step["op"] == "replace" and step["name"] in delete_first]
+    # That is what makes the preview's words true: no downtime from the Ray cluster; only a new
+    # system node type costs the endpoint's proxy move, which no strategy avoids.
+    new_spec = DeploymentSpec.from_config({**HF, **after}, "dev")
+    preview = assess(plan_deployment(DeploymentSpec.from_config({**HF, **before}, "dev")),
+                     plan_deployment(new_spec), "us-east-2a")
+    assert preview.chosen.name == "newCluster"
+    expected = endpoint_proxy_move_seconds(new_spec) if change == "system node type" else 0.0
+    assert preview.chosen.downtime_seconds == expected
+    assert preview.chosen.summary.startswith("no downtime") == (expected == 0)
 
 
 def test_in_place_the_rayservice_itself_goes_first_which_is_the_downtime_the_preview_counts(
