@@ -76,14 +76,31 @@ def node_group_changes(old: DeploymentPlan, new: DeploymentPlan,
     return changes
 
 
+def endpoint_proxy_move_seconds(after: DeploymentSpec) -> float:
+    """How long the endpoint is down while its proxy moves off drained system nodes: Envoy
+    Gateway runs one proxy pod with no disruption budget (components.plan.typical_durations [eg-1.9]),
+    and behind a load balancer the new pod serves only once the NLB has registered it."""
+    seconds = CHANGE_TIMES["endpoint-proxy-move"].seconds
+    if after.endpoint.load_balanced:
+        seconds += CHANGE_TIMES["nlb-target-registration"].seconds
+    return seconds
+
+
 def _system_nodes(before: DeploymentSpec, after: DeploymentSpec, changes: NodeGroupChanges) -> None:
     if before.system_nodes.instance_type != after.system_nodes.instance_type:
         changes.system_replaced = True
+        proxy = endpoint_proxy_move_seconds(after)
+        # Not the Ray cluster's doing, so a zero-downtime switch does not avoid it: the old system
+        # nodes drain at the end of the update whichever strategy runs (node_group_changes).
         changes.effects.append(Effect(
             "raypd:systemNodes.instanceType", Kind.REPLACE_NODES,
             "the system node group is replaced (the new one first); the Ray head moves to it with "
-            "a new Ray cluster (below), and the KubeRay operator and CoreDNS move when the old "
-            "nodes drain at the end of the update",
+            "a new Ray cluster (below), and the KubeRay operator, CoreDNS and the endpoint's proxy "
+            "move when the old nodes drain at the end of the update. The proxy is a single pod, so "
+            "the endpoint is down until it runs on the new node"
+            + (" and the load balancer has registered it" if after.endpoint.load_balanced else "")
+            + f" ({minutes(proxy)}, whichever the strategy)",
+            proxy,
         ))
     elif before.system_nodes.count != after.system_nodes.count:
         warm_cluster = CHANGE_TIMES["ray-cluster-warm-nodes"].seconds
