@@ -4,10 +4,13 @@
   Grafana addresses (components.render.rayservice): a pod-template change, which `assess` already reports
   as a new Ray cluster from the RayService's digest. Here: the metrics stack itself, installed or
   removed beside serving.
-- Removing it deletes the Helm releases, but not Prometheus's volume: Kubernetes keeps a
-  StatefulSet's PersistentVolumeClaims when the StatefulSet goes (StatefulSet
-  `persistentVolumeClaimRetentionPolicy` defaults to Retain), so the EBS volume is billed until
-  its claim is deleted. Grafana's claim belongs to its chart and goes with it.
+- Removing it deletes everything components.stack.observability_stack created, in reverse
+  dependency order (`REMOVAL`): the releases and raypd's monitors, then the `monitoring` namespace.
+  A StatefulSet keeps its claims (`persistentVolumeClaimRetentionPolicy` defaults to Retain), but
+  the namespace does not: Prometheus's and Grafana's claims go with it, and the `raypd-gp3`
+  class's reclaimPolicy Delete deletes their EBS volumes. The EBS CSI driver that does it is
+  removed after the namespace (the component orders it so). The Prometheus Operator's CRDs go too,
+  and deleting a CRD deletes every object of its kind in the cluster.
 - A new volume size reaches new volumes only: a StatefulSet's claim templates do not resize
   claims that exist (the `raypd-gp3` class allows expanding one by editing the claim).
 - A stack deployed before issue 18 (its outputs have a schemaVersion but no `observability`) gets
@@ -24,6 +27,16 @@ from components.plan.durations import CHANGE_TIMES
 from components.render.outputs import OBSERVABILITY_KEY
 
 SUBJECT = "raypd:observability"
+# What turning the stack off deletes, in the order the program deletes it, and what stays.
+REMOVAL = (
+    "the metrics stack is removed, in this order: kube-prometheus-stack, dcgm-exporter and raypd's "
+    "monitors, rules and dashboards; then namespace monitoring with Prometheus's and Grafana's "
+    "volume claims, so their EBS volumes are deleted (the metrics history, Grafana's users and "
+    "any dashboard edited in Grafana are lost: export what you want first); then the raypd-gp3 "
+    "storage class and the EBS CSI driver add-on with its IAM role, last, so the driver is there "
+    "to detach and delete the volumes. The Prometheus Operator's CRDs go too, and with them every "
+    "PodMonitor, ServiceMonitor and PrometheusRule in the cluster, raypd's or not. Kept: nothing "
+    "of the metrics stack; serving goes on (the Ray cluster change is listed separately)")
 
 
 def observability_effects(before: ObservabilitySpec, after: ObservabilitySpec,
@@ -43,9 +56,7 @@ def observability_effects(before: ObservabilitySpec, after: ObservabilitySpec,
     if before.enabled != after.enabled:
         effects.append(Effect(f"{SUBJECT}.enabled", Kind.IN_PLACE, (
             "kube-prometheus-stack and dcgm-exporter are installed beside serving (a few minutes)"
-            if after.enabled else
-            "the metrics stack is removed; Prometheus's EBS volume stays (a StatefulSet's claim is "
-            "kept): delete its PersistentVolumeClaim in namespace monitoring to stop paying for it")))
+            if after.enabled else REMOVAL)))
         return effects
     if not after.enabled:
         return effects

@@ -2,13 +2,18 @@
 
 `Observability` (raypd:observability:Observability) creates, in this order:
 
-- the `monitoring` namespace, at Pod Security `privileged`: node-exporter reads the host's /proc
-  and /sys with hostNetwork and hostPID, and dcgm-exporter needs CAP_SYS_ADMIN for the profiling
-  fields (its chart's securityContext); neither fits baseline;
 - the EBS CSI driver (EKS add-on, its IAM role through IRSA with AWS's managed policy) and a gp3
   StorageClass: EKS clusters have no volume provisioner of their own, and Prometheus's and
   Grafana's PersistentVolumeClaims would stay Pending without one (volumes bind where their pod
   first lands: WaitForFirstConsumer);
+- then the `monitoring` namespace, at Pod Security `privileged`: node-exporter reads the host's
+  /proc and /sys with hostNetwork and hostPID, and dcgm-exporter needs CAP_SYS_ADMIN for the
+  profiling fields (its chart's securityContext); neither fits baseline. It depends on the driver
+  and the class for the way out: Pulumi deletes in reverse order, so when observability is turned
+  off (or the stack destroyed) the charts go first, then the namespace with the volumes' claims
+  (pulumi-kubernetes waits until a namespace is gone), and only then the driver, which is what
+  detaches and deletes their EBS volumes. Removed together, the driver could go first and leave
+  the volumes in EC2, billed, with nothing left to delete them;
 - the Prometheus Operator's CRDs, applied by Pulumi from the operator version the chart runs (the
   releases skip CRDs, as KubeRay's and Envoy Gateway's do: components.stack.addons), then the
   kube-prometheus-stack and dcgm-exporter releases;
@@ -91,13 +96,6 @@ class Observability(pulumi.ComponentResource):
         super().__init__("raypd:observability:Observability", name, None, opts)
         spec = args.spec
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.install_after))
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=names.NAMESPACE, labels={
-                "app.kubernetes.io/part-of": "raypd",
-                **pod_security_labels(MONITORING_POD_SECURITY, f"v{spec.kubernetes_version}"),
-            }),
-            opts=pulumi.ResourceOptions(parent=self))
         addon = self._ebs_csi_driver(name, args)
         storage = storage_class_manifest()
         storage_class = k8s.storage.v1.StorageClass(
@@ -107,6 +105,15 @@ class Observability(pulumi.ComponentResource):
             volume_binding_mode=storage["volumeBindingMode"],
             allow_volume_expansion=storage["allowVolumeExpansion"],
             opts=pulumi.ResourceOptions(parent=self))
+        # After the driver and the class, so that it (with the claims in it) is deleted before
+        # them: see the module docstring.
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=names.NAMESPACE, labels={
+                "app.kubernetes.io/part-of": "raypd",
+                **pod_security_labels(MONITORING_POD_SECURITY, f"v{spec.kubernetes_version}"),
+            }),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[addon, storage_class]))
 
         crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", files=crd_urls(), opts=pulumi.ResourceOptions.merge(
             child, pulumi.ResourceOptions(transforms=[force_crd_ownership])))

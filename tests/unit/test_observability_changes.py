@@ -19,10 +19,19 @@ def effects(before: dict[str, Any], after: dict[str, Any], outputs: dict[str, An
     return {effect.subject: effect for effect in result.effects}, result
 
 
-def test_turning_it_off_rebuilds_the_ray_cluster_and_says_the_prometheus_volume_stays():
+def test_turning_it_off_rebuilds_the_ray_cluster_and_says_what_is_deleted_and_what_is_kept():
     found, _ = effects({}, OFF)
     assert found["the Ray cluster"].kind == Kind.NEW_RAY_CLUSTER  # the pods lose their metrics ports
-    assert "volume stays" in found["raypd:observability.enabled"].detail
+    detail = found["raypd:observability.enabled"].detail
+    # The namespace goes, and with it both claims: their volumes are deleted, not kept (the old
+    # preview said Prometheus's volume stayed; the namespace's deletion takes its claim).
+    assert "volume stays" not in detail
+    assert "namespace monitoring with Prometheus's and Grafana's volume claims" in detail
+    assert "their EBS volumes are deleted" in detail and "metrics history" in detail
+    # In the order the program enforces (tests/pulumi/test_observability.py).
+    assert detail.index("namespace monitoring") < detail.index("EBS CSI driver")
+    assert "every PodMonitor, ServiceMonitor and PrometheusRule in the cluster" in detail
+    assert "Kept: nothing of the metrics stack" in detail
 
 
 def test_a_stack_deployed_before_issue_18_is_told_its_ray_cluster_is_rebuilt_once():
