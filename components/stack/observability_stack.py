@@ -53,8 +53,13 @@ EBS_CSI_POLICY = "arn:{partition}:iam::aws:policy/service-role/AmazonEBSCSIDrive
 MONITORING_POD_SECURITY = "privileged"
 
 
-def storage_class_manifest() -> dict[str, Any]:
-    """gp3, encrypted, bound where the pod lands (EBS volumes live in one AZ)."""
+def storage_class_manifest(zone: str) -> dict[str, Any]:
+    """gp3, encrypted, bound where the pod lands and only in `zone`, the system nodes' one
+    (components.plan.zones.system_zone): an EBS volume never leaves its zone, so a volume anywhere
+    else would strand its pod. The EBS CSI driver reports and picks zones under the well-known
+    topology.kubernetes.io/zone key (aws-ebs-csi-driver pkg/driver/node.go NodeGetInfo,
+    controller.go pickAvailabilityZone). A StorageClass cannot change: a new zone replaces it
+    (pulumi-kubernetes deletes a named object first), which volumes already made do not notice."""
     return {
         "metadata": {"name": names.STORAGE_CLASS, "labels": {"app.kubernetes.io/part-of": "raypd"}},
         "provisioner": "ebs.csi.aws.com",
@@ -62,6 +67,8 @@ def storage_class_manifest() -> dict[str, Any]:
         "reclaimPolicy": "Delete",
         "volumeBindingMode": "WaitForFirstConsumer",
         "allowVolumeExpansion": True,
+        "allowedTopologies": [{"matchLabelExpressions": [
+            {"key": defaults.ZONE_LABEL, "values": [zone]}]}],
     }
 
 
@@ -80,6 +87,8 @@ class ObservabilityArgs:
     tags: dict[str, str]
     rule_groups: tuple[dict[str, Any], ...]
     dashboards: tuple[tuple[str, dict[str, Any]], ...]  # (file name, dashboard JSON model)
+    # The system nodes' zone: Prometheus's and Grafana's volumes are created there only.
+    volume_zone: str
     # What the charts need first (a node to run on).
     install_after: tuple[pulumi.Resource, ...] = ()
 
@@ -97,13 +106,16 @@ class Observability(pulumi.ComponentResource):
         spec = args.spec
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.install_after))
         addon = self._ebs_csi_driver(name, args)
-        storage = storage_class_manifest()
+        storage = storage_class_manifest(args.volume_zone)
         storage_class = k8s.storage.v1.StorageClass(
             f"{name}-storage-class", metadata=storage["metadata"],
             provisioner=storage["provisioner"], parameters=storage["parameters"],
             reclaim_policy=storage["reclaimPolicy"],
             volume_binding_mode=storage["volumeBindingMode"],
             allow_volume_expansion=storage["allowVolumeExpansion"],
+            allowed_topologies=[k8s.core.v1.TopologySelectorTermArgs(match_label_expressions=[
+                k8s.core.v1.TopologySelectorLabelRequirementArgs(key=r["key"], values=r["values"])
+                for r in term["matchLabelExpressions"]]) for term in storage["allowedTopologies"]],
             opts=pulumi.ResourceOptions(parent=self))
         # After the driver and the class, so that it (with the claims in it) is deleted before
         # them: see the module docstring.
