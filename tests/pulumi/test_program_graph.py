@@ -86,7 +86,8 @@ def test_system_nodes_run_the_configured_type_with_the_system_label(reference_pl
     assert inputs["scalingConfig"]["desiredSize"] == 1
     assert inputs["labels"] == {"role": "system"}
     assert inputs["enableIMDSv2"] is True
-    assert len(inputs["subnetIds"]) == 2  # private subnets only, both AZs
+    # One private subnet: the system zone's (tests/pulumi/test_observability.py says why).
+    assert len(inputs["subnetIds"]) == 1
     assert "enableEfaSupport" not in inputs
     node_attachments = [r for r in reference_plan.of_type(
         "aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r["parent"] != "observability"]

@@ -126,7 +126,9 @@ def test_a_gpu_instance_type_change_replaces_the_node_groups_and_the_rayservice(
 
 def test_a_zone_move_replaces_the_gpu_nodes_and_updates_the_cluster_subnets_in_place(reference_plan):
     table = changed(ops(reference_plan, plan_of({"raypd:availabilityZone": "us-east-2c"})))
-    assert of_type(table, NODE_GROUP) == {"gpu-nodes-group": "replace", "cluster-system": "replace"}
+    # The system nodes stay in the first zone by name (components.plan.zones.system_zone, issue
+    # 29): only the GPU group moves; before, the system group's two-zone subnet list changed too.
+    assert of_type(table, NODE_GROUP) == {"gpu-nodes-group": "replace"}
     assert of_type(table, AWS_CLUSTER) == {"cluster-eks": "update"}  # no new control plane
     assert of_type(table, RAYSERVICE) == {"pd-service-rayservice": "replace"}  # pods select the zone
 
