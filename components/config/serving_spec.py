@@ -16,21 +16,25 @@ all problems are reported at once. Defaults live in components.config.defaults.
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from components.config import catalogue, defaults
 from components.config.errors import FieldError
-from components.config.rules import SpecModel, instance_type_name_problem
+from components.config.rules import SpecModel, ascii_pattern, instance_type_name_problem
 
 # vLLM's --dtype choices.
 VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+# A Hub repo id: org/name in ASCII letters, digits, "_", "." and "-" (huggingface_hub's
+# utils/_validators.py REPO_ID_REGEX says "alphanumeric + . _ -", but compiles its `\w` as Unicode).
+_HF_REPO = ascii_pattern(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# s3://bucket[/prefix]: S3's bucket naming rules; the prefix in the characters S3 calls safe for
+# object keys (its user guide, "Naming Amazon S3 objects") except "*", which the pods' IAM policy
+# would read as a wildcard (components/render/model_access.py puts the prefix in its ARNs).
+_S3_URI = ascii_pattern(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9!_.'()/-]*)?$")
 # A served model name as clients send it in "model": letters, digits and . _ - / : + @ only.
-_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
+_MODEL_ID = ascii_pattern(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
 
 
 class SystemNodes(SpecModel):

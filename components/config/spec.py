@@ -30,6 +30,7 @@ from components.config.regions import region_problem
 from components.config.rules import (
     MAX_STACK_NAME,
     SpecModel,
+    ascii_pattern,
     cidr_list_problems,
     cidr_problem,
     dns_label,
@@ -64,10 +65,11 @@ __all__ = [
 # The one Contract 1 key that is a secret, and how raypd shows a secret it will not print.
 HF_TOKEN_KEY = f"{NAMESPACE}:hfToken"
 SECRET_PLACEHOLDER = "[secret]"
-_SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+# major.minor.patch in ASCII digits without leading zeros ("2.58.0"; not "٢.٥٨.٠", not "2.058.0").
+_SEMVER = ascii_pattern(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 # The HF token is sent as `Authorization: Bearer <token>`: RFC 6750's b64token grammar (Hub tokens
 # are "hf_" and 34 letters and digits). Its errors never quote it: it is a secret.
-_BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+_BEARER_TOKEN = ascii_pattern(r"[A-Za-z0-9._~+/-]+=*")
 MAX_HF_TOKEN = 256
 ADMIN_ROLE_ARNS_KEY = f"{NAMESPACE}:adminRoleArns"
 API_ACCESS_CIDRS_KEY = f"{NAMESPACE}:apiAccessCidrs"

@@ -19,6 +19,7 @@ from typing import Optional
 
 from components.config import catalogue
 from components.config.checks import Check
+from components.config.rules import ascii_pattern
 from components.config.spec import DeploymentSpec, PhaseSpec
 
 CHECK_ID = "gpu-memory-fit"
@@ -122,7 +123,7 @@ for _shape in SHAPES:
 _BY_NAME: dict[str, ModelShape] = {key.split("/", 1)[1]: shape for key, shape in _BY_REPO.items()}
 
 # "70B", "8b", "1.5B", "8x7B": a number then B, standing alone between separators.
-_SIZE = re.compile(r"(?:^|[-_/.])(?:(\d+)x)?(\d+(?:\.\d+)?)b(?=$|[-_/.])", re.IGNORECASE)
+_SIZE = ascii_pattern(r"(?:^|[-_/.])(?:(\d+)x)?(\d+(?:\.\d+)?)b(?=$|[-_/.])", re.IGNORECASE)
 
 
 def find_shape(source: str, model_id: str = "") -> Optional[ModelShape]:
