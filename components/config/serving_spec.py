@@ -100,10 +100,9 @@ class PhaseSpec(SpecModel):
     @field_validator("instance_type")
     @classmethod
     def _gpu_type(cls, value: str) -> str:
-        known = catalogue.lookup(value)
-        if known is None or known.gpus == 0:
-            names = ", ".join(t.name for t in catalogue.gpu_instance_types())
-            raise ValueError(f"'{value}' is not a GPU instance type raypd knows; known: {names}")
+        problem = catalogue.gpu_type_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @property

@@ -88,6 +88,22 @@ def test_instance_type_must_be_a_known_gpu_type():
     assert accepts({"raypd:decode": {"instanceType": "p5en.48xlarge", "tensorParallelSize": 8}})
 
 
+@pytest.mark.parametrize("typo,suggested", [
+    ("g6.8xlarg", "g6.8xlarge"), ("G6.8XLARGE", "g6.8xlarge"), ("p5.48xlarg", "p5.48xlarge"),
+    ("g7.8xlarge", "g5.8xlarge or g6.8xlarge"),
+])
+def test_a_misspelt_instance_type_gets_the_close_names_not_the_catalogue(typo: str, suggested: str):
+    message = errors_of({"raypd:decode": {"instanceType": typo}})["raypd:decode.instanceType"]
+    assert message == f"'{typo}' is not a GPU instance type raypd knows; did you mean {suggested}?"
+
+
+def test_a_name_close_to_no_gpu_type_lists_them_and_a_blob_is_not_echoed():
+    assert "known: g5.xlarge, g5.2xlarge" in errors_of({"raypd:decode": {"instanceType": "h100"}})[
+        "raypd:decode.instanceType"]
+    message = errors_of({"raypd:decode": {"instanceType": "g6" * 5000}})["raypd:decode.instanceType"]
+    assert message.startswith("is 10000 characters long") and "g6g6" not in message
+
+
 def test_tensor_parallel_must_fit_the_node_gpus():
     errors = errors_of({"raypd:prefill": {"tensorParallelSize": 2}})
     assert errors["raypd:prefill.tensorParallelSize"] == (
