@@ -16,7 +16,7 @@ all problems are reported at once. Defaults live in components.config.defaults.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
@@ -138,8 +138,10 @@ class KvTransferSpec(SpecModel):
     backend: Literal["LIBFABRIC", "UCX"] = defaults.KV_BACKEND
 
 
-def phase_problems(phase_name: str, phase: PhaseSpec, mode: str, kv_transfer: KvTransferSpec) -> list[FieldError]:
-    """What is wrong with phase `phase_name` given the spec's mode and KV transfer (empty when nothing)."""
+def phase_problems(phase_name: str, phase: PhaseSpec, mode: str,
+                   kv_transfer: Optional[KvTransferSpec]) -> list[FieldError]:
+    """What is wrong with phase `phase_name` given the spec's mode and KV transfer (empty when
+    nothing). `kv_transfer` None: it was refused itself, so what depends on it is not judged."""
     problems: list[FieldError] = []
     hardware = phase.hardware
     if phase.gpus_per_replica > hardware.gpus:
@@ -153,7 +155,8 @@ def phase_problems(phase_name: str, phase: PhaseSpec, mode: str, kv_transfer: Kv
             f"{phase.gpus_per_replica} GPUs per replica but {phase.instance_type} has "
             f"{hardware.gpus}",
         ))
-    if mode == "disaggregated" and kv_transfer.backend == "LIBFABRIC" and not hardware.efa_supported:
+    if (mode == "disaggregated" and kv_transfer is not None and kv_transfer.backend == "LIBFABRIC"
+            and not hardware.efa_supported):
         problems.append(FieldError(
             f"raypd:{phase_name}.instanceType",
             f"kvTransfer.backend LIBFABRIC needs EFA, and {phase.instance_type} has no EFA "

@@ -265,6 +265,37 @@ def test_every_problem_is_reported_at_once():
     assert {"raypd:model.dtype", "raypd:model.maxModelLen", "raypd:mode"} <= set(errors)
 
 
+@pytest.mark.parametrize("strict", [False, True], ids=["stack-file", "json-api"])
+def test_a_refused_key_hides_no_other_problem(strict: bool):
+    # pydantic runs the cross-field checks only when every field is valid, and a key refused
+    # before validation (unknown, not text, a JSON key twice) used to end it: a typo hid the rest.
+    config = {
+        "raypd:decode": {"instanceType": "g6.8xlarg"},        # a field
+        "raypd:prefill": {"tensorParallelSize": 2},           # between keys: TP x PP vs the GPUs
+        "raypd:bogus": 1,                                     # unknown
+        "raypd:namespace": "a\nb",                            # not text
+        "raypd:inClusterClients": ["Bad_NS"],                 # a validator with its own keys
+        "raypd:model": '{"id": "a", "id": "b"}',              # JSON text with a key twice
+        "raypd:adminRoleArns": ["arn:aws:iam::1:role/x"],     # checked between keys, by index
+    }
+    with pytest.raises(SpecError) as caught:
+        DeploymentSpec.from_config(config, "dev", strict=strict)
+    assert sorted(e.field for e in caught.value.errors) == sorted([
+        "raypd:decode.instanceType", "raypd:prefill.tensorParallelSize", "raypd:bogus",
+        "raypd:namespace", "raypd:inClusterClients[0]", "raypd:model.id", "raypd:adminRoleArns[0]"])
+
+
+def test_a_check_between_keys_is_not_run_on_the_default_of_a_refused_key():
+    # The zone is judged against the region: with the region refused, nothing says it is wrong.
+    assert set(errors_of({"aws:region": "us-east-9", "raypd:availabilityZone": "eu-west-1a"})) == {"aws:region"}
+    # A mode typo: which phases run is unknown, so none is judged against its GPUs.
+    assert set(errors_of({"raypd:mode": "colocatd", "raypd:prefill": {"tensorParallelSize": 2}})) == {"raypd:mode"}
+    # The KV backend refused: the EFA rule that reads it is not run; the GPU count still is.
+    errors = errors_of({"raypd:kvTransfer": {"backend": "TCP"},
+                        "raypd:prefill": {"instanceType": "g5.xlarge", "tensorParallelSize": 2}})
+    assert set(errors) == {"raypd:kvTransfer.backend", "raypd:prefill.tensorParallelSize"}
+
+
 def test_public_config_hides_the_hf_token_and_round_trips():
     spec = accepts({"raypd:hfToken": "hf_SECRET_value", "raypd:prefill": {"replicas": 2}})
     public = spec.public_config()
