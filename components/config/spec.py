@@ -256,9 +256,10 @@ class DeploymentSpec(SpecModel):
             ))
         if judged("mode"):
             kv_transfer = self.kv_transfer if judged("kvTransfer") else None
+            model = self.model if judged("model") else None
             for phase_name, phase in self.phases.items():
                 if judged(phase_name):
-                    problems.extend(phase_problems(phase_name, phase, self.mode, kv_transfer))
+                    problems.extend(phase_problems(phase_name, phase, self.mode, kv_transfer, model))
         return problems
 
     # ---- derived facts (no state of their own) ----
@@ -308,7 +309,8 @@ class DeploymentSpec(SpecModel):
                 "per cluster hour (EKS cannot take a cluster out of it); raise the version one minor "
                 "at a time to one in standard support"
             )
-        notes.extend(serving_warnings(self.mode, self.prefill, self.decode, self.kv_transfer, self.phases))
+        notes.extend(serving_warnings(self.mode, self.prefill, self.decode, self.kv_transfer, self.phases,
+                                      self.model))
         return notes
 
     def public_config(self) -> dict[str, Any]:
