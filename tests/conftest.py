@@ -76,3 +76,17 @@ def _fresh_redaction_set() -> Iterator[None]:
     forget_secrets()
     yield
     forget_secrets()
+
+
+# The real engines (tests/real) share one vLLM pair and one Ray cluster per process and hold the
+# machine's real-engine lock (tests/real/machine_lock.py) while they live: under `pytest -n 2
+# --dist loadgroup` (make test) they all go to one worker, which keeps them one set at a time while
+# the other worker runs the rest of the suite.
+REAL_ENGINES_GROUP = "real-engines"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    real = os.path.join("tests", "real") + os.sep
+    for item in items:
+        if real in str(item.path):
+            item.add_marker(pytest.mark.xdist_group(REAL_ENGINES_GROUP))

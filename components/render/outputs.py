@@ -32,6 +32,8 @@ API_KEY_OUTPUT = "apiKey"
 IMAGE_PROVENANCE_KEY = "imageProvenance"
 # The metrics stack's in-cluster URLs (issue 18); absent with raypd:observability.enabled false.
 OBSERVABILITY_KEY = "observability"
+# The zone of the system nodes and the metrics stack's volumes (issue 29).
+SYSTEM_ZONE_KEY = "systemZone"
 
 
 class OutputsError(ValueError):
@@ -95,13 +97,16 @@ def observability_output(spec: DeploymentSpec) -> Optional[dict[str, str]]:
 def render_stack_outputs(
     plan: Union[DeploymentPlan, DeploymentSpec], *, availability_zone: str, cluster_name: str,
     image_provenance: Optional[Mapping[str, Optional[str]]] = None,
+    system_zone: Optional[str] = None,
 ) -> dict[str, Any]:
     """Every Contract 3 key except `kubeconfig`; plain values, no Pulumi types.
 
     Takes the deployment plan (the program passes the one it built); a spec is planned here, for
     callers outside the program that hold only a spec. `image_provenance` is what the program
     resolved (components.config.image.ResolvedImage.as_output); `image` is then the pinned reference
-    every Ray pod runs.
+    every Ray pod runs. `system_zone` is the one zone of the system nodes and the metrics stack's
+    volumes (components.plan.zones.system_zone); a stack whose outputs lack it was last deployed
+    with system nodes in both zones (components.changes.node_groups.system_zone_migration).
     """
     plan = as_plan(plan)
     spec = plan.spec
@@ -132,6 +137,8 @@ def render_stack_outputs(
     }
     if image_provenance is not None:
         outputs[IMAGE_PROVENANCE_KEY] = dict(image_provenance)
+    if system_zone is not None:
+        outputs[SYSTEM_ZONE_KEY] = system_zone
     observability = observability_output(spec)
     if observability is not None:
         outputs[OBSERVABILITY_KEY] = observability

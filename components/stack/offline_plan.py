@@ -287,19 +287,19 @@ def _placeholder_marks(plan: Mapping[str, Any], key: str) -> str:
 
 
 def _endpoint_summary(plan: Mapping[str, Any]) -> Optional[str]:
-    """Who may reach the OpenAI endpoint, read back from the EnvoyProxy's Service (issue 17)."""
+    """Who may reach the OpenAI endpoint, read back from the NLB's Service (issue 17)."""
     endpoint = plan["outputs"].get("endpoint")
-    proxies = [r for r in plan["resources"]
-               if r["type"] == "kubernetes:gateway.envoyproxy.io/v1alpha1:EnvoyProxy"]
-    if not isinstance(endpoint, Mapping) or not proxies:
+    if not isinstance(endpoint, Mapping):
         return None
-    service = proxies[0]["inputs"]["spec"]["provider"]["kubernetes"]["envoyService"]
-    if service.get("type") != "LoadBalancer":
+    services = [r["inputs"] for r in plan["resources"] if r["type"] == "kubernetes:core/v1:Service"
+                and (r["inputs"].get("spec") or {}).get("type") == "LoadBalancer"]
+    if not services:
         reach = "pods in the cluster only (no load balancer)"
     else:
-        scheme = (service.get("annotations") or {}).get(
+        scheme = (services[0]["metadata"].get("annotations") or {}).get(
             "service.beta.kubernetes.io/aws-load-balancer-scheme", "internal")
-        reach = (f"{scheme} NLB from {', '.join(service.get('loadBalancerSourceRanges') or [])}")
+        ranges = services[0]["spec"].get("loadBalancerSourceRanges") or []
+        reach = f"{scheme} NLB from {', '.join(ranges)}"
     url = endpoint.get("url")
     if "endpoint.url" in (plan.get(PLACEHOLDERS_KEY) or {}):
         url = f"{url} [{PLACEHOLDER_WORD}: made up offline]"

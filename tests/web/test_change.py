@@ -98,6 +98,15 @@ def test_a_gpu_instance_type_change_is_a_child_node_group_replacement_under_a_co
     assert change_counts(steps).get("update") == 1 and "replace" not in change_counts(steps)
 
 
+def test_a_system_node_type_change_says_the_endpoints_single_proxy_moves_with_the_head():
+    # Envoy Gateway runs one proxy pod on the system nodes: whichever the strategy, the endpoint is
+    # down while it moves to the new group (components.changes.node_groups, issue 29 §1).
+    steps = plan_diff(OLD_PLAN, _with(OLD_PLAN, "cluster-system", instanceTypes=["m7i.2xlarge"]))
+    assert _ops(steps)["aws:eks/nodeGroup:NodeGroup cluster-system"] == "replace"
+    (note,) = [n for n in consequences(steps) if n.startswith("the system node group is replaced")]
+    assert "Ray head" in note and "the endpoint's proxy" in note and "endpoint is down" in note
+
+
 def test_a_scale_is_an_in_place_resize_and_a_disk_change_rolls_the_nodes():
     more = consequences(plan_diff(OLD_PLAN, _with(OLD_PLAN, "gpu-nodes-group", scalingConfig={"desiredSize": 3})))
     assert any("GPU node groups resize in place (gpu-nodes)" in n for n in more)

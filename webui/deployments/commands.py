@@ -137,7 +137,7 @@ class Deployments(DeploymentReads):
         if new_token == SECRET_PLACEHOLDER:
             new_token = None  # "[secret]" as shown: keep the token the stack has
         if new_token is not None:
-            merged[HF_TOKEN_KEY] = SECRET_PLACEHOLDER  # the spec only needs to know one is set
+            merged[HF_TOKEN_KEY] = new_token  # judged by the spec's one token rule, as on create
         spec = DeploymentSpec.from_config(merged, name, strict=True)
         if new_token is not None:
             remember_secret(new_token)
