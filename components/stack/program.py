@@ -18,6 +18,7 @@ from components.config import defaults
 from components.config.errors import FieldError, SpecError
 from components.config.spec import NAMESPACE, REGION_KEY, DeploymentSpec
 from components.plan import zones
+from components.plan.scaling import plan_warnings
 from components.plan.topology import DeploymentPlan, plan_deployment
 from components.render import rayservice
 from components.render.endpoint import endpoint_output
@@ -314,7 +315,7 @@ def main() -> None:
                 f"aws:region is not set: raypd assumes {spec.region}, but the AWS provider will "
                 "use AWS_REGION or your profile's region; set aws:region to be sure they agree"
             )
-        for warning in spec.warnings:
+        for warning in plan_warnings(plan_deployment(spec)):
             pulumi.log.warn(warning)
         outputs = build(spec)
     except SpecError as exc:
