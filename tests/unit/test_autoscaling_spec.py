@@ -72,7 +72,10 @@ def test_a_starting_count_outside_the_bounds_is_refused_under_replicas(replicas:
     ("downscaleDelaySeconds", float("inf")),
 ])
 def test_out_of_range_numbers_are_refused_under_their_key(key: str, value: float) -> None:
-    assert f"raypd:decode.autoscaling.{key}" in errors_of(decode({**BLOCK, key: value}))
+    found = errors_of(decode({**BLOCK, key: value}))
+    assert f"raypd:decode.autoscaling.{key}" in found
+    if value != value or value in (float("inf"), float("-inf")):  # NaN and infinity: not a number of seconds
+        assert found[f"raypd:decode.autoscaling.{key}"] == "Input should be a finite number"
 
 
 @pytest.mark.parametrize("strict", [False, True], ids=["stack-file", "json-api"])
