@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 
+from components.config.spec import DeploymentSpec
 from components.render.outputs import validate_outputs
+from components.stack.mockrun import run_program
+from components.stack.program import build
 from tests.pulumi.conftest import Plan
 
 AUTOSCALED: dict[str, Any] = {
@@ -68,3 +72,12 @@ def test_the_worker_group_starts_at_the_starting_counts(autoscaled_plan: Plan) -
     (rayservice,) = autoscaled_plan.of_type("kubernetes:ray.io/v1:RayService")
     (group,) = rayservice["inputs"]["spec"]["rayClusterConfig"]["workerGroupSpecs"]
     assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (3, 0, 128)
+
+
+def test_pulumi_up_logs_the_plans_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pulumi up` shows the plan's warnings (components.plan.scaling) beside the spec's: build() logs them."""
+    logged: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: logged.append(str(message)))
+    spec = DeploymentSpec.from_config(AUTOSCALED, "dev")
+    run_program(lambda: build(spec), project="raypd", stack="dev", region=spec.region)
+    assert any(m.startswith("raypd:decode.autoscaling.downscaleDelaySeconds 600 s") for m in logged), logged
