@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer
 
 from components.config import defaults
 from components.config.catalogue import InstanceType
@@ -50,6 +50,23 @@ _REQUIRED_WHY = {
 }
 
 
+def _required_in_schema(schema: dict[str, Any]) -> None:
+    """The JSON Schema (the web API's OpenAPI document) says what the validator enforces: the three
+    values are required and never null (the model holds them as Optional only to word the error)."""
+    properties = schema["properties"]
+    required = []
+    for field, info in AutoscalingSpec.model_fields.items():
+        if field not in _REQUIRED_WHY:
+            continue
+        key = info.alias or field
+        entry = properties[key]
+        (given,) = [option for option in entry.pop("anyOf") if option.get("type") != "null"]
+        entry.pop("default", None)
+        entry.update(given)
+        required.append(key)
+    schema["required"] = required
+
+
 def engine_max_num_seqs(hardware: InstanceType) -> int:
     """The sequences one engine on `hardware`'s GPUs runs at once (vLLM's default max_num_seqs)."""
     large = (hardware.gpu_memory_gib >= VLLM_LARGE_GPU_GIB
@@ -59,6 +76,8 @@ def engine_max_num_seqs(hardware: InstanceType) -> int:
 
 class AutoscalingSpec(SpecModel):
     """Serve's autoscaling bounds and signal target for one phase (None fields: not given)."""
+
+    model_config = ConfigDict(json_schema_extra=_required_in_schema)
 
     min_replicas: Optional[int] = Field(None, ge=1, le=defaults.MAX_PHASE_REPLICAS)
     max_replicas: Optional[int] = Field(None, ge=1, le=defaults.MAX_PHASE_REPLICAS)

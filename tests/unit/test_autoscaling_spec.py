@@ -11,6 +11,7 @@ from components.config import catalogue
 from components.config.autoscaling_spec import engine_max_num_seqs
 from components.config.errors import SpecError
 from components.config.spec import DeploymentSpec
+from webui.api_models.common import contract1_schema
 
 BLOCK: dict[str, Any] = {"minReplicas": 1, "maxReplicas": 4, "targetOngoingRequests": 8}
 
@@ -148,3 +149,10 @@ def test_without_the_block_the_config_reads_exactly_as_before() -> None:
                                  "tensorParallelSize": 1, "pipelineParallelSize": 1}
     # A null block is no block.
     assert DeploymentSpec.from_config({"raypd:decode": {"autoscaling": None}}, "dev").decode.autoscaling is None
+
+
+def test_the_web_apis_schema_says_which_values_are_required() -> None:
+    schema = contract1_schema()["AutoscalingSpec"]
+    assert schema["required"] == ["minReplicas", "maxReplicas", "targetOngoingRequests"]
+    assert schema["properties"]["minReplicas"]["type"] == "integer"  # not nullable
+    assert "anyOf" in schema["properties"]["downscaleDelaySeconds"]  # optional: may be left out
