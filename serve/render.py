@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 from components.config.errors import SpecError
 from components.config.spec import DeploymentSpec
 from components.config.stack_file import add_stack_arguments, read_stack
+from components.plan.scaling import plan_warnings
 from components.plan.topology import plan_deployment
 from components.render.serve_config import render_serve_config_yaml
 
@@ -32,10 +33,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def render_file(config_path: str, stack: Optional[str] = None) -> tuple[str, list[str]]:
-    """Return (Serve YAML, spec warnings); raises SpecError on invalid input."""
+    """Return (Serve YAML, the plan's warnings); raises SpecError on invalid input."""
     name, config, _secret_keys = read_stack(config_path, stack)
     spec = DeploymentSpec.from_config(config, name)
-    return render_serve_config_yaml(plan_deployment(spec)), spec.warnings
+    plan = plan_deployment(spec)
+    return render_serve_config_yaml(plan), plan_warnings(plan)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

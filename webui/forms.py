@@ -147,6 +147,10 @@ PRESENTATION: dict[str, dict[str, Any]] = {
                                    help="comma-separated namespaces whose pods may call the Serve port "
                                         "directly, without the gateway or an API key; empty: none"),
 }
+# Keys the form leaves to the stack file and the JSON API for now: a phase's autoscaling block (issue
+# 30 §1; its fields on this form are issue 30 §3). A "Change settings" PATCH sends each phase as an
+# object, which merges into the stored one, so a block set elsewhere is kept.
+NOT_ON_THE_FORM = frozenset(f"raypd:{phase}.autoscaling" for phase in ("prefill", "decode", "colocated"))
 # Sections that belong to one mode (the page hides the other mode's sections).
 _MODE_OF_SECTION = {"prefill": "disaggregated", "decode": "disaggregated", "kv": "disaggregated",
                     "colocated": "colocated"}
@@ -188,6 +192,8 @@ def form_fields() -> list[Field]:
     fields = [Field(NAME_FIELD, "Deployment name", "text", "", help=(
         "the Pulumi stack name: lower-case letters, digits and '-', at most 40 characters"))]
     for key, annotation, default in _spec_keys():
+        if key in NOT_ON_THE_FORM:
+            continue
         words = dict(PRESENTATION[key])  # KeyError: a new spec key needs its words here
         kind, optional, choices = _kind(annotation)
         made = words.pop("choices", None)

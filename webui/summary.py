@@ -12,6 +12,7 @@ from typing import Any, Union
 
 from components.config import catalogue
 from components.config.spec import DeploymentSpec
+from components.plan.scaling import plan_warnings
 from components.plan.topology import DeploymentPlan, as_plan
 from components.render.outputs import kv_transfer_output
 from components.render.rayservice import render_rayservice
@@ -77,7 +78,7 @@ def summarize(plan: PlanOrSpec) -> dict[str, Any]:
         "usdPerHour": cost.usd_per_hour,
         "priceBasis": catalogue.price_basis(spec.region),
         "unpriced": list(cost.unpriced),
-        "warnings": list(spec.warnings),
+        "warnings": plan_warnings(plan),
         "kvTransfer": kv_transfer_output(spec),
         "namespace": spec.namespace,
         "serviceName": spec.service_name,

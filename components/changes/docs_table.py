@@ -14,11 +14,17 @@ from components.changes.effects import Strategy, minutes
 from components.config.spec import DeploymentSpec
 from components.plan.topology import plan_deployment
 
+# A phase's autoscaling block (issue 30) for the examples below.
+_AUTOSCALING = {"minReplicas": 1, "maxReplicas": 4, "targetOngoingRequests": 8, "downscaleDelaySeconds": 1200}
 # One example change per Contract 1 setting, from the reference deployment (Pulumi.dev.yaml's
 # defaults), deployed in us-east-2a.
 EXAMPLES: tuple[tuple[str, str, dict[str, Any], dict[str, Any]], ...] = (
     ("raypd:decode.replicas / raypd:prefill.replicas", "1 -> 2", {}, {"raypd:decode": {"replicas": 2}}),
     ("raypd:decode.replicas / raypd:prefill.replicas", "2 -> 1", {"raypd:decode": {"replicas": 2}}, {}),
+    ("raypd:decode.autoscaling", "turned on (or off)", {}, {"raypd:decode": {"autoscaling": _AUTOSCALING}}),
+    ("raypd:decode.autoscaling.*", "maxReplicas 4 -> 6, targetOngoingRequests 8 -> 4",
+     {"raypd:decode": {"autoscaling": _AUTOSCALING}},
+     {"raypd:decode": {"autoscaling": {**_AUTOSCALING, "maxReplicas": 6, "targetOngoingRequests": 4}}}),
     ("raypd:model.*", "maxModelLen 4096 -> 8192", {}, {"raypd:model": {"maxModelLen": 8192}}),
     ("raypd:model.id", "served name", {}, {"raypd:model": {"id": "renamed"}}),
     ("raypd:decode.tensorParallelSize", "1 -> 4 on g6e.12xlarge",

@@ -6,21 +6,24 @@ cluster digest means a new Ray cluster; equal digests with different Serve args 
 rebuilds the application, and since the args are each engine's init args it stops every outdated
 replica before starting its successor (`DeploymentState._stop_or_update_outdated_version_replicas`):
 with no spare GPU each engine is down for a model load; only the per-deployment replica counts
-change without a restart.
+and autoscaling settings change without a restart (components.render.serve_autoscaling cites
+Serve's update types), except that Serve counts each deployment's autoscaling policy in the code
+version: turning a phase's autoscaling on or off rebuilds the application like new args do.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
 from components.changes.effects import Effect, Kind, minutes
 from components.plan.durations import CHANGE_TIMES, TYPICAL_SECONDS
-from components.plan.topology import DeploymentPlan, plan_deployment
+from components.plan.topology import DeploymentPlan, PhasePlan, plan_deployment
 from components.render.rayservice import RAY_CLUSTER_DIGEST_ANNOTATION, render_rayservice
+from components.render.serve_autoscaling import code_version_policies
 
 
 @dataclass(frozen=True)
@@ -44,9 +47,13 @@ def _rendered(side: Side) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _serve_code(app: dict[str, Any]) -> str:
-    """What Ray Serve hashes into an application's code version (deploy_utils.get_app_code_version):
+    """What Ray Serve hashes into an application's code version (Ray 2.58 ray/serve/_private/
+    deploy_utils.py get_app_code_version: import path, runtime_env, args and the deployments'
+    autoscaling policies; raypd renders no request router or deployment actors, its other parts):
     a change here rebuilds the application and restarts every engine."""
-    return json.dumps({k: app.get(k) for k in ("import_path", "runtime_env", "args")}, sort_keys=True)
+    code = {k: app.get(k) for k in ("import_path", "runtime_env", "args")}
+    code["deployment_autoscaling_policies"] = code_version_policies(app)
+    return json.dumps(code, sort_keys=True)
 
 
 def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[Effect], bool]:
@@ -82,21 +89,34 @@ def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[E
         ))
     elif _serve_code(old_app) != _serve_code(new_app):
         rebuild = True
-        effects.append(_engines_restart(new.plan))
+        same_engines = all(old_app.get(k) == new_app.get(k) for k in ("import_path", "runtime_env", "args"))
+        effects.append(_engines_restart(new.plan, _toggled(old.plan, new.plan) if same_engines else None))
     if not rebuild:
         effects += _replica_effects(old.plan, new.plan)
     return effects, rebuild
 
 
-def _engines_restart(new: DeploymentPlan) -> Effect:
+def _toggled(old: DeploymentPlan, new: DeploymentPlan) -> str:
+    """The phases whose autoscaling is turned on or off (or whose policy changes), in words."""
+    turned = [f"{'on' if phase.settings.autoscaling else 'off'} for {name}"
+              for name, phase in new.phases.items() if name in old.phases
+              and (old.phases[name].settings.autoscaling is None) != (phase.settings.autoscaling is None)]
+    return f"autoscaling is turned {' and '.join(turned)}" if turned else "a phase's autoscaling policy changes"
+
+
+def _engines_restart(new: DeploymentPlan, autoscaling: Optional[str] = None) -> Effect:
+    """`autoscaling`: what changed in the phases' autoscaling when the engines' own settings did not."""
     model_load = CHANGE_TIMES["engine-restart"].seconds
     # Serve replaces outdated replicas in batches (rolling_update_percentage): a phase with one
     # engine has none serving meanwhile; with several, some serve while others reload, and old
     # prefill engines may pair with new decode engines until the roll ends.
     single = any(phase.replicas == 1 for phase in new.phases.values())
+    why = ("the engines' settings change (model, engine arguments, parallelism)" if autoscaling is None else
+           f"{autoscaling}, and Ray Serve counts the deployments' autoscaling policies in the "
+           "application's code version (get_app_code_version) as it counts the engines' settings")
     return Effect(
         "the Serve application", Kind.RESTART_ENGINES,
-        "the engines' settings change (model, engine arguments, parallelism): Ray Serve "
+        f"{why}: Ray Serve "
         "redeploys the application and stops each old engine before its successor starts; "
         "with no spare GPU every engine reloads the model "
         + (f"({minutes(model_load)} of downtime: a phase has a single engine)" if single else
@@ -107,15 +127,47 @@ def _engines_restart(new: DeploymentPlan) -> Effect:
 
 
 def _replica_effects(old: DeploymentPlan, new: DeploymentPlan) -> list[Effect]:
-    """New replica counts alone: Serve adds or stops engines in place."""
-    changes = ", ".join(f"{name} {old.phases[name].replicas} -> {new.phases[name].replicas}"
-                        for name in new.phases
-                        if name in old.phases and old.phases[name].replicas != new.phases[name].replicas)
-    if not changes:
-        return []
-    return [Effect(
+    """New replica counts, or new autoscaling settings, alone: Serve adds or stops engines in place."""
+    fixed = ", ".join(f"{name} {old.phases[name].replicas} -> {phase.replicas}"
+                      for name, phase in new.phases.items() if name in old.phases
+                      and old.phases[name].settings.autoscaling is None and phase.settings.autoscaling is None
+                      and old.phases[name].replicas != phase.replicas)
+    effects = [] if not fixed else [Effect(
         "replicas", Kind.IN_PLACE,
-        f"{changes}: in place, no restart of the running engines: Serve adds or stops "
+        f"{fixed}: in place, no restart of the running engines: Serve adds or stops "
         "engines (a new one serves after its model load), the Ray autoscaler adds or "
         "removes their worker pods",
     )]
+    return effects + _autoscaling_effects(old, new)
+
+
+def _autoscaling_effects(old: DeploymentPlan, new: DeploymentPlan) -> list[Effect]:
+    """A phase that autoscales before and after, with other bounds, target, delays or start."""
+    effects = []
+    for name, phase in new.phases.items():
+        before = old.phases[name] if name in old.phases else None
+        if before is None or before.settings.autoscaling is None or phase.settings.autoscaling is None:
+            continue
+        was, now = _autoscaling_words(before), _autoscaling_words(phase)
+        changed = [f"{key} {was[key]} -> {now[key]}" for key in now if was[key] != now[key]]
+        if not changed:
+            continue
+        effects.append(Effect(
+            f"raypd:{name}.autoscaling", Kind.IN_PLACE,
+            f"{name}: {', '.join(changed)}: in place, no engine restarts: Serve reconfigures the "
+            "deployment's autoscaling (autoscaling_config and max_ongoing_requests are "
+            "NeedsActorReconfigure options, ray/serve/_private/config.py); it then sets the count "
+            f"back to replicas ({phase.replicas}, its initial_replicas) and scales on from there: "
+            "engines above it stop at once and come back after upscaleDelaySeconds if the load "
+            "still needs them, so change the block with replicas near the count that runs",
+        ))
+    return effects
+
+
+def _autoscaling_words(phase: PhasePlan) -> dict[str, str]:
+    scaling = phase.settings.autoscaling
+    assert scaling is not None
+    return {"replicas": str(phase.replicas), "minReplicas": str(scaling.minimum),
+            "maxReplicas": str(scaling.maximum), "targetOngoingRequests": f"{scaling.target:g}",
+            "upscaleDelaySeconds": f"{scaling.upscale_delay:g}",
+            "downscaleDelaySeconds": f"{scaling.downscale_delay:g}"}

@@ -61,6 +61,14 @@ ENFORCE_EAGER = True
 GPU_INSTANCE_TYPE = "g6.8xlarge"
 PHASE_REPLICAS = 1
 COLOCATED_REPLICAS = 2
+# The most engines one phase may run (raypd:<phase>.replicas and autoscaling.maxReplicas).
+MAX_PHASE_REPLICAS = 64
+# Ray Serve's own delays before it adds or removes a replica (Ray 2.58 ray/serve/config.py
+# AutoscalingConfig: upscale_delay_s 30.0, downscale_delay_s 600.0): what a phase's `autoscaling`
+# block gets when it leaves a delay out. raypd writes them into the rendered autoscaling_config, so
+# the deployed config says what runs whatever a later Ray defaults to (docs/scaling.md).
+SERVE_UPSCALE_DELAY_SECONDS = 30.0
+SERVE_DOWNSCALE_DELAY_SECONDS = 600.0
 
 KV_CONNECTOR: Final = "NixlConnector"
 KV_BACKEND: Final = "LIBFABRIC"

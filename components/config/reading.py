@@ -145,9 +145,11 @@ def _text_problems(value: Any, where: str, depth: int = 0) -> list[FieldError]:
     return problems
 
 
-def config_key(loc: tuple[Any, ...]) -> str:
-    """Turn a pydantic error location into the user-facing config key."""
-    parts = [str(p) for p in loc if not isinstance(p, int)]
+def config_key(loc: tuple[Any, ...], camel: bool = False) -> str:
+    """Turn a pydantic error location into the user-facing config key. `camel`: the location may
+    hold field names rather than the keys the user wrote (pydantic names a validated default, such
+    as a required key left out, by its field name): snake_case parts are written in camelCase."""
+    parts = [to_camel(str(p)) if camel and "_" in str(p) else str(p) for p in loc if not isinstance(p, int)]
     if not parts:
         return "config"
     head, rest = parts[0], parts[1:]
@@ -164,5 +166,7 @@ def field_errors(exc: ValidationError) -> list[FieldError]:
             message = message[len("Value error, "):]
         if item["type"] == "extra_forbidden":
             message = "unknown key"
-        errors.append(FieldError(config_key(tuple(item["loc"])), message))
+        # An unknown key is quoted as written; any other location names a field of the spec.
+        errors.append(FieldError(config_key(tuple(item["loc"]), camel=item["type"] != "extra_forbidden"),
+                                 message))
     return errors

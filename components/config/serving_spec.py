@@ -2,7 +2,8 @@
 
 ```yaml
 raypd:model:       {id: ..., source: org/name or s3://..., maxModelLen: ..., dtype: auto, ...}
-raypd:prefill:     {instanceType: g6.12xlarge, replicas: 1, tensorParallelSize: 1, ...}
+raypd:prefill:     {instanceType: g6.12xlarge, replicas: 1, tensorParallelSize: 1, ...,
+                    autoscaling: {minReplicas: 1, maxReplicas: 4, ...}}   # optional (autoscaling_spec)
 raypd:decode:      {...}   # as prefill
 raypd:colocated:   {...}   # the one phase of mode colocated
 raypd:kvTransfer:  {connector: NixlConnector, backend: LIBFABRIC}
@@ -16,11 +17,12 @@ all problems are reported at once. Defaults live in components.config.defaults.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
-from pydantic import Field, field_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from components.config import catalogue, defaults, model_catalogue
+from components.config.autoscaling_spec import AutoscalingSpec, autoscaling_problems
 from components.config.errors import FieldError
 from components.config.rules import SpecModel, ascii_pattern, instance_type_name_problem
 
@@ -93,9 +95,12 @@ class PhaseSpec(SpecModel):
     """One serving phase (prefill, decode, or the colocated baseline) and the nodes it runs on."""
 
     instance_type: str = defaults.GPU_INSTANCE_TYPE
-    replicas: int = Field(defaults.PHASE_REPLICAS, ge=1, le=64)
+    # The count the phase starts with; with `autoscaling`, Serve's initial_replicas.
+    replicas: int = Field(defaults.PHASE_REPLICAS, ge=1, le=defaults.MAX_PHASE_REPLICAS)
     tensor_parallel_size: int = Field(1, ge=1, le=64)
     pipeline_parallel_size: int = Field(1, ge=1, le=64)
+    # Issue 30: None keeps the phase at `replicas` (components.config.autoscaling_spec).
+    autoscaling: Optional[AutoscalingSpec] = None
 
     @field_validator("instance_type")
     @classmethod
@@ -119,10 +124,41 @@ class PhaseSpec(SpecModel):
     def replicas_per_node(self) -> int:
         return max(1, self.hardware.gpus // self.gpus_per_replica)
 
+    @model_serializer(mode="wrap")
+    def _fixed_count_has_no_block(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No `autoscaling` key for a fixed count: the config (public_config, the web app's store,
+        the Pulumi config it writes) reads exactly as before the block existed."""
+        body: dict[str, Any] = handler(self)
+        if self.autoscaling is None:
+            body.pop("autoscaling", None)
+        return body
+
+    def nodes_for(self, replicas: int) -> int:
+        """Whole nodes for `replicas` engines, each on one node so TP/PP traffic stays on NVLink/PCIe."""
+        return -(-replicas // self.replicas_per_node)
+
     @property
     def nodes(self) -> int:
-        """Whole nodes, each replica on one node so TP/PP traffic stays on NVLink/PCIe."""
-        return -(-self.replicas // self.replicas_per_node)
+        """The nodes of the starting count."""
+        return self.nodes_for(self.replicas)
+
+    @property
+    def min_replicas(self) -> int:
+        """The fewest engines the phase runs (`replicas` when it does not autoscale)."""
+        return self.replicas if self.autoscaling is None else self.autoscaling.minimum
+
+    @property
+    def max_replicas(self) -> int:
+        """The most engines the phase runs (`replicas` when it does not autoscale)."""
+        return self.replicas if self.autoscaling is None else self.autoscaling.maximum
+
+    @property
+    def min_nodes(self) -> int:
+        return self.nodes_for(self.min_replicas)
+
+    @property
+    def max_nodes(self) -> int:
+        return self.nodes_for(self.max_replicas)
 
     @property
     def gpus(self) -> int:
@@ -158,6 +194,9 @@ def phase_problems(phase_name: str, phase: PhaseSpec, mode: str, kv_transfer: Op
         ))
     elif model is not None:  # a replica that fits its node: does the model divide as vLLM needs?
         problems.extend(_model_parallel_problems(phase_name, phase, model))
+    if phase.autoscaling is not None:
+        problems.extend(autoscaling_problems(phase_name, phase.replicas, phase.autoscaling, hardware,
+                                             phase.instance_type))
     if (mode == "disaggregated" and kv_transfer is not None and kv_transfer.backend == "LIBFABRIC"
             and not hardware.efa_supported):
         problems.append(FieldError(

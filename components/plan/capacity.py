@@ -98,12 +98,19 @@ def group_line(group: GpuGroupPlan, why: str, nodes: Optional[int] = None,
                        gpu_group=True, answered=answered)
 
 
-def node_lines(plan: DeploymentPlan, vcpus: Mapping[str, int]) -> list[NodeLine]:
+def node_lines(plan: DeploymentPlan, vcpus: Mapping[str, int], at_maximum: bool = True) -> list[NodeLine]:
     """Every node the stack runs: GPU node groups (topology plan) and the system nodes.
 
-    `vcpus` is per instance type from EC2 DescribeInstanceTypes; the catalogue fills gaps.
+    A GPU group counts at its maximum (issue 30: every autoscaled phase at maxReplicas, what the
+    quota must hold for the last scale-up to get its node); `at_maximum` False: at the starting
+    counts. The two are equal when no phase autoscales. `vcpus` is per instance type from EC2
+    DescribeInstanceTypes; the catalogue fills gaps.
     """
-    lines = [group_line(group, f"GPU group {group.name}", answered=vcpus) for group in plan.groups]
+    lines = []
+    for group in plan.groups:
+        nodes = group.max_nodes if at_maximum else group.nodes
+        why = f"GPU group {group.name}" + (" at its autoscaling maximum" if nodes != group.nodes else "")
+        lines.append(group_line(group, why, nodes, answered=vcpus))
     system = plan.spec.system_nodes
     lines.append(NodeLine.of(system.instance_type, system.count, "system nodes", answered=vcpus))
     return lines

@@ -11,7 +11,7 @@ config -> DeploymentSpec -> DeploymentPlan -> renderers -> Pulumi / Flask.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Union
+from typing import Callable, Mapping, Optional, Union
 
 from components.config import catalogue, defaults
 from components.config.model_catalogue import find_shape
@@ -33,6 +33,11 @@ class GpuGroupPlan:
     # A custom Ray resource only this group's workers advertise, so a phase can be pinned to it.
     ray_resource: Optional[str]
     root_volume_gb: int
+    # The fewest and most nodes the group's phases need (issue 30): their engines at
+    # autoscaling.minReplicas and maxReplicas; both equal `nodes` (the starting count) when no phase
+    # of the group autoscales. What the node group's minimum and maximum size must cover.
+    min_nodes: int
+    max_nodes: int
 
     @property
     def gpus(self) -> int:
@@ -40,11 +45,18 @@ class GpuGroupPlan:
 
     @property
     def usd_per_hour(self) -> Optional[float]:
+        """The starting count's price."""
+        return self.usd_per_hour_at(self.nodes)
+
+    def usd_per_hour_at(self, nodes: int) -> Optional[float]:
         price = catalogue.CATALOGUE[self.instance_type].usd_per_hour
-        return None if price is None else round(price * self.nodes, 4)
+        return None if price is None else round(price * nodes, 4)
 
 
-def _group(name: str, instance_type: str, nodes: int, phases: tuple[str, ...], pinned: bool) -> GpuGroupPlan:
+def _group(name: str, phases: dict[str, PhaseSpec], pinned: bool) -> GpuGroupPlan:
+    """One node group for `phases` (one instance type): their nodes added up, at the start, the
+    minimum and the maximum."""
+    instance_type = next(iter(phases.values())).instance_type
     hardware = catalogue.CATALOGUE[instance_type]
     labels = {**defaults.GPU_ROLE_LABEL, defaults.NODE_GROUP_LABEL: name}
     if pinned:
@@ -52,15 +64,17 @@ def _group(name: str, instance_type: str, nodes: int, phases: tuple[str, ...], p
     return GpuGroupPlan(
         name=name,
         instance_type=instance_type,
-        nodes=nodes,
+        nodes=sum(phase.nodes for phase in phases.values()),
         gpus_per_node=hardware.gpus,
         efa_interfaces_per_node=hardware.max_efa_interfaces,
-        phases=phases,
+        phases=tuple(phases),
         labels=labels,
         ray_resource=f"{RAY_RESOURCE_PREFIX}{name}" if pinned else None,
         root_volume_gb=max(
             defaults.MIN_ROOT_VOLUME_GB, defaults.ROOT_VOLUME_GB_PER_GPU * hardware.gpus
         ),
+        min_nodes=sum(phase.min_nodes for phase in phases.values()),
+        max_nodes=sum(phase.max_nodes for phase in phases.values()),
     )
 
 
@@ -91,14 +105,10 @@ def plan_gpu_groups(spec: DeploymentSpec) -> list[GpuGroupPlan]:
     types = {phase.instance_type for phase in phases.values()}
     if len(phases) == 1:
         (name, phase), = phases.items()
-        return [_group(name, phase.instance_type, phase.nodes, (name,), pinned=False)]
+        return [_group(name, {name: phase}, pinned=False)]
     if len(types) == 1 and engines_fill_their_nodes(phases):
-        nodes = sum(phase.nodes for phase in phases.values())
-        return [_group(SHARED_GROUP, types.pop(), nodes, tuple(phases), pinned=False)]
-    return [
-        _group(name, phase.instance_type, phase.nodes, (name,), pinned=True)
-        for name, phase in phases.items()
-    ]
+        return [_group(SHARED_GROUP, phases, pinned=False)]
+    return [_group(name, {name: phase}, pinned=True) for name, phase in phases.items()]
 
 
 def group_for_phase(groups: "tuple[GpuGroupPlan, ...] | list[GpuGroupPlan]", phase: str) -> GpuGroupPlan:
@@ -114,8 +124,10 @@ class CostEstimate:
     unpriced: tuple[str, ...]
 
 
-def _estimate_cost(spec: DeploymentSpec, groups: tuple[GpuGroupPlan, ...]) -> CostEstimate:
-    """On-demand USD/hour: GPU and system nodes, the EKS control plane and the NAT gateway."""
+def _estimate_cost(spec: DeploymentSpec, groups: tuple[GpuGroupPlan, ...],
+                   nodes_of: Callable[[GpuGroupPlan], int] = lambda group: group.nodes) -> CostEstimate:
+    """On-demand USD/hour: GPU and system nodes, the EKS control plane and the NAT gateway;
+    `nodes_of` a group: its GPU nodes to price (the starting count unless told otherwise)."""
     total = catalogue.EKS_CONTROL_PLANE_USD_PER_HOUR + catalogue.NAT_GATEWAY_USD_PER_HOUR
     unpriced: list[str] = []
     system = catalogue.lookup(spec.system_nodes.instance_type)
@@ -124,10 +136,11 @@ def _estimate_cost(spec: DeploymentSpec, groups: tuple[GpuGroupPlan, ...]) -> Co
     else:
         unpriced.append(spec.system_nodes.instance_type)
     for group in groups:
-        if group.usd_per_hour is None:
+        price = group.usd_per_hour_at(nodes_of(group))
+        if price is None:
             unpriced.append(group.instance_type)
         else:
-            total += group.usd_per_hour
+            total += price
     return CostEstimate(round(total, 4), tuple(dict.fromkeys(unpriced)))  # each type once
 
 
@@ -147,6 +160,23 @@ class PhasePlan:
         """The custom resource each GPU bundle of this phase's engines asks for (None: unpinned)."""
         return self.group.ray_resource
 
+    # The phase's bounds (issue 30): `replicas` and `nodes` are where it starts.
+    @property
+    def min_replicas(self) -> int:
+        return self.settings.min_replicas
+
+    @property
+    def max_replicas(self) -> int:
+        return self.settings.max_replicas
+
+    @property
+    def min_nodes(self) -> int:
+        return self.settings.min_nodes
+
+    @property
+    def max_nodes(self) -> int:
+        return self.settings.max_nodes
+
 
 @dataclass(frozen=True)
 class DeploymentPlan:
@@ -157,7 +187,10 @@ class DeploymentPlan:
     # The model has linear-attention (Mamba / Gated DeltaNet) layers: components.config.model_catalogue
     # is the one source of that fact. False for models not in its table.
     hybrid_model: bool
-    cost: CostEstimate
+    cost: CostEstimate  # at the starting counts (`replicas`)
+    # At every phase's autoscaling.minReplicas and maxReplicas (equal to `cost` without autoscaling).
+    cost_at_min: CostEstimate
+    cost_at_max: CostEstimate
 
     def group_for(self, phase: str) -> GpuGroupPlan:
         return self.phases[phase].group
@@ -179,6 +212,11 @@ class DeploymentPlan:
     @property
     def gpu_nodes(self) -> int:
         return sum(group.nodes for group in self.groups)
+
+    @property
+    def autoscaling(self) -> bool:
+        """Some phase has an `autoscaling` block (issue 30)."""
+        return any(phase.settings.autoscaling is not None for phase in self.phases.values())
 
     @property
     def kv_transfer(self) -> bool:
@@ -213,6 +251,8 @@ def plan_deployment(spec: DeploymentSpec) -> DeploymentPlan:
         phases=phases,
         hybrid_model=shape is not None and shape.hybrid,
         cost=_estimate_cost(spec, groups),
+        cost_at_min=_estimate_cost(spec, groups, lambda group: group.min_nodes),
+        cost_at_max=_estimate_cost(spec, groups, lambda group: group.max_nodes),
     )
 
 

@@ -186,6 +186,13 @@ CHANGE_TIMES: dict[str, Typical] = {
         "estimate: [eks-upd] surge nodes join (~600 s for GPU nodes, as above), then each old "
         "node is cordoned, drained and terminated",
     ),
+    "gpu-node-join": Typical(
+        180.0,
+        "estimate: one more GPU node in a node group that exists (an autoscaling scale-up, issue 30): "
+        "EC2 launch, the NVIDIA AL2023 AMI's boot and the kubelet's join, until the NVIDIA and EFA "
+        "device plugins advertise the node's GPUs and EFA interfaces; [ray63859] measured node + "
+        "image pull + join ~300 s together, and a CPU node group's ~3 min [tf-ng] includes its boot",
+    ),
     "endpoint-proxy-move": Typical(
         60.0,
         "estimate: the endpoint's one Envoy proxy pod [eg-1.9] is evicted when its system node "

@@ -48,8 +48,9 @@ def increase_command(code: str, desired: int, region: str) -> str:
 
 @dataclass
 class QuotaFacts:
-    lines: list[NodeLine]
-    need: dict[str, int]
+    lines: list[NodeLine]  # GPU groups at their autoscaling maximum (node_lines)
+    need: dict[str, int]  # vCPUs per quota code of `lines`
+    need_at_start: dict[str, int]  # the same at the starting counts (equal without autoscaling)
     quotas: dict[str, float]  # only the codes that could be read
     unreadable: dict[str, str]  # code -> why
     used_others: dict[str, int]
@@ -86,6 +87,7 @@ def quota_facts(ctx: Context) -> QuotaFacts:
     vcpus = {n: int(i.get("VCpuInfo", {}).get("DefaultVCpus", 0)) for n, i in ctx.types.items()}
     lines = node_lines(ctx.plan, vcpus)
     need = vcpus_needed(lines)
+    need_at_start = vcpus_needed(node_lines(ctx.plan, vcpus, at_maximum=False))
     quotas: dict[str, float] = {}
     unreadable: dict[str, str] = {}
     for code in sorted(need):
@@ -94,13 +96,16 @@ def quota_facts(ctx: Context) -> QuotaFacts:
         except (ClientError, Unreachable) as exc:
             unreadable[code] = short(exc) if isinstance(exc, ClientError) else str(exc)
     others, mine, usage_error = _usage(ctx, need)
-    return QuotaFacts(lines, need, quotas, unreadable, others, mine, usage_error)
+    return QuotaFacts(lines, need, need_at_start, quotas, unreadable, others, mine, usage_error)
 
 
 def _need_text(facts: QuotaFacts, code: str) -> str:
     parts = [f"{line.nodes} x {line.instance_type} ({line.vcpus})"
              for line in facts.lines if line.quota_code == code]
-    return f"{facts.need[code]} vCPUs ({' + '.join(parts)})"
+    start = facts.need_at_start.get(code, 0)
+    scaled = (f" at every autoscaled phase's maxReplicas, {start} at the starting counts"
+              if start != facts.need[code] else "")
+    return f"{facts.need[code]} vCPUs ({' + '.join(parts)}){scaled}"
 
 
 def check_vcpu_quota(ctx: Context, facts: QuotaFacts) -> None:
@@ -115,7 +120,7 @@ def check_vcpu_quota(ctx: Context, facts: QuotaFacts) -> None:
             "let preflight read them)",
         ))
         return
-    lines, fails = [], []
+    lines, fails, short_at_max = [], [], []
     for code in codes:
         quota = facts.quotas[code]
         used = facts.used_others.get(code, 0)
@@ -127,15 +132,24 @@ def check_vcpu_quota(ctx: Context, facts: QuotaFacts) -> None:
         text = (f"{code} ({QUOTA_NAMES.get(code, 'quota')}): needs {_need_text(facts, code)}; quota "
                 f"{quota:g}, {counted}, {free:g} free")
         lines.append(text)
-        if facts.need[code] > free:
-            desired = int(math.ceil(used + facts.need[code]))
-            fails.append(increase_command(code, desired, spec.region))
+        # Enough for the maximum: an increase that only covers the start stalls the scale-ups.
+        command = increase_command(code, int(math.ceil(used + facts.need[code])), spec.region)
+        if facts.need_at_start.get(code, 0) > free:
+            fails.append(command)
+        elif facts.need[code] > free:
+            short_at_max.append(command)
     detail = "; ".join(lines)
     if facts.usage_error:
         detail += f"; running instances could not be listed ({facts.usage_error}), usage counted as 0"
     if fails:
         ctx.add(Check.failed(cid, title, "not enough quota: " + detail,
-                             "request an increase in Service Quotas: " + " && ".join(fails)))
+                             "request an increase in Service Quotas: " + " && ".join(fails + short_at_max)))
+    elif short_at_max:
+        ctx.add(Check.warned(
+            cid, title, "the starting nodes fit, but not every autoscaled phase at its maxReplicas: "
+            "a scale-up past the quota leaves its engine's worker pod Pending, without a node: " + detail,
+            "request an increase before the load needs it: " + " && ".join(short_at_max)
+            + ", or lower autoscaling.maxReplicas"))
     elif facts.usage_error:
         ctx.add(Check.warned(cid, title, detail, "grant ec2:DescribeInstances to count running instances"))
     else:

@@ -34,6 +34,10 @@ IMAGE_PROVENANCE_KEY = "imageProvenance"
 OBSERVABILITY_KEY = "observability"
 # The zone of the system nodes and the metrics stack's volumes (issue 29).
 SYSTEM_ZONE_KEY = "systemZone"
+# The cost estimate with every autoscaled phase at its minimum and at its maximum (issue 30); present
+# with estimatedUsdPerHour when some phase autoscales.
+COST_AT_MIN_KEY = "estimatedUsdPerHourAtMinimum"
+COST_AT_MAX_KEY = "estimatedUsdPerHourAtMaximum"
 
 
 class OutputsError(ValueError):
@@ -75,6 +79,8 @@ def _phase_outputs(plan: DeploymentPlan) -> dict[str, dict[str, Any]]:
             "nodeGroup": group.name,
             "gpusPerNode": group.gpus_per_node,
         }
+        if phase.autoscaling is not None:  # issue 30: `replicas` and `nodes` are where it starts
+            topology[name].update(minReplicas=phase.min_replicas, maxReplicas=phase.max_replicas)
     return topology
 
 
@@ -144,8 +150,11 @@ def render_stack_outputs(
         outputs[OBSERVABILITY_KEY] = observability
     # A partial sum would read as the whole bill; leave the estimate out when a price is missing.
     if not cost.unpriced:
-        outputs["estimatedUsdPerHour"] = cost.usd_per_hour
+        outputs["estimatedUsdPerHour"] = cost.usd_per_hour  # at the starting counts, autoscaled or not
         outputs["estimatedCostBasis"] = catalogue.price_basis(spec.region)
+        if plan.autoscaling:
+            outputs[COST_AT_MIN_KEY] = plan.cost_at_min.usd_per_hour
+            outputs[COST_AT_MAX_KEY] = plan.cost_at_max.usd_per_hour
     return outputs
 
 

@@ -21,10 +21,12 @@ rayservice_controller.go), and what raypd does about each:
   (components.stack.pd_service).
 - An equal hash leaves the RayCluster alone (`shouldUpdateCluster`): a replica count changed in the
   RayService never reaches the RayCluster. KubeRay means the Ray autoscaler to own worker replicas
-  (kuberay#2333, kuberay#1734), so raypd enables it (`enableInTreeAutoscaling`, min 0, a ceiling
-  for max): Serve asks for one more engine (components.render.serve_config puts replica counts in
-  lightweight `deployments` overrides), the autoscaler adds the worker pod, and Pulumi has already
-  grown the node group under it; fewer engines leave a worker idle and the autoscaler removes it.
+  (kuberay#2333, kuberay#1734), so raypd enables it (`enableInTreeAutoscaling`; min 0 and a
+  ceiling for max, not a phase's own bounds, which would never reach a running cluster either:
+  components.render.ray_autoscaler): Serve asks for one more engine (components.render.serve_config
+  puts replica counts, or a phase's autoscaling config, in lightweight `deployments` overrides),
+  the autoscaler adds the worker pod on a node the node group has or adds; fewer engines leave a
+  worker idle and the autoscaler removes it.
 - Every pod selects the exact nodes meant for it: its group's labels plus the instance type and the
   GPU zone, so after a node-group replacement (new type, new zone) no Ray pod can be scheduled on
   the old nodes that Pulumi drains at the end of the same `up`; zero-downtime stacks add the node
@@ -44,7 +46,9 @@ from components.config.spec import DeploymentSpec
 from components.plan.topology import DeploymentPlan, GpuGroupPlan
 from components.render import observability_names as metrics
 from components.render.model_access import service_account_name
+from components.render.ray_autoscaler import autoscaler_options, worker_group_bounds
 from components.render.rollout import rayservice_await_annotations
+from components.render.serve_autoscaling import code_version_policies
 from components.render.serve_config import render_application, to_yaml
 
 API_VERSION = "ray.io/v1"
@@ -77,18 +81,6 @@ NEW_CLUSTER_HEAD_FACTOR = 0.5
 RAY_CLUSTER_DIGEST_ANNOTATION = "raypd.io/ray-cluster-digest"
 # The fields KubeRay leaves out of its cluster hash (generateHashWithoutReplicasAndWorkersToDelete).
 REPLICA_FIELDS = ("replicas", "minReplicas", "maxReplicas")
-# The autoscaler's ceiling per worker group; the managed node group's size, not this, bounds what
-# can run (a worker pod beyond it stays Pending). Above the spec's 64 replicas per phase.
-MAX_WORKERS_PER_GROUP = 128
-# A worker with no engine for this long is removed. Ray's default is 60 s; the GPU node stays billed
-# whatever the autoscaler does (the node groups have a fixed size), so a short timeout saves
-# nothing and only churns pods while an application builds or retries a failed deploy.
-AUTOSCALER_IDLE_TIMEOUT_SECONDS = 900
-# The autoscaler container beside the Ray head (KubeRay's default is 500m / 512Mi; it idles in a
-# loop): small, so that two heads (a zero-downtime switch) fit one system node with the operator,
-# CoreDNS and the node's daemonsets.
-AUTOSCALER_RESOURCES = {"requests": {"cpu": "100m", "memory": "512Mi"},
-                        "limits": {"memory": "512Mi"}}
 
 
 def hf_token_secret_name(spec: DeploymentSpec) -> str:
@@ -277,9 +269,7 @@ def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan, zone: Optional[str]
     return {
         "groupName": group.name,
         # Where the cluster starts; from then on the autoscaler owns the count (module docstring).
-        "replicas": group.nodes,
-        "minReplicas": 0,
-        "maxReplicas": MAX_WORKERS_PER_GROUP,
+        **worker_group_bounds(group),
         "rayStartParams": start_params,
         "template": {
             "metadata": {"labels": pod_labels(spec)},
@@ -337,11 +327,7 @@ def _ray_cluster_config(plan: DeploymentPlan, zone: Optional[str],
         # KubeRay never carries a RayService's replica counts to its RayCluster (module
         # docstring): the Ray autoscaler adds and removes workers as Serve asks for engines.
         "enableInTreeAutoscaling": True,
-        "autoscalerOptions": {
-            "upscalingMode": "Default",
-            "idleTimeoutSeconds": AUTOSCALER_IDLE_TIMEOUT_SECONDS,
-            "resources": copy.deepcopy(AUTOSCALER_RESOURCES),
-        },
+        "autoscalerOptions": autoscaler_options(),  # components.render.ray_autoscaler
         "headGroupSpec": _head_group(spec),
         "workerGroupSpecs": [_worker_group(plan, group, zone, node_set) for group in plan.groups],
     }
@@ -351,14 +337,19 @@ def node_set(plan: DeploymentPlan, zone: Optional[str] = None) -> Optional[str]:
     """The generation of GPU node groups a zero-downtime stack runs on (None for in-place stacks).
 
     It changes whenever the Ray cluster must be rebuilt or its engines restarted (the cluster
-    digest, the Serve args, the image), and not when only replica counts change. A new value means
+    digest, the Serve args, the image, a phase's autoscaling turned on or off: Serve's code version),
+    and not when only replica counts or autoscaling settings change. A new value means
     new node groups (components.stack.node_groups names them by it) and a new RayCluster on them; the
     old groups are deleted at the end of the same `pulumi up`, after the switch.
     """
     if plan.spec.upgrade_strategy != "newCluster":
         return None
     base = cluster_rebuild_digest(_ray_cluster_config(plan, zone, None))
-    args = json.dumps(render_application(plan)["args"], sort_keys=True)
+    application = render_application(plan)
+    args = json.dumps(application["args"], sort_keys=True)
+    policies = code_version_policies(application)
+    if policies:  # absent for fixed counts: their node sets stay what they were before issue 30
+        args += "\n" + json.dumps(policies, sort_keys=True)
     return hashlib.sha256(f"{base}\n{args}".encode("utf-8")).hexdigest()[:10]
 
 

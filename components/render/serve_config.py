@@ -25,7 +25,8 @@ applied to the built deployments without a rebuild (`ApplicationState.apply_app_
 `override_deployment_info`): Serve adds or stops replicas and leaves the running ones alone. So each
 LLMConfig carries a fixed `num_replicas` (which also keeps Ray Serve LLM from applying its default
 autoscaling config, `maybe_apply_llm_deployment_config_defaults`) and the real count is an override
-keyed by the deployment's name (`serve_deployment_name`).
+keyed by the deployment's name (`serve_deployment_name`). An autoscaled phase's override carries its
+autoscaling config instead (components.render.serve_autoscaling, issue 30).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import yaml
 from components.config import defaults
 from components.config.spec import DeploymentSpec
 from components.plan.topology import DeploymentPlan, PhasePlan
+from components.render.serve_autoscaling import deployment_override
 
 APP_NAME = "llm"
 ROUTE_PREFIX = "/"
@@ -142,10 +144,8 @@ def render_application(plan: DeploymentPlan) -> dict[str, Any]:
             "prefill_config": render_llm_config(plan, "prefill"),
             "decode_config": render_llm_config(plan, "decode"),
         }
-    deployments = [
-        {"name": serve_deployment_name(name, plan.spec.model.id), "num_replicas": phase.replicas}
-        for name, phase in plan.phases.items()
-    ]
+    deployments = [deployment_override(plan, name, serve_deployment_name(name, plan.spec.model.id))
+                   for name in plan.phases]
     return {"name": APP_NAME, "route_prefix": ROUTE_PREFIX, "import_path": import_path, "args": args,
             "deployments": deployments}
 

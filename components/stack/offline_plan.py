@@ -25,6 +25,8 @@ from components.config.defaults import SYSTEM_LABELS
 from components.config.errors import SpecError
 from components.config.spec import DeploymentSpec, validate_stack_name
 from components.config.stack_file import DEFAULT_STACK, SECRET_PLACEHOLDER, add_stack_arguments, read_stack
+from components.plan.scaling import plan_warnings
+from components.plan.topology import plan_deployment
 from components.render import observability_names as metrics_names
 from components.render.outputs import (
     PLACEHOLDER_WORD,
@@ -163,7 +165,7 @@ def plan_spec(spec: DeploymentSpec, secret_values: Sequence[str] = ()) -> dict[s
         "project": PROJECT,
         "offline": True,
         "mode": spec.mode,
-        "warnings": list(spec.warnings),
+        "warnings": plan_warnings(plan_deployment(spec)),
         "notes": offline_notes(spec.region) + observability_notes(spec),
         "resources": _resources(run, secrets),
         "outputs": outputs,

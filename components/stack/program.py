@@ -18,6 +18,7 @@ from components.config import defaults
 from components.config.errors import FieldError, SpecError
 from components.config.spec import NAMESPACE, REGION_KEY, DeploymentSpec
 from components.plan import zones
+from components.plan.scaling import scaling_warnings
 from components.plan.topology import DeploymentPlan, plan_deployment
 from components.render import rayservice
 from components.render.endpoint import endpoint_output
@@ -68,6 +69,8 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
     spec = spec.model_copy(update={"image": image.image})
     # ---- end of the image block ----
     plan = plan_deployment(spec)  # the one plan of this run; every component below takes it
+    for warning in scaling_warnings(plan):  # with the spec's (main), components.plan.scaling.plan_warnings
+        pulumi.log.warn(warning)
     gpu_zone, second_zone = resolve_zones(plan)
     tags = resource_tags(spec)
     network, cluster = _network_and_cluster(spec, (gpu_zone, second_zone), tags)
@@ -314,7 +317,7 @@ def main() -> None:
                 f"aws:region is not set: raypd assumes {spec.region}, but the AWS provider will "
                 "use AWS_REGION or your profile's region; set aws:region to be sure they agree"
             )
-        for warning in spec.warnings:
+        for warning in spec.warnings:  # the plan's own warnings: build() logs them
             pulumi.log.warn(warning)
         outputs = build(spec)
     except SpecError as exc:

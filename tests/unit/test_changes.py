@@ -208,3 +208,41 @@ def test_a_replica_scale_on_a_new_cluster_stack_stays_in_place_with_no_second_cl
     assert result.chosen.name == "inPlace" and result.choices == ()
     assert not result.chosen.extra_nodes and "second Ray cluster" not in result.chosen.summary
     assert result.chosen.summary.endswith("no extra nodes")
+
+
+# ---- issue 30: a phase's autoscaling block ----
+
+AUTOSCALING = {"minReplicas": 1, "maxReplicas": 4, "targetOngoingRequests": 8, "downscaleDelaySeconds": 1200}
+
+
+@pytest.mark.parametrize("old,new,turned", [
+    ({}, {"raypd:decode": {"autoscaling": AUTOSCALING}}, "turned on for decode"),
+    ({"raypd:prefill": {"autoscaling": AUTOSCALING}}, {}, "turned off for prefill"),
+])
+def test_turning_autoscaling_on_or_off_restarts_the_engines_and_says_why(old, new, turned):
+    """Ray 2.58's get_app_code_version lists each override's autoscaling policy: a new code version."""
+    result = assessment(old, new)
+    assert result.kind == Kind.RESTART_ENGINES and result.disruptive
+    (effect,) = result.effects
+    assert f"autoscaling is {turned}" in effect.detail and "get_app_code_version" in effect.detail
+    assert [c.name for c in result.choices] == ["inPlace", "newCluster"]
+    assert result.choices[1].downtime_seconds == 0
+
+
+def test_changing_the_block_is_in_place_and_says_serve_resets_to_the_starting_count():
+    before = {"raypd:decode": {"autoscaling": AUTOSCALING}}
+    after = {"raypd:decode": {"replicas": 2, "autoscaling": {**AUTOSCALING, "maxReplicas": 6,
+                                                             "targetOngoingRequests": 4}}}
+    result = assessment(before, after)
+    assert result.kind == Kind.IN_PLACE and not result.disruptive
+    (effect,) = [e for e in result.effects if e.subject == "raypd:decode.autoscaling"]
+    assert effect.detail.startswith("decode: replicas 1 -> 2, maxReplicas 4 -> 6, targetOngoingRequests 8 -> 4: "
+                                    "in place, no engine restarts")
+    assert "NeedsActorReconfigure" in effect.detail and "initial_replicas" in effect.detail
+    assert effect.downtime_seconds == 0 and result.chosen.downtime_seconds == 0
+
+
+def test_a_zero_downtime_stack_turns_autoscaling_on_without_downtime():
+    result = assessment({"raypd:upgradeStrategy": "newCluster"},
+                        {"raypd:upgradeStrategy": "newCluster", "raypd:decode": {"autoscaling": AUTOSCALING}})
+    assert result.chosen.name == "newCluster" and result.chosen.downtime_seconds == 0

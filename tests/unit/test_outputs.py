@@ -179,3 +179,41 @@ def test_placeholders_under_an_output_key_name_the_sub_key():
     assert outputs.placeholders_under(marks, "image") == [("", "no registry")]
     assert outputs.placeholders_under(marks, "imageProvenance") == [("digest", "no registry")]
     assert outputs.placeholders_under(None, "image") == []
+
+
+# ---- issue 30: autoscaled phases ----
+
+SCALED = {"minReplicas": 1, "maxReplicas": 4, "targetOngoingRequests": 8}
+
+
+def test_an_autoscaled_phase_reports_its_bounds_and_a_fixed_one_does_not(make_spec):
+    document = full_document(make_spec({"raypd:decode": {"replicas": 2, "autoscaling": SCALED}}))
+    decode, prefill = document["topology"]["decode"], document["topology"]["prefill"]
+    assert (decode["minReplicas"], decode["replicas"], decode["maxReplicas"]) == (1, 2, 4)
+    assert decode["nodes"] == 2  # where it starts, as `replicas`
+    assert "minReplicas" not in prefill and "maxReplicas" not in prefill
+    validate_outputs(document)
+
+
+def test_the_cost_at_the_minimum_and_the_maximum_come_with_autoscaling_only(make_spec, reference_spec):
+    fixed = full_document(make_spec({"raypd:decode": {"replicas": 2}}))
+    scaled = full_document(make_spec({"raypd:decode": {"replicas": 2, "autoscaling": SCALED}}))
+    assert scaled["estimatedUsdPerHour"] == fixed["estimatedUsdPerHour"]  # still the starting counts
+    assert scaled["estimatedUsdPerHourAtMinimum"] < scaled["estimatedUsdPerHour"] < scaled[
+        "estimatedUsdPerHourAtMaximum"]
+    assert not {"estimatedUsdPerHourAtMinimum", "estimatedUsdPerHourAtMaximum"} & set(full_document(reference_spec))
+    assert scaled["schemaVersion"] == 1  # additive: the version stays
+    validate_outputs(scaled)
+
+
+@pytest.mark.parametrize("broken", [
+    lambda d: d["topology"]["decode"].pop("maxReplicas"),
+    lambda d: d["topology"]["decode"].update(minReplicas=0),
+    lambda d: d.pop("estimatedUsdPerHourAtMaximum"),
+    lambda d: d.update(estimatedUsdPerHourAtMinimum=-1),
+], ids=["min-without-max", "min-zero", "cost-min-without-max", "negative-cost"])
+def test_the_schema_holds_the_new_keys_to_their_shape(make_spec, broken):
+    document = full_document(make_spec({"raypd:decode": {"autoscaling": SCALED}}))
+    broken(document)
+    with pytest.raises(OutputsError):
+        validate_outputs(document)

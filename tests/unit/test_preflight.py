@@ -156,6 +156,15 @@ def test_vcpus_needed_per_quota_code(reference_spec: DeploymentSpec, heterogeneo
     assert vcpus_needed(node_lines(reference, {"g6.8xlarge": 16})) == {G: 32, STD: 4}
 
 
+def test_autoscaled_groups_count_at_their_maximum(make_spec: MakeSpec) -> None:
+    # Issue 30: decode 1..4 beside a fixed prefill on the shared group: 5 nodes at the maximum.
+    plan = plan_deployment(make_spec({"raypd:decode": {"autoscaling": AUTOSCALED}}))
+    assert vcpus_needed(node_lines(plan, {})) == {G: 160, STD: 4}
+    assert vcpus_needed(node_lines(plan, {}, at_maximum=False)) == {G: 64, STD: 4}
+    (line, _system) = node_lines(plan, {})
+    assert (line.nodes, line.why) == (5, "GPU group gpu at its autoscaling maximum")
+
+
 def test_update_surge_is_twice_the_zones_of_each_gpu_group(reference_spec: DeploymentSpec,
                                                            heterogeneous_spec: DeploymentSpec) -> None:
     assert surge_nodes(zones=1, max_unavailable=1) == 2
@@ -211,6 +220,27 @@ def test_quota_too_small_fails_with_a_copy_paste_request(aws: str, reference_spe
     assert ("aws service-quotas request-service-quota-increase --service-code ec2 --quota-code "
             "L-DB2E81BA --desired-value 64 --region us-east-2") in quota.remedy
     assert "L-1216C47A" not in quota.remedy  # the standard quota was enough
+
+
+AUTOSCALED = {"minReplicas": 1, "maxReplicas": 4, "targetOngoingRequests": 8}
+
+
+def test_a_quota_short_of_the_autoscaling_maximum_warns(aws: str, make_spec: MakeSpec) -> None:
+    spec = make_spec({"raypd:decode": {"autoscaling": AUTOSCALED}})  # 64 vCPUs at the start, 160 at the top
+    report = run(spec, {G: 96, STD: 32})
+    quota = by_id(report)["vcpu-quota"]
+    assert quota.status == "warn" and report.ok  # the stack starts; its scale-ups stop short
+    assert "not every autoscaled phase at its maxReplicas" in quota.detail
+    assert "needs 160 vCPUs (5 x g6.8xlarge (32)) at every autoscaled phase's maxReplicas, 64 at the " \
+           "starting counts" in quota.detail
+    assert "--quota-code L-DB2E81BA --desired-value 160" in quota.remedy
+    assert by_id(run(spec, {G: 160, STD: 32}))["vcpu-quota"].status == "pass"
+
+
+def test_a_quota_short_of_the_start_fails_and_asks_for_the_maximum(aws: str, make_spec: MakeSpec) -> None:
+    quota = by_id(run(make_spec({"raypd:decode": {"autoscaling": AUTOSCALED}}), {G: 32, STD: 32}))["vcpu-quota"]
+    assert quota.status == "fail"
+    assert "--desired-value 160" in quota.remedy  # an increase to the start alone would stall scale-ups
 
 
 def test_running_instances_use_up_quota(aws: str, reference_spec: DeploymentSpec) -> None:

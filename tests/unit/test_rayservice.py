@@ -317,7 +317,7 @@ def test_a_worker_pod_never_asks_for_more_memory_than_its_node_can_allocate(inst
     hardware = catalogue.CATALOGUE[instance_type]
     group = GpuGroupPlan(name="gpu", instance_type=instance_type, nodes=1, gpus_per_node=hardware.gpus,
                          efa_interfaces_per_node=hardware.max_efa_interfaces, phases=("prefill",),
-                         labels={}, ray_resource=None, root_volume_gb=200)
+                         labels={}, ray_resource=None, root_volume_gb=200, min_nodes=1, max_nodes=1)
     resources = worker_resources(group)
     requested = float(resources["requests"]["memory"].removesuffix("Gi"))
     assert requested <= _allocatable_gib(hardware.memory_gib), (instance_type, requested)
