@@ -44,6 +44,7 @@ from components.config.spec import DeploymentSpec
 from components.plan.topology import DeploymentPlan, GpuGroupPlan
 from components.render import observability_names as metrics
 from components.render.model_access import service_account_name
+from components.render.node_autoscaler import busy_engine_annotations
 from components.render.rollout import rayservice_await_annotations
 from components.render.serve_config import render_application, to_yaml
 
@@ -282,14 +283,13 @@ def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan, zone: Optional[str]
         "maxReplicas": MAX_WORKERS_PER_GROUP,
         "rayStartParams": start_params,
         "template": {
-            "metadata": {"labels": pod_labels(spec)},
+            # The node autoscaler never evicts a worker (its engine) to remove the node under it.
+            "metadata": {"labels": pod_labels(spec), "annotations": busy_engine_annotations()},
             "spec": {
                 **_pod_identity(spec),
                 "nodeSelector": worker_node_selector(group, zone, node_set),
                 # Harmless where GPU nodes are untainted; needed where they carry the usual taint.
-                "tolerations": [
-                    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
-                ],
+                "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
                 "containers": [container],
                 "volumes": [
                     {"name": "dshm", "emptyDir": {"medium": "Memory"}},

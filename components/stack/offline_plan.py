@@ -18,6 +18,7 @@ import sys
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from components.config import catalogue, defaults
@@ -81,6 +82,8 @@ def _secret_values(config: Mapping[str, Any], secret_keys: Iterable[str]) -> lis
 def _clean(value: Any, secrets: Sequence[str], key: Optional[str] = None) -> Any:
     if key in ALWAYS_SECRET_KEYS or rpc.is_rpc_secret(value):
         return SECRET
+    if isinstance(value, Unknown):  # an input only the real engine learns (a new group's ASG)
+        return UNKNOWN
     if isinstance(value, Mapping):
         return {str(k): _clean(v, secrets, str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

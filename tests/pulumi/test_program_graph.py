@@ -40,8 +40,8 @@ def test_reference_stack_creates_one_of_each_part_of_the_reference_deployment(re
     assert counts["aws:eks/addon:Addon"] == 2
     # NVIDIA + EFA device plugins, KubeRay operator; Envoy Gateway and the AWS Load Balancer
     # Controller for the endpoint (tests/pulumi/test_endpoint_plan.py); kube-prometheus-stack and
-    # dcgm-exporter (issue 18)
-    assert counts[RELEASE] == 7
+    # dcgm-exporter (issue 18); Cluster Autoscaler (issue 30, tests/pulumi/test_node_autoscaler.py)
+    assert counts[RELEASE] == 8
     assert counts[RAYSERVICE] == 1
     assert counts["kubernetes:core/v1:Namespace"] == 2  # the deployment's, monitoring
     # No HF token configured: the one Secret holds the endpoint's API keys.
@@ -158,6 +158,7 @@ def test_helm_releases_install_device_plugins_and_the_kuberay_operator(reference
         defaults.NVIDIA_DEVICE_PLUGIN_CHART, defaults.EFA_DEVICE_PLUGIN_CHART, defaults.KUBERAY_CHART,
         defaults.ENVOY_GATEWAY_CHART, defaults.LB_CONTROLLER_CHART,
         defaults.KUBE_PROMETHEUS_STACK_CHART, defaults.DCGM_EXPORTER_CHART,  # issue 18
+        defaults.CLUSTER_AUTOSCALER_CHART,  # issue 30
     }
     kuberay = releases[defaults.KUBERAY_CHART]["inputs"]
     assert kuberay["version"] == "1.4.0"
