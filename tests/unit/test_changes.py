@@ -9,6 +9,7 @@ import pytest
 
 from components.changes.assess import Kind, assess
 from components.config.spec import DeploymentSpec
+from components.plan import scaling_bounds
 from components.plan.topology import plan_deployment
 
 
@@ -208,3 +209,37 @@ def test_a_replica_scale_on_a_new_cluster_stack_stays_in_place_with_no_second_cl
     assert result.chosen.name == "inPlace" and result.choices == ()
     assert not result.chosen.extra_nodes and "second Ray cluster" not in result.chosen.summary
     assert result.chosen.summary.endswith("no extra nodes")
+
+
+# ---- issue 30: the node groups' size limits (until the spec's autoscaling block lands, the one
+# reader of a phase's bounds is patched: decode with 2 replicas scales 1..4, with 3 replicas 2..3) ----
+
+def _decode_bounds(spec, phase):
+    replicas = spec.phases[phase].replicas
+    return {2: (1, 4), 3: (2, 3)}.get(replicas, (replicas, replicas)) if phase == "decode" else (
+        replicas, replicas)
+
+
+@pytest.fixture
+def autoscaled_decode(monkeypatch):
+    monkeypatch.setattr(scaling_bounds, "phase_replica_bounds", _decode_bounds)
+    monkeypatch.setattr("components.changes.node_groups.phase_replica_bounds", _decode_bounds)
+
+
+def test_new_size_limits_are_an_in_place_resize_of_the_node_group(autoscaled_decode):
+    # The reference's shared group: prefill 1 + decode 1 = 2..2 nodes -> 1 + (1..4) = 2..5.
+    result = assessment({}, {"raypd:decode": {"replicas": 2}})
+    assert result.kind == Kind.IN_PLACE and not result.disruptive
+    (limits,) = [e for e in result.effects if e.subject == "GPU node group gpu"]
+    assert limits.kind == Kind.IN_PLACE and limits.downtime_seconds == 0
+    assert "size limits 2..2 -> 2..5 x g6.8xlarge: an in-place resize of the node group" in limits.detail
+    assert "EKS, not Ray" not in limits.detail  # a higher maximum drains nothing
+
+
+def test_a_lower_maximum_says_eks_may_drain_a_single_engines_node(autoscaled_decode):
+    result = assessment({"raypd:decode": {"replicas": 2}}, {"raypd:decode": {"replicas": 3}})
+    (limits,) = [e for e in result.effects if e.subject == "GPU node group gpu"]
+    assert "size limits 2..5 -> 3..4" in limits.detail
+    assert "grow to 3 at once" in limits.detail and "shrink to 4" in limits.detail
+    # Prefill keeps one engine on the shared group: the node EKS drains may be its.
+    assert "EKS, not Ray, picks the nodes to drain" in limits.detail and limits.downtime_seconds > 0
