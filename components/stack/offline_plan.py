@@ -203,6 +203,9 @@ def gpu_node_groups(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
             "name": resource["parent"] or resource["name"],
             "instanceType": instance_type,
             "nodes": nodes,
+            # The limits the node autoscaler keeps the group within (equal to nodes: fixed).
+            "minNodes": inputs["scalingConfig"]["minSize"],
+            "maxNodes": inputs["scalingConfig"]["maxSize"],
             "gpusPerNode": hardware.gpus,
             "gpuModel": hardware.gpu_model,
             "gpus": nodes * hardware.gpus,
@@ -232,8 +235,10 @@ def render_summary(plan: Mapping[str, Any]) -> str:
             f"EFA on ({group['efaInterfacesPerNode']} interface(s)/node)" if group["efa"] else "no EFA"
         )
         labels = ",".join(f"{k}={v}" for k, v in sorted(group["labels"].items()))
+        scales = (f" (autoscaled {group['minNodes']}..{group['maxNodes']})"
+                  if group["minNodes"] != group["maxNodes"] else "")
         lines.append(
-            f"  {group['name']}: {group['nodes']} x {group['instanceType']}, "
+            f"  {group['name']}: {group['nodes']}{scales} x {group['instanceType']}, "
             f"{group['gpus']} GPU(s) ({group['gpusPerNode']} {group['gpuModel']}/node), {efa}, "
             f"AZ {group['availabilityZone']}, {group['diskSizeGb']} GB root, labels {labels}"
         )

@@ -30,7 +30,7 @@ from components.render.node_autoscaler import (
 )
 from components.stack.mockrun import PlanMocks, RegisteredResource, run_program
 from components.stack.node_groups import first_autoscaling_group_name
-from components.stack.offline_plan import run_plan
+from components.stack.offline_plan import gpu_node_groups, render_summary, run_plan
 from components.stack.program import build
 from tests.pulumi.conftest import HETEROGENEOUS, Plan
 
@@ -274,3 +274,11 @@ def test_the_asg_name_is_read_from_the_managed_node_groups_resources_output():
     assert first_autoscaling_group_name([group]) == "eks-gpu-nodes-group-1a2b"
     assert first_autoscaling_group_name(None) is None
     assert first_autoscaling_group_name([aws_outputs.NodeGroupResource()]) is None
+
+
+def test_the_offline_plan_summary_shows_an_autoscaled_groups_limits(autoscaled, heterogeneous_plan):
+    plan = autoscaled(HETEROGENEOUS, {"decode": (1, 4)})
+    groups = {g["name"]: g for g in gpu_node_groups(plan.document)}
+    assert (groups["decode-nodes"]["minNodes"], groups["decode-nodes"]["maxNodes"]) == (1, 4)
+    assert "decode-nodes: 2 (autoscaled 1..4) x g6e.48xlarge" in render_summary(plan.document)
+    assert "prefill-nodes: 1 x p5.48xlarge" in render_summary(heterogeneous_plan.document)
