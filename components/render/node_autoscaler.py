@@ -183,6 +183,15 @@ def gpu_group_asg_tags(cluster_name: str, labels: Mapping[str, str],
     return {DISCOVERY_TAG: cluster_name, **node_template_tags(labels, resources)}
 
 
+def asg_identity_tags(cluster_name: str, labels: Mapping[str, str]) -> dict[str, str]:
+    """The tags among `gpu_group_asg_tags` that pick out one group's ASG (generation included):
+    how a later `pulumi up` finds the group to read the size it runs at."""
+    identity = {DISCOVERY_TAG} | {TEMPLATE_LABEL_PREFIX + key for key in
+                                  (defaults.NODE_GROUP_LABEL, defaults.NODE_SET_LABEL)}
+    return {key: value for key, value in gpu_group_asg_tags(cluster_name, labels, {}).items()
+            if key in identity}
+
+
 def accelerator_label(instance_type: str) -> dict[str, str]:
     """The GPU label the autoscaler waits on, e.g. nvidia-l4 (the value is informational)."""
     model = catalogue.CATALOGUE[instance_type].gpu_model or "gpu"

@@ -24,9 +24,8 @@ from components.config import defaults
 from components.plan.scaling_bounds import NodeBounds
 from components.plan.topology import GpuGroupPlan
 from components.render.node_autoscaler import (
-    DISCOVERY_TAG,
-    TEMPLATE_LABEL_PREFIX,
     accelerator_label,
+    asg_identity_tags,
     extended_resources,
     gpu_group_asg_tags,
     tag_resource_suffix,
@@ -202,10 +201,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         """The desired size of this group's ASG now, found by the tags raypd put on it (discovery,
         node group, node set); None for a group that does not exist yet."""
         invoke = pulumi.InvokeOptions(parent=self)
-        identity = {DISCOVERY_TAG: args.cluster_name}
-        for label in (defaults.NODE_GROUP_LABEL, defaults.NODE_SET_LABEL):
-            if label in labels:
-                identity[TEMPLATE_LABEL_PREFIX + label] = labels[label]
+        identity = asg_identity_tags(args.cluster_name, labels)
         # pulumi-aws names Terraform's aws_autoscaling_groups data source autoscaling.getAmiIds.
         found = aws.autoscaling.get_ami_ids_output(filters=[
             aws.autoscaling.GetAmiIdsFilterArgs(name=f"tag:{key}", values=[value])

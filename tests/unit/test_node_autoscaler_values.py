@@ -13,6 +13,7 @@ from components.plan.topology import plan_deployment
 from components.render.node_autoscaler import (
     TEMPLATE_TAINT_PREFIX,
     accelerator_label,
+    asg_identity_tags,
     extended_resources,
     image_tag,
     node_template_tags,
@@ -78,3 +79,12 @@ def test_until_the_autoscaling_block_lands_every_phase_is_fixed_at_its_replicas(
     plan = plan_deployment(spec)
     (group,) = plan.groups
     assert group_node_bounds(plan, group) == NodeBounds(4, 4, 4)
+
+
+def test_a_groups_asg_is_found_by_the_cluster_its_name_and_its_generation():
+    labels = {"role": "gpu-worker", "raypd.io/node-group": "decode", "raypd.io/phase": "decode",
+              "raypd.io/node-set": "3f9a1c0b2e"}
+    assert asg_identity_tags("raypd-dev", labels) == {
+        "raypd.io/node-autoscaler": "raypd-dev",
+        "k8s.io/cluster-autoscaler/node-template/label/raypd.io/node-group": "decode",
+        "k8s.io/cluster-autoscaler/node-template/label/raypd.io/node-set": "3f9a1c0b2e"}
