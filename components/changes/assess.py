@@ -175,7 +175,7 @@ def _priced(effects: list[Effect], old: DeploymentPlan, new: DeploymentPlan, *, 
     disruption = max((e.downtime_seconds for e in effects if e.kind in (
         Kind.RESTART_ENGINES, Kind.NEW_RAY_CLUSTER)), default=0.0)
     others = max((e.downtime_seconds for e in effects if e.kind not in (
-        Kind.RESTART_ENGINES, Kind.NEW_RAY_CLUSTER)), default=0.0)
+        Kind.RESTART_ENGINES, Kind.NEW_RAY_CLUSTER) and not e.on_running_nodes_only), default=0.0)
     zero = Strategy(
         "newCluster", others, extra + roll_lines + system_lines, switch_seconds,
         ("no downtime" if not others else f"{minutes(others)} of downtime for the rest of the change")

@@ -58,6 +58,10 @@ class Effect:
     kind: Kind
     detail: str
     downtime_seconds: float = 0.0
+    # The downtime happens only when the update runs on the nodes already there (inPlace): EKS
+    # drains a shrinking group's nodes, engines on them included. A zero-downtime switch starts
+    # the new Ray cluster on node groups of its own and deletes the old ones after it.
+    on_running_nodes_only: bool = False
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@ system node group, the GPU node groups, and the GPU zone they sit in.
 
 Read with the rules of pulumi-eks and EKS: a managed node group whose instance type, subnet (zone)
 or name changes is replaced, new group first (create-before-delete), so old and new run side by
-side until the end of the update; its size changes in place; its disk (in the launch template
-pulumi-eks builds for raypd's IMDSv2 setting) rolls: EKS adds surge nodes, then drains the old
-ones one by one.
+side until the end of the update; its size changes in place, and so do its size limits (min/max,
+which the node autoscaler moves the size between: components.plan.scaling_bounds); its disk (in
+the launch template pulumi-eks builds for raypd's IMDSv2 setting) rolls: EKS adds surge nodes,
+then drains the old ones one by one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Mapping, Optional
 from components.changes.effects import Effect, Kind, minutes
 from components.config.spec import DeploymentSpec
 from components.plan.durations import CHANGE_TIMES, TYPICAL_SECONDS
+from components.plan.scaling_bounds import NodeBounds, group_node_bounds
 from components.plan.topology import DeploymentPlan, GpuGroupPlan
 from components.render.outputs import SYSTEM_ZONE_KEY
 
@@ -52,7 +54,7 @@ def node_group_changes(old: DeploymentPlan, new: DeploymentPlan,
     for name, group in new_groups.items():
         previous = old_groups.get(name)
         if previous is not None:
-            _kept_group(previous, group, new, changes)
+            _kept_group(previous, group, old, new, changes)
     gone = ", ".join(sorted(set(old_groups) - set(new_groups)))
     for name in sorted(set(new_groups) - set(old_groups)):
         group = new_groups[name]
@@ -140,10 +142,12 @@ def system_zone_migration(deployed_outputs: Optional[Mapping[str, Any]]) -> Opti
     )
 
 
-def _kept_group(previous: GpuGroupPlan, group: GpuGroupPlan, new: DeploymentPlan,
+def _kept_group(previous: GpuGroupPlan, group: GpuGroupPlan, old: DeploymentPlan, new: DeploymentPlan,
                 changes: NodeGroupChanges) -> None:
-    """A GPU node group on both sides: replaced (type or zone), resized, or rolled (its disk)."""
+    """A GPU node group on both sides: replaced (type or zone), resized (its size, or the limits
+    the node autoscaler keeps it within), or rolled (its disk)."""
     name = group.name
+    before, after = group_node_bounds(previous), group_node_bounds(group)
     if previous.instance_type != group.instance_type or changes.old_zone != changes.new_zone:
         what = (f"{previous.instance_type} -> {group.instance_type}"
                 if previous.instance_type != group.instance_type
@@ -157,6 +161,9 @@ def _kept_group(previous: GpuGroupPlan, group: GpuGroupPlan, new: DeploymentPlan
             f"{previous.nodes} x {previous.instance_type} is deleted at the end of the update: both "
             "run (and are billed) meanwhile",
         ))
+    elif before.autoscaled or after.autoscaled:
+        if (before.minimum, before.maximum) != (after.minimum, after.maximum):
+            changes.effects.append(_limits_resized(before, after, group, new))
     elif previous.nodes != group.nodes:
         changes.effects.append(_resized(previous, group, new))
     if previous.root_volume_gb != group.root_volume_gb and previous.instance_type == group.instance_type:
@@ -188,4 +195,29 @@ def _resized(previous: GpuGroupPlan, group: GpuGroupPlan, new: DeploymentPlan) -
             + (", downtime: a phase on this group keeps a single engine)" if alone
                else ", at reduced capacity)"))),
         0.0 if grows or not alone else model_load,
+        on_running_nodes_only=True,
     )
+
+
+def _limits_resized(before: NodeBounds, after: NodeBounds, group: GpuGroupPlan, new: DeploymentPlan) -> Effect:
+    """New min/max of a group the node autoscaler moves: the managed node group's scaling config
+    changes in place; the size it runs at stays unless it falls outside the new limits
+    (NodeBounds.desired). A lower maximum may make EKS drain nodes it picks, as `_resized` says."""
+    model_load = CHANGE_TIMES["engine-restart"].seconds
+    detail = (f"size limits {before.minimum}..{before.maximum} -> {after.minimum}..{after.maximum} x "
+              f"{group.instance_type}: an in-place resize of the node group (no node replaced, no "
+              "engine restarted); the node autoscaler adds a node only for a Ray worker waiting for "
+              "one and removes only nodes the Ray autoscaler has emptied")
+    if after.minimum > before.minimum:
+        detail += f"; fewer than {after.minimum} nodes running grow to {after.minimum} at once"
+    downtime = 0.0
+    if after.maximum < before.maximum:
+        # Worst case: the group runs at its old maximum, and a phase on it may be at one engine.
+        alone = any(new.spec.phases[p].min_replicas == 1 for p in group.phases if p in new.phases)
+        detail += (f"; more than {after.maximum} nodes running shrink to {after.maximum}, and EKS, not "
+                   "Ray, picks the nodes to drain: an engine on one loads the model again elsewhere "
+                   f"({minutes(model_load)}"
+                   + (", downtime if it is a phase's only engine)" if alone else ", at reduced capacity)"))
+        downtime = model_load if alone else 0.0
+    return Effect(f"GPU node group {group.name}", Kind.IN_PLACE, detail, downtime,
+                  on_running_nodes_only=True)

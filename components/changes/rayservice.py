@@ -81,8 +81,12 @@ def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[E
         warm_cluster = CHANGE_TIMES["ray-cluster-warm-nodes"].seconds
         effects.append(Effect(
             "the Ray cluster", Kind.NEW_RAY_CLUSTER,
-            "its pods change (image, Ray version, node selection, sizes): KubeRay needs a new Ray "
-            "cluster, started "
+            "its pods change (image, Ray version, node selection, sizes"
+            + (f"; {_toggled(old.plan, new.plan)}, so the workers "
+               + ("gain" if new.plan.autoscaling else "lose")
+               + " the node autoscaler's do-not-evict annotation"
+               if _turned(old.plan, new.plan) and old.plan.autoscaling != new.plan.autoscaling else "")
+            + "): KubeRay needs a new Ray cluster, started "
             + ("on the new nodes" if cold else "on the nodes already there")
             + f"; every engine loads the model again ({minutes(cold_cluster if cold else warm_cluster)})",
             cold_cluster if cold else warm_cluster,
@@ -96,11 +100,16 @@ def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[E
     return effects, rebuild
 
 
+def _turned(old: DeploymentPlan, new: DeploymentPlan) -> list[str]:
+    """The phases whose autoscaling is turned on or off, as "on for decode"."""
+    return [f"{'on' if phase.settings.autoscaling else 'off'} for {name}"
+            for name, phase in new.phases.items() if name in old.phases
+            and (old.phases[name].settings.autoscaling is None) != (phase.settings.autoscaling is None)]
+
+
 def _toggled(old: DeploymentPlan, new: DeploymentPlan) -> str:
     """The phases whose autoscaling is turned on or off (or whose policy changes), in words."""
-    turned = [f"{'on' if phase.settings.autoscaling else 'off'} for {name}"
-              for name, phase in new.phases.items() if name in old.phases
-              and (old.phases[name].settings.autoscaling is None) != (phase.settings.autoscaling is None)]
+    turned = _turned(old, new)
     return f"autoscaling is turned {' and '.join(turned)}" if turned else "a phase's autoscaling policy changes"
 
 

@@ -299,3 +299,22 @@ RAY_AUTOSCALER_METRICS_PORT = 44217
 RAY_DASHBOARD_METRICS_PORT = 44227
 PROMETHEUS_PORT = 9090
 GRAFANA_PORT = 80
+
+# ---- The node autoscaler (issue 30 §2): Cluster Autoscaler on the GPU managed node groups ----
+# Chart cluster-autoscaler 9.59.0 (kubernetes/autoscaler cluster-autoscaler/charts/cluster-autoscaler/
+# Chart.yaml at tag cluster-autoscaler-chart-9.59.0, 2026-07-21; appVersion 1.35.0), the newest
+# chart as of 2026-12-01, from the project's Helm repository.
+CLUSTER_AUTOSCALER_CHART_REPO = "https://kubernetes.github.io/autoscaler"
+CLUSTER_AUTOSCALER_CHART = "cluster-autoscaler"
+CLUSTER_AUTOSCALER_VERSION = "9.59.0"
+CLUSTER_AUTOSCALER_NAMESPACE = "kube-system"
+CLUSTER_AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
+CLUSTER_AUTOSCALER_IMAGE = "registry.k8s.io/autoscaling/cluster-autoscaler"
+# Upstream recommends "the latest Cluster Autoscaler release that corresponds to the minor version of
+# Kubernetes that their cluster is running" (cluster-autoscaler/README.md, Releases): the newest
+# patch tag of each minor in kubernetes/autoscaler as of 2026-12-01 (tags cluster-autoscaler-<version>;
+# the image is published as v<version>).
+CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
+    "1.29": "v1.29.5", "1.30": "v1.30.7", "1.31": "v1.31.5", "1.32": "v1.32.7",
+    "1.33": "v1.33.6", "1.34": "v1.34.5", "1.35": "v1.35.2", "1.36": "v1.36.1",
+}

@@ -87,5 +87,9 @@ DCGM_GPU_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 POD_LABEL = "pod"
 POD_NAMESPACE_LABEL = "namespace"
 KUBE_POD_PHASE = "kube_pod_status_phase"
+# 1 while a pod's PodScheduled condition is False (no node fits it), absent otherwise: labels
+# namespace, pod, uid (kube-state-metrics internal/store/pod.go
+# `createPodStatusUnschedulableFamilyGenerator`, docs/metrics/workload/pod-metrics.md, STABLE).
+KUBE_POD_UNSCHEDULABLE = "kube_pod_status_unschedulable"
 KUBE_NODE_CONDITION = "kube_node_status_condition"
 KUBE_NODE_LABELS = "kube_node_labels"

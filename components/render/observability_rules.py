@@ -59,6 +59,11 @@ ENGINE_PRESENCE = m.GENERATION_TOKENS
 # The node labels kube-state-metrics must export in kube_node_labels for the GPU-node alert and the
 # dashboard's per-type node panel (its --metric-labels-allowlist=nodes=[...]).
 KUBE_STATE_NODE_LABELS = (next(iter(defaults.GPU_ROLE_LABEL)), defaults.INSTANCE_TYPE_LABEL)
+# How long a Ray pod may be unschedulable before it counts as waiting for a node that is not coming:
+# a new GPU node launches, boots, joins and gets its device plugins in a few minutes
+# (docs/scaling.md, "GPU nodes"); the node autoscaler gives up on one after 15 (its
+# --max-node-provision-time).
+PENDING_FOR_NODES_FOR = "10m"
 
 
 def phased(metric: str) -> str:
@@ -228,6 +233,18 @@ def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
                "node's conditions and the managed node group. Needs kube-state-metrics with "
                f"--metric-labels-allowlist=nodes=[{','.join(KUBE_STATE_NODE_LABELS)}].",
                "alert-gpu-node-not-ready"),
+        _alert("RaypdPodsPendingForNodes",
+               f'max by ({m.POD_NAMESPACE_LABEL}, {m.POD_LABEL}) '
+               f'({m.KUBE_POD_UNSCHEDULABLE}{{{m.POD_NAMESPACE_LABEL}="{spec.namespace}"}}) > 0',
+               PENDING_FOR_NODES_FOR, "warning",
+               "Pod {{ $labels.pod }} has waited " + PENDING_FOR_NODES_FOR + " for a node",
+               "A Ray pod of the deployment fits no node, longer than a new GPU node takes to "
+               "join: the node autoscaler cannot add one (its node group is at maxReplicas' size, "
+               "the region's vCPU quota is spent, or EC2 has no capacity for the type in the zone "
+               "or the placement group: InsufficientInstanceCapacity). The phase serves short of "
+               "its target. The pod's events say which (FailedScheduling, NotTriggerScaleUp, "
+               "TriggeredScaleUp); so does the kube-system/cluster-autoscaler-status ConfigMap.",
+               "alert-pods-pending-for-nodes"),
     ]
 
 

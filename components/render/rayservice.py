@@ -46,6 +46,7 @@ from components.config.spec import DeploymentSpec
 from components.plan.topology import DeploymentPlan, GpuGroupPlan
 from components.render import observability_names as metrics
 from components.render.model_access import service_account_name
+from components.render.node_autoscaler import busy_engine_annotations
 from components.render.ray_autoscaler import autoscaler_options, worker_group_bounds
 from components.render.rollout import rayservice_await_annotations
 from components.render.serve_autoscaling import code_version_policies
@@ -272,14 +273,15 @@ def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan, zone: Optional[str]
         **worker_group_bounds(group),
         "rayStartParams": start_params,
         "template": {
-            "metadata": {"labels": pod_labels(spec)},
+            # With autoscaling, the node autoscaler runs and must never evict a worker (its
+            # engine) to remove the node under it; without, the template stays as it was.
+            "metadata": {"labels": pod_labels(spec),
+                         **({"annotations": busy_engine_annotations()} if plan.autoscaling else {})},
             "spec": {
                 **_pod_identity(spec),
                 "nodeSelector": worker_node_selector(group, zone, node_set),
                 # Harmless where GPU nodes are untainted; needed where they carry the usual taint.
-                "tolerations": [
-                    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
-                ],
+                "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
                 "containers": [container],
                 "volumes": [
                     {"name": "dshm", "emptyDir": {"medium": "Memory"}},

@@ -18,6 +18,7 @@ import sys
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from pulumi.output import Unknown
 from pulumi.runtime import rpc
 
 from components.config import catalogue, defaults
@@ -90,6 +91,8 @@ def _secret_values(config: Mapping[str, Any], secret_keys: Iterable[str]) -> lis
 def _clean(value: Any, secrets: Sequence[str], key: Optional[str] = None) -> Any:
     if key in ALWAYS_SECRET_KEYS or rpc.is_rpc_secret(value):
         return SECRET
+    if isinstance(value, Unknown):  # an input only the real engine learns (a new group's ASG)
+        return UNKNOWN
     if isinstance(value, Mapping):
         return {str(k): _clean(v, secrets, str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -213,6 +216,9 @@ def gpu_node_groups(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
             "name": resource["parent"] or resource["name"],
             "instanceType": instance_type,
             "nodes": nodes,
+            # The limits the node autoscaler keeps the group within (equal to nodes: fixed).
+            "minNodes": inputs["scalingConfig"]["minSize"],
+            "maxNodes": inputs["scalingConfig"]["maxSize"],
             "gpusPerNode": hardware.gpus,
             "gpuModel": hardware.gpu_model,
             "gpus": nodes * hardware.gpus,
@@ -242,8 +248,10 @@ def render_summary(plan: Mapping[str, Any]) -> str:
             f"EFA on ({group['efaInterfacesPerNode']} interface(s)/node)" if group["efa"] else "no EFA"
         )
         labels = ",".join(f"{k}={v}" for k, v in sorted(group["labels"].items()))
+        scales = (f" (autoscaled {group['minNodes']}..{group['maxNodes']})"
+                  if group["minNodes"] != group["maxNodes"] else "")
         lines.append(
-            f"  {group['name']}: {group['nodes']} x {group['instanceType']}, "
+            f"  {group['name']}: {group['nodes']}{scales} x {group['instanceType']}, "
             f"{group['gpus']} GPU(s) ({group['gpusPerNode']} {group['gpuModel']}/node), {efa}, "
             f"AZ {group['availabilityZone']}, {group['diskSizeGb']} GB root, labels {labels}"
         )

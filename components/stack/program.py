@@ -19,6 +19,7 @@ from components.config.errors import FieldError, SpecError
 from components.config.spec import NAMESPACE, REGION_KEY, DeploymentSpec
 from components.plan import zones
 from components.plan.scaling import scaling_warnings
+from components.plan.scaling_bounds import group_node_bounds
 from components.plan.topology import DeploymentPlan, plan_deployment
 from components.render import rayservice
 from components.render.endpoint import endpoint_output
@@ -41,6 +42,7 @@ from components.stack.image_lookup import resolve_for_deploy
 from components.stack.model_read_role import ModelReadRole, ModelReadRoleArgs
 from components.stack.network import Network, NetworkArgs
 from components.stack.network_policies import NetworkPoliciesArgs, label_addon_namespace
+from components.stack.node_autoscaler import NodeAutoscaler, NodeAutoscalerArgs
 from components.stack.node_groups import GpuNodeGroup, GpuNodeGroupArgs, node_group_resource_name
 from components.stack.observability_stack import Observability, ObservabilityArgs
 from components.stack.pd_service import PdService, PdServiceArgs
@@ -136,9 +138,13 @@ def _ray_service(plan: DeploymentPlan, gpu_zone: str, network: Network, cluster:
             subnet_id=network.node_subnet_id_by_az[gpu_zone],
             tags=tags,
             node_set=node_set,
+            bounds=group_node_bounds(group),
+            cluster_name=spec.effective_cluster_name,
         ))
         for group in plan.groups
     ]
+    if plan.autoscaling:  # a fixed stack has nothing for it to move
+        _node_autoscaler(spec, cluster, tags, kubernetes)
     addons = Addons("addons", AddonsArgs(
         gpu_groups=tuple(plan.groups),
         kuberay_version=spec.kuberay_version,
@@ -168,6 +174,21 @@ def _ray_service(plan: DeploymentPlan, gpu_zone: str, network: Network, cluster:
             metrics_peers=_metrics_peers(spec),
         ),
         pod_security_version=policy_version,
+    ), opts=kubernetes)
+
+
+def _node_autoscaler(spec: DeploymentSpec, cluster: Cluster, tags: dict[str, str],
+                     kubernetes: pulumi.ResourceOptions) -> NodeAutoscaler:
+    """Cluster Autoscaler on the system nodes, moving the GPU groups within their limits
+    (issue 30 §2; components.render.node_autoscaler says why this autoscaler and how)."""
+    return NodeAutoscaler("node-autoscaler", NodeAutoscalerArgs(
+        cluster_name=spec.effective_cluster_name,
+        region=spec.region,
+        kubernetes_version=spec.kubernetes_version,
+        oidc_provider_arn=cluster.oidc_provider_arn,
+        oidc_issuer=cluster.oidc_issuer,
+        tags=tags,
+        wait_for=(cluster.system_node_group,),
     ), opts=kubernetes)
 
 

@@ -49,7 +49,9 @@ class Plan:
         """GPU ManagedNodeGroups by raypd group name (the parent GpuNodeGroup's plan name)."""
         groups = {}
         for component in self.of_type("raypd:cluster:GpuNodeGroup"):
-            (child,) = self.children_of(component["name"])
+            # Its other children are the node autoscaler's ASG tags.
+            (child,) = [c for c in self.children_of(component["name"])
+                        if c["type"] == "eks:index:ManagedNodeGroup"]
             groups[component["name"].removesuffix("-nodes")] = child
         return groups
 

@@ -30,9 +30,10 @@ def registered(config: dict[str, Any]) -> list[RegisteredResource]:
 
 def of_type(resources, type_token: str) -> list[RegisteredResource]:
     """Resources of a type, leaving out the endpoint's own (its LB controller role and policy,
-    its CRDs; tests/pulumi/test_endpoint_plan.py covers those)."""
+    its CRDs; tests/pulumi/test_endpoint_plan.py covers those) and the node autoscaler's
+    (tests/pulumi/test_node_autoscaler.py)."""
     return [r for r in resources if r.type == type_token
-            and not r.name.startswith(("lb-controller-", "endpoint-"))]
+            and not r.name.startswith(("lb-controller-", "endpoint-", "node-autoscaler-"))]
 
 
 @pytest.fixture(scope="module")

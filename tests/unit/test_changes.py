@@ -219,12 +219,15 @@ AUTOSCALING = {"minReplicas": 1, "maxReplicas": 4, "targetOngoingRequests": 8, "
     ({}, {"raypd:decode": {"autoscaling": AUTOSCALING}}, "turned on for decode"),
     ({"raypd:prefill": {"autoscaling": AUTOSCALING}}, {}, "turned off for prefill"),
 ])
-def test_turning_autoscaling_on_or_off_restarts_the_engines_and_says_why(old, new, turned):
-    """Ray 2.58's get_app_code_version lists each override's autoscaling policy: a new code version."""
+def test_turning_autoscaling_on_or_off_builds_a_new_ray_cluster_and_says_why(old, new, turned):
+    """The node autoscaler runs only on an autoscaled stack, and then every Ray worker carries its
+    do-not-evict annotation: a new pod template, so KubeRay builds a new Ray cluster (a stack that
+    never autoscales keeps its template as it was). Ray 2.58 would restart the engines anyway:
+    get_app_code_version lists each override's autoscaling policy."""
     result = assessment(old, new)
-    assert result.kind == Kind.RESTART_ENGINES and result.disruptive
-    (effect,) = result.effects
-    assert f"autoscaling is {turned}" in effect.detail and "get_app_code_version" in effect.detail
+    assert result.kind == Kind.NEW_RAY_CLUSTER and result.disruptive
+    (effect,) = [e for e in result.effects if e.subject == "the Ray cluster"]
+    assert f"autoscaling is {turned}" in effect.detail and "do-not-evict annotation" in effect.detail
     assert [c.name for c in result.choices] == ["inPlace", "newCluster"]
     assert result.choices[1].downtime_seconds == 0
 
@@ -246,3 +249,29 @@ def test_a_zero_downtime_stack_turns_autoscaling_on_without_downtime():
     result = assessment({"raypd:upgradeStrategy": "newCluster"},
                         {"raypd:upgradeStrategy": "newCluster", "raypd:decode": {"autoscaling": AUTOSCALING}})
     assert result.chosen.name == "newCluster" and result.chosen.downtime_seconds == 0
+
+
+# ---- issue 30: the node groups' size limits (decode scales 1..4, or 2..3) ----
+
+def _decode_scaling(replicas: int, low: int, high: int) -> dict[str, Any]:
+    return {"raypd:decode": {"replicas": replicas, "autoscaling": {
+        "minReplicas": low, "maxReplicas": high, "targetOngoingRequests": 8}}}
+
+
+def test_new_size_limits_are_an_in_place_resize_of_the_node_group():
+    # The reference's shared group: prefill 1 + decode 2..2 = 3..3 nodes -> 1 + (1..4) = 2..5.
+    result = assessment(_decode_scaling(2, 2, 2), _decode_scaling(2, 1, 4))
+    assert result.kind == Kind.IN_PLACE and not result.disruptive
+    (limits,) = [e for e in result.effects if e.subject == "GPU node group gpu"]
+    assert limits.kind == Kind.IN_PLACE and limits.downtime_seconds == 0
+    assert "size limits 3..3 -> 2..5 x g6.8xlarge: an in-place resize of the node group" in limits.detail
+    assert "EKS, not Ray" not in limits.detail  # a higher maximum drains nothing
+
+
+def test_a_lower_maximum_says_eks_may_drain_a_single_engines_node():
+    result = assessment(_decode_scaling(2, 1, 4), _decode_scaling(3, 2, 3))
+    (limits,) = [e for e in result.effects if e.subject == "GPU node group gpu"]
+    assert "size limits 2..5 -> 3..4" in limits.detail
+    assert "grow to 3 at once" in limits.detail and "shrink to 4" in limits.detail
+    # Prefill keeps one engine on the shared group: the node EKS drains may be its.
+    assert "EKS, not Ray, picks the nodes to drain" in limits.detail and limits.downtime_seconds > 0

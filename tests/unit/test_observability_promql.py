@@ -35,10 +35,11 @@ from tests.unit import prom_captures as cap
 
 # Metrics no capture holds (DCGM and kube-state-metrics do not run on this machine): their queries
 # must parse, need not answer. Every other query must answer on the real captures.
-NOT_CAPTURED = (m.DCGM_GPU_ACTIVE, m.KUBE_POD_PHASE, m.KUBE_NODE_LABELS, m.KUBE_NODE_CONDITION)
+NOT_CAPTURED = (m.DCGM_GPU_ACTIVE, m.KUBE_POD_PHASE, m.KUBE_NODE_LABELS, m.KUBE_NODE_CONDITION,
+                m.KUBE_POD_UNSCHEDULABLE)
 ALERTS = ("RaypdNixlTransferFailed", "RaypdKvExpired", "RaypdDecodeKvCacheFull",
           "RaypdDecodeRequestsWaiting", "RaypdTtftAboveSlo", "RaypdEngineStoppedReporting",
-          "RaypdGpuNodeNotReady")
+          "RaypdGpuNodeNotReady", "RaypdPodsPendingForNodes")
 
 
 def _spec() -> Any:
@@ -53,7 +54,7 @@ def _write_rules(directory: Path) -> Path:
 
 # One bad scenario per alert (two for NIXL failures: a counter that moves, and Ray's born at 1).
 SCENARIOS = ("failed-increase", "failed-born", "expired", "kv-full", "decode-waiting", "ttft",
-             "engine-gone", "node-not-ready")
+             "engine-gone", "node-not-ready", "pending-for-nodes")
 
 
 def _good_capture() -> list[cap.Series]:
@@ -180,7 +181,22 @@ def _bad_scenarios() -> dict[str, dict[str, Any]]:
     values[f'{m.KUBE_NODE_CONDITION}{{condition="Ready",status="true",{node}}}'] = "1x5 0x35"
     values[f'{m.KUBE_NODE_LABELS}{{label_role="gpu-worker",{node}}}'] = "1x40"
     scenarios["node-not-ready"] = _scenario(values, {"RaypdGpuNodeNotReady"})
+
+    # A decode worker pod fits no node from minute 5 on (no GPU node came: quota, capacity).
+    values = _values(good)
+    values[_unschedulable(_spec().namespace, "ray-llm-raycluster-7xk2q-decode-worker-4t9zp")] = "_x5 1x35"
+    scenarios["pending-for-nodes"] = _scenario(values, {"RaypdPodsPendingForNodes"})
     return scenarios
+
+
+def _unschedulable(namespace: str, pod: str) -> str:
+    """kube_pod_status_unschedulable as kube-state-metrics exports it (labels namespace, pod, uid;
+    internal/store/pod.go) and kube-prometheus-stack's ServiceMonitor scrapes it (honorLabels, so
+    namespace and pod are the pod's; the target's job, instance, service and container beside)."""
+    return (f'kube_pod_status_unschedulable{{namespace="{namespace}",pod="{pod}",'
+            f'uid="0f1c2d3e-4b5a-6978-8a9b-0c1d2e3f4a5b",job="kube-state-metrics",'
+            f'instance="10.0.1.23:8080",container="kube-state-metrics",endpoint="http",'
+            f'service="kube-prometheus-stack-kube-state-metrics"}}')
 
 
 def _promtool_test(tmp_path: Path, tests: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
@@ -294,6 +310,16 @@ def test_an_idle_engine_whose_gauges_ray_stopped_exporting_raises_no_alert(tmp_p
     for series in idle:
         values[series.selector()] = f"{series.value!r}x10 stale"
     done = _promtool_test(tmp_path, [_scenario(values, set(), at="30m")])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_pod_waiting_while_its_node_joins_or_outside_the_deployment_raises_no_alert(tmp_path: Path) -> None:
+    """Unschedulable for 6 minutes (a GPU node being added) and then running: no alert; a pod
+    of another namespace waiting all along is not this deployment's."""
+    values = _values(_good_capture())
+    values[_unschedulable(_spec().namespace, "ray-llm-raycluster-7xk2q-decode-worker-8b2mc")] = "_x5 1x6 _x29"
+    values[_unschedulable("batch-jobs", "etl-7d9f8c-x2v4q")] = "1x40"
+    done = _promtool_test(tmp_path, [_scenario(values, set(), at="14m"), _scenario(values, set(), at="30m")])
     assert done.returncode == 0, done.stdout + done.stderr
 
 
