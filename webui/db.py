@@ -6,8 +6,8 @@ PostgreSQL database (team mode): deployments, jobs and the per-deployment lock a
 all of them. The schema is owned by Alembic (webui/migrations), applied at start-up, so a store
 written by an older raypd is upgraded in place instead of being refused or silently misread.
 
-A database URL may carry a password: it is registered with webui.redact at once, and only the
-URL with its password hidden is ever put in a message.
+A database URL may carry a password: only the URL with its password hidden is ever put in a
+message (and webui.redact masks a URL's `user:password@` in any text that quotes one).
 """
 
 from __future__ import annotations
@@ -36,8 +36,6 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-
-from webui.redact import remember_secret
 
 logger = logging.getLogger(__name__)
 
@@ -81,10 +79,6 @@ def parse_url(value: Union[str, Path, URL]) -> URL:
             raise DatabaseUrlError(
                 "RAYPD_DATABASE_URL is not a database URL (expected postgresql://user:password@host:port/db)"
             ) from None
-    remember_secret(url.password if isinstance(url.password, str) else None)
-    query_password = url.query.get("password")
-    for secret in (query_password if isinstance(query_password, tuple) else (query_password,)):
-        remember_secret(secret)
     backend = url.get_backend_name()
     if backend == "postgres":  # the old spelling some hosting providers still hand out
         url = url.set(drivername="postgresql")

@@ -30,7 +30,6 @@ from webui.engines.base import OPERATIONS, Engine, EngineError, EngineUnavailabl
 from webui.engines.select import EngineSet
 from webui.jobs import Busy, JobRunner
 from webui.pending_changes import DEPLOYED_LABEL, deployed_kind, discard_target, left_after_discard
-from webui.redact import remember_secret
 from webui.resource_steps import config_diff
 from webui.status import CHECK_OPERATIONS, RUNNING_STATUS, Standing
 from webui.store import STORE_ERRORS, NameTaken, Store
@@ -90,7 +89,6 @@ class Deployments(DeploymentReads):
             problems.extend(exc.errors)
         if problems:
             raise SpecError(problems)
-        remember_secret(token)  # from now on masked in every event, error and log line
         return spec, token
 
     def create(self, name: Any, config: Mapping[str, Any], actor: str) -> dict[str, Any]:
@@ -139,8 +137,6 @@ class Deployments(DeploymentReads):
         if new_token is not None:
             merged[HF_TOKEN_KEY] = SECRET_PLACEHOLDER  # the spec only needs to know one is set
         spec = DeploymentSpec.from_config(merged, name, strict=True)
-        if new_token is not None:
-            remember_secret(new_token)
         public = spec.public_config()
         removed = sorted(set(record["config"]) - set(public))
         changed = [item["key"] for item in config_diff(record["config"], public)]
