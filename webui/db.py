@@ -12,10 +12,11 @@ message (and webui.redact masks a URL's `user:password@` in any text that quotes
 
 from __future__ import annotations
 
+import errno
 import logging
 import sqlite3
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from sqlalchemy import (
     BigInteger,
@@ -53,6 +54,32 @@ except ImportError:  # pragma: no cover - requirements.txt pins it
 STORE_ERRORS: tuple[type[BaseException], ...] = (
     DBAPIError, PoolTimeout, sqlite3.Error, *_PSYCOPG_ERRORS, OSError,
 )
+
+
+# The OS's ways of saying "no space": a full disk, a full quota.
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_DISK_FULL_WORDS = ("disk is full", "no space left on device", "disk full", "quota exceeded")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether a store error means the disk (or the quota) is full: the file is fine, and the
+    same call works once space is freed. SQLite says "database or disk is full" (SQLITE_FULL);
+    PostgreSQL "could not extend file ...: No space left on device" (SQLSTATE 53100, disk_full);
+    the OS ENOSPC or EDQUOT. Looks through SQLAlchemy's wrapper and the exception's causes."""
+    seen: set[int] = set()
+    current: Optional[BaseException] = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        inner = current.orig if isinstance(current, DBAPIError) and current.orig is not None else current
+        if isinstance(inner, OSError) and inner.errno in NO_SPACE_ERRNOS:
+            return True
+        if getattr(inner, "sqlstate", None) == "53100":
+            return True
+        words = str(inner).lower()
+        if any(word in words for word in _DISK_FULL_WORDS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class DatabaseUrlError(ValueError):
