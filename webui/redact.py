@@ -46,15 +46,16 @@ _FIELDS = (
     re.compile(rf"(?i)({_FIELD_NAME}[\"']\s*:\s*[\"'])[^\s\"']{{6,}}"),  # JSON (a quoted value only)
     re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s/@]+(?=@)"),
 )
-# Keys of a JSON-like value whose value is a credential, whole (compared without case, after the
-# config namespace: `raypd:hfToken` is `hftoken`): the spec's token, the stack outputs' kubeconfig and
-# API key, and the usual names of passwords and tokens. Exact names only: `hasHfToken` or
-# `output_tokens_per_s` are not secrets.
+# Keys of a JSON-like value whose value is a credential, whole. Compared after the config namespace
+# and without case or punctuation (`raypd:hfToken`, `hf_token` and `HF-TOKEN` are `hftoken`): the
+# spec's token, the stack outputs' kubeconfig and API key, kubeconfig credentials, and any key that
+# ends in password or passphrase (KubeRay's GCS `redisPassword`, a database's). Exact names
+# otherwise: `hasHfToken` or `output_tokens_per_s` are not secrets.
 SECRET_KEYS = frozenset({
-    "hftoken", "hf_token", "hugging_face_hub_token", "apikey", "api_key", "kubeconfig", "password",
-    "passphrase", "pulumi_config_passphrase", "token", "access_token", "client-key-data",
-    "client-certificate-data", "aws_secret_access_key", "authorization",
+    "hftoken", "huggingfacehubtoken", "apikey", "kubeconfig", "token", "accesstoken", "clientkeydata",
+    "clientcertificatedata", "awssecretaccesskey", "authorization",
 })
+SECRET_KEY_ENDINGS = ("password", "passphrase")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|<\{%[a-z]+%\}>")
 
 
@@ -70,7 +71,10 @@ def redact(text: str) -> str:
 
 def is_secret_key(key: Any) -> bool:
     """Whether a JSON-like value's key names a credential (see SECRET_KEYS)."""
-    return isinstance(key, str) and key.rpartition(":")[2].lower() in SECRET_KEYS
+    if not isinstance(key, str):
+        return False
+    name = re.sub(r"[^a-z0-9]", "", key.rpartition(":")[2].lower())
+    return name in SECRET_KEYS or name.endswith(SECRET_KEY_ENDINGS)
 
 
 def redact_value(value: Any) -> Any:

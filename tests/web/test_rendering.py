@@ -115,9 +115,11 @@ def test_secrets_are_known_by_their_field_and_format_not_their_value():
     # The same words where no field says they are a secret stay as they are.
     assert redact("network-private-us-east-2a hunter22") == "network-private-us-east-2a hunter22"
     value = {"raypd:hfToken": "us-east-2", "aws:region": "us-east-2", "hasHfToken": True,
-             "outputs": {"kubeconfig": "apiVersion: v1", "apiKey": None, "region": "us-east-2"}}
+             "outputs": {"kubeconfig": "apiVersion: v1", "apiKey": None, "region": "us-east-2"},
+             "gcs": {"redisPassword": "us-east-2", "output_tokens_per_s": 3}}
     assert redact_value(value) == {"raypd:hfToken": "[secret]", "aws:region": "us-east-2", "hasHfToken": True,
-                                   "outputs": {"kubeconfig": "[secret]", "apiKey": None, "region": "us-east-2"}}
+                                   "outputs": {"kubeconfig": "[secret]", "apiKey": None, "region": "us-east-2"},
+                                   "gcs": {"redisPassword": "[secret]", "output_tokens_per_s": 3}}
 
 
 def test_ordinary_text_is_left_alone():
