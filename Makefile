@@ -20,14 +20,14 @@ test: $(VENV)/.installed
 	./scripts/ensure-prometheus
 	$(PY) -m ruff check .
 	$(PY) -m mypy components serve webui perf
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup $(ARGS)
 
 # Before every commit: lint, types and the tests that need no browser, subprocess-heavy scenario,
 # real engine or tool install (the `slow` and `browser` markers); a few minutes on 2 cores.
 test-fast: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m mypy components serve webui perf
-	RAYPD_SKIP_REAL_VLLM=1 $(PY) -m pytest -m "not slow and not browser" $(ARGS)
+	RAYPD_SKIP_REAL_VLLM=1 $(PY) -m pytest -n 2 -m "not slow and not browser" $(ARGS)
 
 # The real vLLM prefill/decode pair and Ray Serve LLM on CPU (tests/real): builds their own cached
 # venv first (scripts/ensure-real-vllm; minutes once, seconds after), then runs only those tests.

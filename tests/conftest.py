@@ -21,6 +21,8 @@ import shutil
 import tempfile
 from typing import Any, Optional
 
+import pytest
+
 _AWS_IDENTITY = (
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
     "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ROLE_ARN",
@@ -63,3 +65,17 @@ def pytest_unconfigure(config: object) -> None:
         _suite_hub.stop()
     if _suite_pulumi_home is not None:
         shutil.rmtree(_suite_pulumi_home, ignore_errors=True)
+
+
+# The real engines (tests/real) share one vLLM pair and one Ray cluster per process and hold the
+# machine's real-engine lock (tests/real/machine_lock.py) while they live: under `pytest -n 2
+# --dist loadgroup` (make test) they all go to one worker, which keeps them one set at a time while
+# the other worker runs the rest of the suite.
+REAL_ENGINES_GROUP = "real-engines"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    real = os.path.join("tests", "real") + os.sep
+    for item in items:
+        if real in str(item.path):
+            item.add_marker(pytest.mark.xdist_group(REAL_ENGINES_GROUP))

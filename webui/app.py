@@ -12,18 +12,21 @@ from werkzeug.exceptions import HTTPException
 
 from components.config import catalogue
 from components.config.checks import report_verdict
+from components.render.outputs import placeholders_under
 from webui import api, pages
 from webui.api_key_service import ApiKeyService
 from webui.benchmarking import BenchmarkService
 from webui.deployments.commands import Deployments
-from webui.deployments.errors import NotFound
+from webui.deployments.errors import FORCE_LABEL, NotFound
 from webui.deployments.upgrades import complete_deployed_records, complete_stack_files
+from webui.docs_pages import link_doc_references
 from webui.engines.base import OFFLINE_NOTICE
 from webui.engines.pulumi_cli import CliDiscovery, find_pulumi_cli
 from webui.engines.select import EngineSet, select_engines
 from webui.engines.workdir import sweep_stale_work_dirs
 from webui.errors import api_error, render_error
 from webui.jobs import JobRunner
+from webui.pages.docs import doc_url
 from webui.security import init_security
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
@@ -49,7 +52,17 @@ def _when(value: Any) -> str:
 
 
 def _usd(value: Any) -> str:
+    """A rate: what something costs per hour while it runs."""
     return "—" if value is None else f"${value:,.2f}/h"
+
+
+def _usd_over(value: Any, seconds: Any) -> str:
+    """A total: what something costs over the while it runs ("$1.54 over ~23 min"), never "/h"."""
+    if value is None:
+        return "unknown"
+    minutes = max(1, round(float(seconds or 0) / 60))
+    spell = f"~{minutes} min" if minutes < 120 else f"~{minutes / 60:.1f} h"
+    return f"${value:,.2f} over {spell}"
 
 
 def create_app(
@@ -108,10 +121,14 @@ def _state(settings: Settings, engines: EngineSet) -> Raypd:
 
 def _template_helpers(app: Flask, engines: EngineSet) -> None:
     app.jinja_env.filters["when"] = _when
-    app.jinja_env.filters["usd"] = _usd
+    app.jinja_env.filters["usd"] = _usd  # rates (per hour)
+    app.jinja_env.filters["usd_over"] = _usd_over  # totals (over a while)
     app.jinja_env.filters["tone"] = tone
     app.jinja_env.filters["verdict"] = report_verdict  # a report's badge: ok | failed | not checked
+    app.jinja_env.filters["placeholders_under"] = placeholders_under  # an offline plan's made-up values
+    app.jinja_env.filters["doclinks"] = lambda text: link_doc_references(text, doc_url)  # "see docs/x.md"
     app.jinja_env.globals["OFFLINE_NOTICE"] = OFFLINE_NOTICE
+    app.jinja_env.globals["FORCE_LABEL"] = FORCE_LABEL
     app.jinja_env.globals["price_basis"] = catalogue.price_basis  # said next to every cost shown
     app.jinja_env.globals["PRICE_REGION"] = catalogue.PRICE_REGION
     app.jinja_env.globals["engine_banner"] = engines.banner

@@ -248,12 +248,22 @@ def values_from_config(name: str, config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def form_to_patch(form: Mapping[str, str]) -> tuple[dict[str, Any], list[FieldError]]:
-    """The change form -> a PATCH body's config: every shown key; an optional field left empty
-    resets its key (None); an empty token field keeps the token the stack has."""
+    """The change form -> a PATCH body's config, applied as the API's PATCH is (a JSON Merge Patch,
+    webui.merge_patch): every shown key; an optional field left empty resets its key (None), a
+    nested one too, since a merge keeps a sub-key the patch leaves out; an empty token field keeps
+    the token the stack has. Keys of the other mode's sections are left out, so they keep their values."""
     _, config, errors = form_to_config(form)
+    mode = _form_mode(form)
     for field in FIELDS:
-        if field.optional and field.kind != "password" and "." not in field.key and field.key not in config:
-            config[field.key] = None
+        if not field.optional or field.kind == "password" or field.key == NAME_FIELD:
+            continue
+        if field.mode is not None and field.mode != mode:
+            continue
+        top, _, sub = field.key.partition(".")
+        if not sub:
+            config.setdefault(top, None)
+        elif isinstance(config.setdefault(top, {}), dict):
+            config[top].setdefault(sub, None)
     return config, errors
 
 
@@ -306,9 +316,14 @@ def _convert(field: Field, raw: str) -> Any:
     return raw.strip() if field.kind != "password" else raw
 
 
+def _form_mode(form: Mapping[str, str]) -> str:
+    """The serving mode the form was submitted in (its sections are the ones shown)."""
+    return (form.get("raypd:mode") or defaults.MODE).strip()
+
+
 def form_to_config(form: Mapping[str, str]) -> tuple[str, dict[str, Any], list[FieldError]]:
     """Form values -> (name, Contract 1 config, type errors). Values are checked by the spec later."""
-    mode = (form.get("raypd:mode") or defaults.MODE).strip()
+    mode = _form_mode(form)
     config: dict[str, Any] = {}
     errors: list[FieldError] = []
     name = str(form.get(NAME_FIELD, "")).strip()

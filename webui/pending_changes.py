@@ -13,6 +13,8 @@ deploy had none) is simply removed again.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal, Mapping, Optional
 
 from components.config.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER
@@ -85,3 +87,29 @@ def left_after_discard(deployed: Mapping[str, Any], current: Mapping[str, Any],
     if HF_TOKEN_KEY in deployed and HF_TOKEN_KEY not in current:
         return TOKEN_REMOVED
     return None
+
+
+# ---- which settings a check report was made for (issue 29 §2: reports that no longer apply) ----
+
+# The key of a stored check report that names the settings it was made for (never in an answer).
+REPORT_SETTINGS_KEY = "settings"
+STALE_PREFLIGHT = ("made for other settings: the stack's settings were changed or discarded since; "
+                   "run the preflight again")
+STALE_VERIFY = "made for other settings: what runs was deployed since; verify again"
+
+
+def settings_digest(config: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """A short fingerprint of a Contract 1 config (None for none): equal settings, equal digest."""
+    if config is None:
+        return None
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
+
+
+def report_staleness(kind: str, made_for: Optional[str], current: Optional[str]) -> Optional[str]:
+    """Why a stored report no longer applies, or None. A preflight is made for the stack's settings,
+    a verify for what runs (the deployed ones): a report for other settings tells of a stack that
+    is not there any more. A report stored without its settings (an older raypd) is taken as is."""
+    if made_for is None or made_for == current:
+        return None
+    return STALE_PREFLIGHT if kind == "preflight" else STALE_VERIFY

@@ -322,7 +322,8 @@ def consequences(steps: Iterable[Mapping[str, Any]],
             f"billed) meanwhile ({_minutes(gpu_group_s)} for the new nodes)")
     if "system-nodes-replaced" in found:
         notes.append(f"the system node group is replaced ({_minutes(system_group_s)} for the new one); "
-                     "the Ray head, the KubeRay operator and CoreDNS move to it")
+                     "the Ray head, the KubeRay operator, CoreDNS and the endpoint's proxy (a single "
+                     "pod: the endpoint is down while it moves) go to it")
     for role in ("gpu", "system"):
         if f"{role}-nodes-roll" in found and "kubernetes-upgrade" not in found:
             notes.append(

@@ -30,7 +30,7 @@ from components.changes.cluster import (
 )
 from components.changes.effects import Assessment, Effect, Kind, Strategy, minutes
 from components.changes.endpoint import endpoint_effects
-from components.changes.node_groups import node_group_changes
+from components.changes.node_groups import node_group_changes, system_zone_migration
 from components.changes.observability import observability_effects
 from components.changes.rayservice import Side, rayservice_effects
 from components.config.spec import DeploymentSpec
@@ -59,6 +59,10 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
     rolled = list(new.groups) if version is not None and version.kind == Kind.ROLL_NODES else []
     nodes = node_group_changes(old, new, deployed_zone)
     effects += nodes.effects
+    moved = system_zone_migration(deployed_outputs)
+    if moved is not None:
+        effects.append(moved)
+        nodes.system_replaced = True
     rolled += nodes.rolled
     serving, rebuild = rayservice_effects(Side(old, nodes.old_zone), Side(new, nodes.new_zone),
                                           on_new_nodes=bool(nodes.replaced) or nodes.system_replaced)
@@ -66,7 +70,7 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
     effects += addon_effects(before, after)
     effects += api_access_effects(before, after)
     effects += endpoint_effects(before.endpoint, after.endpoint)
-    metrics = observability_effects(before.observability, after.observability, deployed_outputs)
+    metrics = observability_effects(before, after, deployed_outputs)
     effects += metrics
     rebuild = rebuild or any(effect.kind == Kind.NEW_RAY_CLUSTER for effect in metrics)
     effects += admin_access_effects(before, after)

@@ -73,16 +73,17 @@ def _extra_words(strategy: Strategy) -> str:
 def settings_table() -> str:
     """The markdown table of every setting: what a change does, its downtime and extra capacity."""
     rows = ["| setting | example | what a change does | downtime in place | extra capacity in place "
-            "| zero downtime instead |", "|---|---|---|---|---|---|"]
+            "| with `newCluster` instead |", "|---|---|---|---|---|---|"]
     for setting, example, before, after in EXAMPLES:
         result = assess(plan_deployment(DeploymentSpec.from_config(before, "dev")),
                         plan_deployment(DeploymentSpec.from_config(after, "dev")), DOC_ZONE)
         kinds = ", ".join(dict.fromkeys(e.kind.words for e in result.effects))
         in_place = next((c for c in result.choices if c.name == "inPlace"), result.chosen)
         zero = next((c for c in result.choices if c.name == "newCluster"), None)
-        alternative = (f"no downtime; {_extra_words(zero)} (~${zero.extra_usd:g})"
-                       if zero is not None and zero.extra_usd is not None else
-                       "-" if zero is None else f"no downtime; {_extra_words(zero)}")
+        alternative = "-" if zero is None else (
+            ("no downtime" if not zero.downtime_seconds else
+             f"{minutes(zero.downtime_seconds)} of downtime") + f"; {_extra_words(zero)}"
+            + (f" (~${zero.extra_usd:g})" if zero.extra_usd is not None else ""))
         rows.append(f"| `{setting}` | {example} | {kinds} | {_downtime_words(in_place.downtime_seconds)} "
                     f"| {_extra_words(in_place)} | {alternative} |")
     return "\n".join(rows) + "\n"

@@ -4,14 +4,20 @@ Read with the rules of what acts on each object:
 
 - Pulumi updates the EnvoyProxy, the Gateway, the routes and the policies in place (custom
   resources: a changed spec is a patch); Envoy Gateway then reconfigures the proxies without
-  dropping established connections, and updates the proxy Service in place (ClusterIP <->
-  LoadBalancer is an in-place Service update in Kubernetes).
-- The AWS Load Balancer Controller replaces the NLB when its scheme changes (internal <->
-  internet-facing): aws-load-balancer-controller pkg/deploy/elbv2/load_balancer_synthesizer.go,
-  `isSDKLoadBalancerRequiresReplacement` (type or scheme differ). A new NLB has a new DNS name: the
-  `endpoint.url` output changes and clients of the old name lose the endpoint until they move
-  (or until the DNS record of `raypd:endpoint.host` points at the new one). Serving inside the
-  cluster is not interrupted.
+  dropping established connections. Its proxy Service is a ClusterIP in every scope.
+- The NLB belongs to raypd's own LoadBalancer Service, one per scope (components.render.endpoint_lb,
+  components.stack.endpoint_stack). cluster -> vpc/internet creates it; `up` waits until the
+  controller has written the new NLB's name into it, and `endpoint.url` is that name.
+  vpc <-> internet (an NLB's scheme cannot change: the controller would replace it,
+  aws-load-balancer-controller pkg/deploy/elbv2/load_balancer_synthesizer.go
+  `isSDKLoadBalancerRequiresReplacement`) creates the other scope's Service and NLB first, then
+  deletes the old Service and waits for its NLB to be deleted. A new NLB has a new DNS name: the
+  `endpoint.url` output changes and clients of the old name lose the endpoint until they move (or
+  until the DNS record of `raypd:endpoint.host` points at the new one). Serving inside the cluster
+  is not interrupted.
+- vpc/internet -> cluster deletes the Service first and waits until the controller has deleted
+  the NLB, its target groups and security groups (its finalizer); only then is the controller's
+  release removed, so nothing is left behind in AWS.
 - Source ranges become the NLB security group's rules (in place); a certificate change is a
   listener update (in place); adding or removing the certificate turns the TCP:80 listener into
   TLS:443 or back (a listener replaced on the same NLB: same name, new URL scheme and port).
@@ -65,16 +71,22 @@ def _scope_effect(before: EndpointSpec, after: EndpointSpec) -> Effect:
     subject = f"{SUBJECT}.scope"
     if not before.load_balanced:
         return Effect(subject, Kind.IN_PLACE, (
-            f"cluster -> {after.scope}: the AWS Load Balancer Controller is installed, the gateway's "
-            "Service becomes a LoadBalancer in place and a new NLB is created (a few minutes); "
-            "in-cluster clients keep working, endpoint.url becomes the NLB's address"))
+            f"cluster -> {after.scope}: the AWS Load Balancer Controller is installed and a "
+            f"LoadBalancer Service for the gateway's proxies is created; the controller makes an "
+            f"{_scheme(after)} NLB for it (a few minutes; `up` waits for its name) and endpoint.url "
+            "becomes that name; in-cluster clients keep working"))
     if not after.load_balanced:
         return Effect(subject, Kind.NEW_LOAD_BALANCER, (
-            f"{before.scope} -> cluster: the NLB is deleted, so every client outside the cluster "
-            "loses the endpoint; the gateway's Service stays, as a ClusterIP, for pods in the "
-            "cluster (the AWS Load Balancer Controller is removed)"))
+            f"{before.scope} -> cluster: the NLB's Service is deleted and `up` waits until the AWS "
+            "Load Balancer Controller has deleted the NLB, its target groups and security groups; "
+            "only then is the controller removed. Every client outside the cluster loses the "
+            "endpoint; the gateway's ClusterIP Service stays for pods in the cluster"))
     return Effect(subject, Kind.NEW_LOAD_BALANCER, (
-        f"{before.scope} -> {after.scope}: an NLB's scheme cannot change, so the AWS Load Balancer "
-        "Controller replaces it (internal <-> internet-facing, other subnets): a new DNS name, "
-        "endpoint.url changes, and clients of the old name lose the endpoint until they move; "
-        "serving in the cluster is not interrupted"))
+        f"{before.scope} -> {after.scope}: an NLB's scheme cannot change, so a new {_scheme(after)} "
+        "NLB (other subnets) is created first, with its own Service, and endpoint.url becomes its "
+        "name; then the old NLB is deleted. A new DNS name: clients of the old name lose the "
+        "endpoint until they move; serving in the cluster is not interrupted"))
+
+
+def _scheme(endpoint: EndpointSpec) -> str:
+    return "internet-facing" if endpoint.scope == "internet" else "internal"

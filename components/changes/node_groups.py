@@ -11,12 +11,13 @@ ones one by one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from components.changes.effects import Effect, Kind, minutes
 from components.config.spec import DeploymentSpec
 from components.plan.durations import CHANGE_TIMES, TYPICAL_SECONDS
 from components.plan.topology import DeploymentPlan, GpuGroupPlan
+from components.render.outputs import SYSTEM_ZONE_KEY
 
 UNRESOLVED_ZONE = "(resolved at deploy time)"
 
@@ -70,20 +71,38 @@ def node_group_changes(old: DeploymentPlan, new: DeploymentPlan,
             "it was created in; any other zone is refused before anything changes): the two zones "
             "swap, the EKS cluster's subnets are updated in place (no new control plane), the GPU "
             "node groups move with new subnets (above), and the NAT gateway moves (the old one "
-            "first: a few minutes without internet egress from the nodes)",
+            "first: a few minutes without internet egress from the nodes); the system nodes, and "
+            "the metrics stack's volumes, stay in their zone",
         ))
     changes.superseded += [old_groups[name] for name in sorted(set(old_groups) - set(new_groups))]
     return changes
 
 
+def endpoint_proxy_move_seconds(after: DeploymentSpec) -> float:
+    """How long the endpoint is down while its proxy moves off drained system nodes: Envoy
+    Gateway runs one proxy pod with no disruption budget (components.plan.typical_durations [eg-1.9]),
+    and behind a load balancer the new pod serves only once the NLB has registered it."""
+    seconds = CHANGE_TIMES["endpoint-proxy-move"].seconds
+    if after.endpoint.load_balanced:
+        seconds += CHANGE_TIMES["nlb-target-registration"].seconds
+    return seconds
+
+
 def _system_nodes(before: DeploymentSpec, after: DeploymentSpec, changes: NodeGroupChanges) -> None:
     if before.system_nodes.instance_type != after.system_nodes.instance_type:
         changes.system_replaced = True
+        proxy = endpoint_proxy_move_seconds(after)
+        # Not the Ray cluster's doing, so a zero-downtime switch does not avoid it: the old system
+        # nodes drain at the end of the update whichever strategy runs (node_group_changes).
         changes.effects.append(Effect(
             "raypd:systemNodes.instanceType", Kind.REPLACE_NODES,
             "the system node group is replaced (the new one first); the Ray head moves to it with "
-            "a new Ray cluster (below), and the KubeRay operator and CoreDNS move when the old "
-            "nodes drain at the end of the update",
+            "a new Ray cluster (below), and the KubeRay operator, CoreDNS and the endpoint's proxy "
+            "move when the old nodes drain at the end of the update. The proxy is a single pod, so "
+            "the endpoint is down until it runs on the new node"
+            + (" and the load balancer has registered it" if after.endpoint.load_balanced else "")
+            + f" ({minutes(proxy)}, whichever the strategy)",
+            proxy,
         ))
     elif before.system_nodes.count != after.system_nodes.count:
         warm_cluster = CHANGE_TIMES["ray-cluster-warm-nodes"].seconds
@@ -96,6 +115,29 @@ def _system_nodes(before: DeploymentSpec, after: DeploymentSpec, changes: NodeGr
                 f"({minutes(warm_cluster)} of downtime)"),
             0.0 if grows else warm_cluster,
         ))
+
+
+def system_zone_migration(deployed_outputs: Optional[Mapping[str, Any]]) -> Optional[Effect]:
+    """The first `up` by this raypd of a stack whose system node group spans both zones (its outputs
+    have a schemaVersion but no `systemZone`): the group moves into one zone
+    (components.plan.zones.system_zone), a new subnet list, so pulumi-eks replaces it. Its Ray head
+    is evicted when the old group drains at the end of the update; KubeRay starts a new head on the
+    new node, which pulls the image first, and the workers' Ray processes, which lose their head,
+    restart with it. None for a new stack or outputs that are not a raypd outputs document."""
+    if (deployed_outputs is None or "schemaVersion" not in deployed_outputs
+            or SYSTEM_ZONE_KEY in deployed_outputs):
+        return None
+    cold_cluster = TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
+    return Effect(
+        "the system node group (one zone)", Kind.REPLACE_NODES,
+        "this raypd keeps the system nodes in one zone (the first of the stack's two by name), so "
+        "that a node roll cannot leave Prometheus and Grafana on the other side of their volumes: "
+        "the group is replaced once, the new one first. When the old one drains at the end of the "
+        "update the Ray head restarts on the new node (pulling the image there) and with it the "
+        f"whole Ray cluster: {minutes(cold_cluster)} of downtime, whatever raypd:upgradeStrategy; "
+        "the KubeRay operator and CoreDNS move too",
+        cold_cluster,
+    )
 
 
 def _kept_group(previous: GpuGroupPlan, group: GpuGroupPlan, new: DeploymentPlan,

@@ -9,6 +9,7 @@ time AWS's own API is authoritative (preflight asks it again).
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Optional
 
@@ -110,6 +111,54 @@ def lookup(name: str) -> Optional[InstanceType]:
 
 def gpu_instance_types() -> list[InstanceType]:
     return [t for t in _TYPES if t.gpus > 0]
+
+
+# Longer than any instance type name: not quoted back (nor matched) whole.
+MAX_QUOTED_NAME = 40
+# A name this many edits (or fewer) from a known one is a typo of it.
+TYPO_EDITS = 2
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance: the insertions, deletions and substitutions between a and b."""
+    row = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, other in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (char != other))
+    return row[-1]
+
+
+def close_gpu_types(name: str) -> list[str]:
+    """The GPU types `name` is most likely a typo of, best first: the nearest by edits when some
+    are at most TYPO_EDITS away (g6.8xlarg: only g6.8xlarge), else difflib's close matches."""
+    wanted = name.strip().lower()
+    names = [t.name for t in gpu_instance_types()]
+    distance = {known: _edits(wanted, known) for known in names}
+    nearest = min(distance.values())
+    if nearest <= TYPO_EDITS:
+        return [known for known in names if distance[known] == nearest][:3]
+    return difflib.get_close_matches(wanted, names, n=3, cutoff=0.75)
+
+
+def gpu_type_problem(name: str) -> Optional[str]:
+    """Why `name` cannot be a serving phase's instance type (None when it is a GPU type of the
+    catalogue). A typo gets the names it is nearest to ("did you mean g6.8xlarge?"), not the whole
+    catalogue; a CPU type is said to be one."""
+    known = lookup(name)
+    if known is not None and known.gpus > 0:
+        return None
+    if known is not None:
+        return (f"'{name}' is not a GPU instance type: it has no GPU (it suits raypd:systemNodes); "
+                "pick one such as g6.8xlarge (the catalogue: docs/catalogue.md)")
+    if len(name) > MAX_QUOTED_NAME:
+        return f"is {len(name)} characters long, not an EC2 instance type name (e.g. g6.8xlarge)"
+    close = close_gpu_types(name)
+    if close:
+        named = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+        return f"'{name}' is not a GPU instance type raypd knows; did you mean {named}?"
+    names = ", ".join(t.name for t in gpu_instance_types())
+    return f"'{name}' is not a GPU instance type raypd knows; known: {names}"
 
 
 # Fixed hourly charges of every raypd stack (us-east-1 list prices).

@@ -24,25 +24,24 @@ region is the stack's, scope-specific keys) is checked by `endpoint_problems`, w
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal, Optional
 
 from pydantic import field_validator
 
 from components.config import defaults
 from components.config.errors import FieldError
-from components.config.rules import SpecModel, cidr_list_problems
+from components.config.rules import SpecModel, ascii_pattern, cidr_list_problems
 
 ENDPOINT_KEY = "raypd:endpoint"
 # ACM certificate ARNs: arn:<partition>:acm:<region>:<account>:certificate/<UUID> (ACM API
 # reference, "Amazon Resource Names (ARNs) for ACM"); the region must be the NLB's.
-_CERTIFICATE_ARN = re.compile(
+_CERTIFICATE_ARN = ascii_pattern(
     r"arn:(aws(?:-[a-z]+)*):acm:([a-z]{2}(?:-[a-z]+)+-\d):(\d{12}):certificate/"
     r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
 )
 MAX_ARN = 256
 # A DNS host name (RFC 1123): dot-separated labels of letters, digits and inner hyphens, lower case.
-_HOST = re.compile(r"(?=.{4,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_HOST = ascii_pattern(r"(?=.{4,253}$)([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def certificate_region(arn: str) -> Optional[str]:

@@ -17,28 +17,28 @@ on it (components.changes says what that costs); until then the running nodes ke
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 from components.config.errors import SpecError
+from components.config.rules import ascii_pattern
 
 IMAGE_KEY = "raypd:image"
-DIGEST_PATTERN = re.compile(r"sha256:[a-f0-9]{64}")
+DIGEST_PATTERN = ascii_pattern(r"sha256:[a-f0-9]{64}")
 # ECR private registries: <account>.dkr.ecr[-fips].<region>.amazonaws.com[.cn] (the ECR user guide,
 # "Amazon ECR private registry": registry URI format).
-_ECR_HOST = re.compile(r"(\d{12})\.dkr\.ecr(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?")
+_ECR_HOST = ascii_pattern(r"(\d{12})\.dkr\.ecr(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?")
 # An OCI image reference: [registry[:port]/]repository[:tag][@sha256:digest] (the distribution
 # spec's grammar, simplified): nothing a shell or YAML would read as syntax.
-_IMAGE = re.compile(
+_IMAGE = ascii_pattern(
     r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::\d{1,5})?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
 )
-_IMAGE_DIGEST = re.compile(r"@sha256:[a-f0-9]{64}$")
+_IMAGE_DIGEST = ascii_pattern(r"@sha256:[a-f0-9]{64}$")
 MAX_IMAGE = 255
 # The image reference grammar's last parts (reference_problem has let only whole references through).
-_REFERENCE = re.compile(
+_REFERENCE = ascii_pattern(
     r"(?:(?P<registry>[^/]+\.[^/]+|[^/]+:\d+|localhost)/)?(?P<repository>[^:@]+)"
     r"(?::(?P<tag>[^@]+))?(?:@(?P<digest>sha256:[a-f0-9]{64}))?")
 

@@ -15,19 +15,17 @@ sizes are the PersistentVolumeClaims' requests (EBS gp3 volumes, components.stac
 
 from __future__ import annotations
 
-import re
-
 from pydantic import field_validator
 
 from components.config import defaults
-from components.config.rules import SpecModel
+from components.config.rules import SpecModel, ascii_pattern
 
 OBSERVABILITY_KEY = "raypd:observability"
 # Whole GiB or TiB: what an EBS volume is sized in (a "50G" or "1.5Ti" would be rounded by EBS).
-_SIZE = re.compile(r"([1-9][0-9]{0,5})(Gi|Ti)")
+_SIZE = ascii_pattern(r"([1-9][0-9]{0,5})(Gi|Ti)")
 # Prometheus durations as its flag takes them (a number and one unit; Prometheus docs,
 # "Configuration", <duration>), limited to the units that make sense for keeping data.
-_RETENTION = re.compile(r"([1-9][0-9]{0,4})(h|d|w|y)")
+_RETENTION = ascii_pattern(r"([1-9][0-9]{0,4})(h|d|w|y)")
 MIN_PROMETHEUS_GIB = 10
 MAX_VOLUME_GIB = 16 * 1024  # an EBS gp3 volume's ceiling (16 TiB)
 

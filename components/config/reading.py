@@ -9,7 +9,8 @@ and runaway nesting, and turns pydantic's error locations back into the user-fac
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import re
+from typing import Any, Callable, Mapping, Optional, TypeVar
 
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
@@ -21,18 +22,23 @@ from components.config.safe_documents import DocumentError, DuplicateKeyError, l
 NAMESPACE = "raypd"
 REGION_KEY = "aws:region"
 MAX_NESTING = 8
+T = TypeVar("T")
 
 
-def read_fields(config: Mapping[str, Any], stack: str, aliases: Mapping[str, str]) -> dict[str, Any]:
-    """The spec's input (camelCase names, plus `stack`) from Contract 1 keys; SpecError for unknown
-    keys and for text that is not text. `aliases`: raypd key name -> the spec's field name."""
+def read_fields(config: Mapping[str, Any], stack: str, aliases: Mapping[str, str],
+                json_text: bool = True) -> tuple[dict[str, Any], list[FieldError]]:
+    """The spec's input (camelCase names, plus `stack`) from Contract 1 keys, and the problems of
+    the keys left out of it: unknown keys, JSON text refused, text that is not text. The rest is
+    still validated, so every problem is reported at once. `aliases`: raypd key name -> the spec's
+    field name. `json_text`: an object or array may come as JSON text (Pulumi config); False for
+    the JSON API, where `"{\"id\": \"m\"}"` is a string, and a string is not an object."""
     if not isinstance(config, Mapping):
         raise SpecError.single("config", "must be an object of config keys")
     fields: dict[str, Any] = {"stack": stack}
-    unknown: list[FieldError] = []
+    problems: list[FieldError] = []
     for key, value in config.items():
         if not isinstance(key, str):
-            unknown.append(FieldError(str(key), "config keys must be strings"))
+            problems.append(FieldError(str(key), "config keys must be strings"))
             continue
         if key == REGION_KEY:
             fields["region"] = value
@@ -41,16 +47,57 @@ def read_fields(config: Mapping[str, Any], stack: str, aliases: Mapping[str, str
         if namespace != NAMESPACE:
             continue
         if name not in aliases:
-            unknown.append(FieldError(key, f"unknown key; known keys: {', '.join(sorted(aliases))}"))
+            problems.append(FieldError(key, f"unknown key; known keys: {', '.join(sorted(aliases))}"))
             continue
-        fields[aliases[name]] = _decode_structured(value, key)
-    if unknown:
-        raise SpecError(unknown)
-    problems = [problem for field, value in fields.items() if field != "stack"
-                for problem in _text_problems(value, config_key((_field_alias(field),)))]
-    if problems:
-        raise SpecError(problems)
-    return {_field_alias(k): v for k, v in fields.items()}
+        try:
+            fields[aliases[name]] = _decode_structured(value, key) if json_text else value
+        except SpecError as exc:
+            problems.extend(exc.errors)
+    read: dict[str, Any] = {}
+    for field, value in fields.items():
+        alias = _field_alias(field)
+        bad_text = [] if field == "stack" else _text_problems(value, config_key((alias,)))
+        problems.extend(bad_text)
+        if not bad_text:
+            read[alias] = value
+    return read, problems
+
+
+def top_level_key(field: str) -> str:
+    """The spec field (camelCase) a user-facing key belongs to: raypd:prefill.instanceType ->
+    prefill, raypd:adminRoleArns[0] -> adminRoleArns, aws:region -> region."""
+    if field == REGION_KEY or field.startswith(REGION_KEY + "."):
+        return "region"
+    name = field.partition(":")[2] if field.startswith(f"{NAMESPACE}:") else field
+    return re.split(r"[.\[]", name, maxsplit=1)[0]
+
+
+def validate_each_field(validate: Callable[[dict[str, Any]], T],
+                        fields: dict[str, Any]) -> tuple[Optional[T], list[FieldError], set[str]]:
+    """(the validated result, the field problems, the keys that failed): `validate` again without
+    the keys that failed, their defaults standing in, until it succeeds.
+
+    pydantic runs a model's cross-field checks only once every field is valid, and a SpecError a
+    field validator raises (one with its own keys) ends the validation of the others: so one typo
+    would hide every other problem until it is fixed. The result lets the caller run the
+    cross-field checks whose keys all validated (the defaults that stand in must not be judged).
+    """
+    problems: list[FieldError] = []
+    failed: set[str] = set()
+    rest = dict(fields)
+    while True:
+        try:
+            return validate(rest), problems, failed
+        except ValidationError as exc:
+            errors = field_errors(exc)
+        except SpecError as exc:
+            errors = exc.errors
+        problems.extend(errors)
+        newly = {top_level_key(error.field) for error in errors} & set(rest)
+        failed |= {top_level_key(error.field) for error in errors}
+        if not newly:  # a problem no key of the input explains (the model itself): stop here
+            return None, problems, failed
+        rest = {key: value for key, value in rest.items() if key not in newly}
 
 
 def _field_alias(name: str) -> str:

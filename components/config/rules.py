@@ -21,18 +21,33 @@ from pydantic.alias_generators import to_camel
 from components.config import defaults
 from components.config.errors import SpecError
 
+
+def ascii_pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """`pattern` compiled so that `\\d`, `\\w`, `\\s` and `\\b` mean their ASCII classes only.
+
+    By default Python's `re` reads them as Unicode classes: `\\d` takes "٢" and "３" (and `int()`
+    then reads "1.٢٩" as 1.29), `\\w` takes "Б". Every value the config layer checks reaches AWS,
+    Kubernetes or the Hugging Face Hub, which take ASCII only, so every pattern of the config layer
+    (and every other pattern of components/ that uses those classes) is compiled here; the one home
+    of the rule, held by tests/unit/test_ascii_rules.py.
+    """
+    return re.compile(pattern, flags | re.ASCII)
+
+
 # Patterns are applied with fullmatch: `$` alone would accept a trailing newline.
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]*$")
+_DNS1123_LABEL = ascii_pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_EKS_CLUSTER_NAME = ascii_pattern(r"^[0-9A-Za-z][A-Za-z0-9_-]*$")
 MAX_EKS_CLUSTER_NAME = 100
-_K8S_VERSION = re.compile(r"^1\.(\d+)$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
-# IAM role ARNs in any partition (aws, aws-cn, aws-us-gov, aws-iso...), role paths allowed.
-_ROLE_ARN = re.compile(r"^arn:aws[-a-z]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+# "1.35": no leading zero ("1.035" is not 1.35 to EKS), ASCII digits only.
+_K8S_VERSION = ascii_pattern(r"^1\.(0|[1-9][0-9]{0,2})$")
+_INSTANCE_TYPE = ascii_pattern(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+# IAM role ARNs in any partition (aws, aws-cn, aws-us-gov, aws-iso...), role paths allowed; IAM's
+# role name characters are ASCII letters, digits and + = , . @ _ - (IAM API reference, CreateRole).
+_ROLE_ARN = ascii_pattern(r"^arn:aws[-a-z]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$")
 # Control characters (C0, DEL and C1) and lone UTF-16 surrogates: no Contract 1 value is multi-line
 # or binary, and a surrogate cannot even be written out as UTF-8 (a page showing it would fail for
 # everyone).
-BAD_TEXT = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+BAD_TEXT = ascii_pattern(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 NOT_TEXT = "contains a control character or a lone surrogate (not valid text)"
 MAX_STACK_NAME = 40
 # The longest IPv4 CIDR text (255.255.255.255/32): longer entries are not quoted back whole.

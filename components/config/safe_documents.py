@@ -35,6 +35,8 @@ import yaml
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node
 
+from components.config.rules import ascii_pattern
+
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 100
 MAX_DOCUMENT_BYTES = 1024 * 1024
@@ -175,13 +177,17 @@ def load_yaml(text: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
             loader.dispose()
 
 
+# A quoted stretch of a PyYAML problem ('...', not an apostrophe inside a word).
+_QUOTED = ascii_pattern(r"(?<![\w'])'([^']*)'(?![\w'])")
+
+
 def _unquoted(problem: str) -> str:
     """PyYAML's problem without document text longer than a punctuation mark (a tag or an escape
     it quotes may be part of a credential): "but got ':'" stays, "tag '!s3cr3t'" does not."""
     def shown(match: re.Match[str]) -> str:
         quoted = match.group(1)
         return match.group(0) if len(quoted) <= 2 or quoted.startswith("<") else "'...'"
-    return re.sub(r"(?<![\w'])'([^']*)'(?![\w'])", shown, problem)
+    return _QUOTED.sub(shown, problem)
 
 
 def _reader_problem(exc: yaml.YAMLError) -> str:

@@ -9,14 +9,14 @@ Its own module so that the endpoint model (raypd:endpoint) and this list stay ap
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from components.config import defaults
+from components.config.rules import ascii_pattern
 
 KEY = "raypd:inClusterClients"
 MAX_NAMESPACES = 32
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_NAMESPACE = ascii_pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 # Quoted back at most this long (a namespace name is at most 63 characters).
 _SHOWN = 63
 

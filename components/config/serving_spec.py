@@ -16,21 +16,25 @@ all problems are reported at once. Defaults live in components.config.defaults.
 
 from __future__ import annotations
 
-import re
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
-from components.config import catalogue, defaults
+from components.config import catalogue, defaults, model_catalogue
 from components.config.errors import FieldError
-from components.config.rules import SpecModel, instance_type_name_problem
+from components.config.rules import SpecModel, ascii_pattern, instance_type_name_problem
 
 # vLLM's --dtype choices.
 VLLM_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+# A Hub repo id: org/name in ASCII letters, digits, "_", "." and "-" (huggingface_hub's
+# utils/_validators.py REPO_ID_REGEX says "alphanumeric + . _ -", but compiles its `\w` as Unicode).
+_HF_REPO = ascii_pattern(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# s3://bucket[/prefix]: S3's bucket naming rules; the prefix in the characters S3 calls safe for
+# object keys (its user guide, "Naming Amazon S3 objects") except "*", which the pods' IAM policy
+# would read as a wildcard (components/render/model_access.py puts the prefix in its ARNs).
+_S3_URI = ascii_pattern(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9!_.'()/-]*)?$")
 # A served model name as clients send it in "model": letters, digits and . _ - / : + @ only.
-_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
+_MODEL_ID = ascii_pattern(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}")
 
 
 class SystemNodes(SpecModel):
@@ -96,10 +100,9 @@ class PhaseSpec(SpecModel):
     @field_validator("instance_type")
     @classmethod
     def _gpu_type(cls, value: str) -> str:
-        known = catalogue.lookup(value)
-        if known is None or known.gpus == 0:
-            names = ", ".join(t.name for t in catalogue.gpu_instance_types())
-            raise ValueError(f"'{value}' is not a GPU instance type raypd knows; known: {names}")
+        problem = catalogue.gpu_type_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @property
@@ -135,8 +138,11 @@ class KvTransferSpec(SpecModel):
     backend: Literal["LIBFABRIC", "UCX"] = defaults.KV_BACKEND
 
 
-def phase_problems(phase_name: str, phase: PhaseSpec, mode: str, kv_transfer: KvTransferSpec) -> list[FieldError]:
-    """What is wrong with phase `phase_name` given the spec's mode and KV transfer (empty when nothing)."""
+def phase_problems(phase_name: str, phase: PhaseSpec, mode: str, kv_transfer: Optional[KvTransferSpec],
+                   model: Optional[ModelSpec]) -> list[FieldError]:
+    """What is wrong with phase `phase_name` given the spec's mode, KV transfer and model (empty
+    when nothing). `kv_transfer` or `model` None: it was refused itself, so what depends on it is
+    not judged."""
     problems: list[FieldError] = []
     hardware = phase.hardware
     if phase.gpus_per_replica > hardware.gpus:
@@ -150,7 +156,10 @@ def phase_problems(phase_name: str, phase: PhaseSpec, mode: str, kv_transfer: Kv
             f"{phase.gpus_per_replica} GPUs per replica but {phase.instance_type} has "
             f"{hardware.gpus}",
         ))
-    if mode == "disaggregated" and kv_transfer.backend == "LIBFABRIC" and not hardware.efa_supported:
+    elif model is not None:  # a replica that fits its node: does the model divide as vLLM needs?
+        problems.extend(_model_parallel_problems(phase_name, phase, model))
+    if (mode == "disaggregated" and kv_transfer is not None and kv_transfer.backend == "LIBFABRIC"
+            and not hardware.efa_supported):
         problems.append(FieldError(
             f"raypd:{phase_name}.instanceType",
             f"kvTransfer.backend LIBFABRIC needs EFA, and {phase.instance_type} has no EFA "
@@ -159,11 +168,45 @@ def phase_problems(phase_name: str, phase: PhaseSpec, mode: str, kv_transfer: Kv
     return problems
 
 
+def _model_parallel_problems(phase_name: str, phase: PhaseSpec, model: ModelSpec) -> list[FieldError]:
+    """TP and PP against the model's heads and layers (components.config.model_catalogue), with the
+    tensor-parallel sizes the node takes for it; nothing for a model not in the table (warned)."""
+    shape = model_catalogue.find_shape(model.source, model.id)
+    if shape is None:
+        return []
+    problems: list[FieldError] = []
+    tensor = model_catalogue.tensor_parallel_problem(shape, phase.tensor_parallel_size)
+    if tensor is not None:
+        most = phase.hardware.gpus // phase.pipeline_parallel_size
+        sizes = model_catalogue.tensor_parallel_sizes(shape, most)
+        named = ", ".join(str(size) for size in sizes[:-1]) + (" or " if len(sizes) > 1 else "") + str(sizes[-1])
+        pipeline_parallel = phase.pipeline_parallel_size
+        with_pp = f" with pipelineParallelSize {pipeline_parallel}" if pipeline_parallel > 1 else ""
+        problems.append(FieldError(
+            f"raypd:{phase_name}.tensorParallelSize",
+            f"{tensor}; on {phase.instance_type} ({phase.hardware.gpus} GPUs{with_pp}) use {named}",
+        ))
+    pipeline = model_catalogue.pipeline_parallel_problem(shape, phase.pipeline_parallel_size)
+    if pipeline is not None:
+        problems.append(FieldError(f"raypd:{phase_name}.pipelineParallelSize", pipeline))
+    return problems
+
+
 def serving_warnings(mode: str, prefill: PhaseSpec, decode: PhaseSpec, kv_transfer: KvTransferSpec,
-                     phases: dict[str, PhaseSpec]) -> list[str]:
-    """Allowed but risky serving choices: disaggregated layouts NIXL handles badly, and phases
-    the cost estimate cannot price."""
+                     phases: dict[str, PhaseSpec], model: ModelSpec) -> list[str]:
+    """Allowed but risky serving choices: disaggregated layouts NIXL handles badly, parallelism
+    raypd cannot judge for the model, and phases the cost estimate cannot price."""
     notes: list[str] = []
+    parallel = {name: phase for name, phase in phases.items() if phase.gpus_per_replica > 1}
+    if parallel and model_catalogue.find_shape(model.source, model.id) is None:
+        sizes = ", ".join(f"raypd:{name}: tensorParallelSize {phase.tensor_parallel_size}, pipelineParallelSize "
+                          f"{phase.pipeline_parallel_size}" for name, phase in parallel.items())
+        notes.append(
+            f"raypd:model.source {model.source} is not in raypd's model table, so whether its attention "
+            f"heads divide by tensorParallelSize and its layers by pipelineParallelSize is not checked "
+            f"before deploy ({sizes}): vLLM refuses a size that does not when the engine starts; check "
+            "num_attention_heads and num_key_value_heads in the model's config.json"
+        )
     if mode == "disaggregated":
         if prefill.tensor_parallel_size != decode.tensor_parallel_size:
             notes.append(

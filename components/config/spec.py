@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal, Mapping, Optional
+from typing import Any, Collection, Literal, Mapping, Optional
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from components.config import defaults
@@ -25,11 +25,19 @@ from components.config.endpoint_spec import EndpointSpec, endpoint_problems, end
 from components.config.errors import FieldError, SpecError
 from components.config.image import IMAGE_KEY, reference_problem, unpinned_warning
 from components.config.observability_spec import ObservabilitySpec
-from components.config.reading import NAMESPACE, REGION_KEY, config_key, field_errors, read_fields
+from components.config.reading import (
+    NAMESPACE,
+    REGION_KEY,
+    config_key,
+    read_fields,
+    top_level_key,
+    validate_each_field,
+)
 from components.config.regions import region_problem
 from components.config.rules import (
     MAX_STACK_NAME,
     SpecModel,
+    ascii_pattern,
     cidr_list_problems,
     cidr_problem,
     dns_label,
@@ -64,10 +72,11 @@ __all__ = [
 # The one Contract 1 key that is a secret, and how raypd shows a secret it will not print.
 HF_TOKEN_KEY = f"{NAMESPACE}:hfToken"
 SECRET_PLACEHOLDER = "[secret]"
-_SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+# major.minor.patch in ASCII digits without leading zeros ("2.58.0"; not "٢.٥٨.٠", not "2.058.0").
+_SEMVER = ascii_pattern(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 # The HF token is sent as `Authorization: Bearer <token>`: RFC 6750's b64token grammar (Hub tokens
 # are "hf_" and 34 letters and digits). Its errors never quote it: it is a secret.
-_BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+_BEARER_TOKEN = ascii_pattern(r"[A-Za-z0-9._~+/-]+=*")
 MAX_HF_TOKEN = 256
 ADMIN_ROLE_ARNS_KEY = f"{NAMESPACE}:adminRoleArns"
 API_ACCESS_CIDRS_KEY = f"{NAMESPACE}:apiAccessCidrs"
@@ -204,24 +213,40 @@ class DeploymentSpec(SpecModel):
         return dns_label(value, defaults.MAX_RAYSERVICE_NAME)
 
     @model_validator(mode="after")
-    def _cross_field_checks(self) -> "DeploymentSpec":
-        # SpecError is not a ValueError, so pydantic lets it through with its own field names.
+    def _cross_field_checks(self, info: ValidationInfo) -> "DeploymentSpec":
+        if info.context and info.context.get(_CROSS_CHECKS_LATER):
+            return self  # from_config runs them, with the field problems
+        problems = self.cross_field_problems()
+        if problems:
+            # SpecError is not a ValueError, so pydantic lets it through with its own field names.
+            raise SpecError(problems)
+        return self
+
+    def cross_field_problems(self, failed: Collection[str] = ()) -> list[FieldError]:
+        """What is wrong between keys (empty when nothing). `failed`: the keys (camelCase) whose
+        own values were refused, so their defaults stand in here: a check that reads one of them
+        is not run (a region typo says nothing about the zone)."""
+        def judged(*keys: str) -> bool:
+            return not set(keys) & set(failed)
+
         problems: list[FieldError] = []
-        if not self.image and defaults.dlc_image(self.region) is None:
+        if judged("image", "region") and not self.image and defaults.dlc_image(self.region) is None:
             problems.append(FieldError(
                 IMAGE_KEY,
                 f"{REGION_KEY} {self.region} has no AWS Deep Learning Containers registry, so the "
                 f"default Ray LLM image cannot be pulled there; set {IMAGE_KEY} to an image the "
                 f"nodes can pull (e.g. a copy of {defaults.DLC_PUBLIC_IMAGE} in your own ECR)",
             ))
-        for index, arn in enumerate(self.admin_role_arns):
-            problem = role_arn_problem(arn)
-            if problem is not None:
-                problems.append(FieldError(f"{ADMIN_ROLE_ARNS_KEY}[{index}]", problem))
-        problems.extend(FieldError(f"{API_ACCESS_CIDRS_KEY}[{index}]", problem)
-                        for index, problem in cidr_list_problems(self.api_access_cidrs))
-        problems.extend(endpoint_problems(self.endpoint, self.region))
-        if self.availability_zone is not None and not re.fullmatch(
+        if judged("adminRoleArns"):
+            problems.extend(FieldError(f"{ADMIN_ROLE_ARNS_KEY}[{index}]", problem)
+                            for index, arn in enumerate(self.admin_role_arns)
+                            if (problem := role_arn_problem(arn)) is not None)
+        if judged("apiAccessCidrs"):
+            problems.extend(FieldError(f"{API_ACCESS_CIDRS_KEY}[{index}]", problem)
+                            for index, problem in cidr_list_problems(self.api_access_cidrs))
+        if judged("endpoint", "region"):
+            problems.extend(endpoint_problems(self.endpoint, self.region))
+        if judged("availabilityZone", "region") and self.availability_zone is not None and not re.fullmatch(
             re.escape(self.region) + r"[a-z]", self.availability_zone
         ):
             problems.append(FieldError(
@@ -229,11 +254,13 @@ class DeploymentSpec(SpecModel):
                 f"'{self.availability_zone}' is not an availability zone of region {self.region} "
                 f"(expected {self.region}a, {self.region}b, ...)",
             ))
-        for phase_name, phase in self.phases.items():
-            problems.extend(phase_problems(phase_name, phase, self.mode, self.kv_transfer))
-        if problems:
-            raise SpecError(problems)
-        return self
+        if judged("mode"):
+            kv_transfer = self.kv_transfer if judged("kvTransfer") else None
+            model = self.model if judged("model") else None
+            for phase_name, phase in self.phases.items():
+                if judged(phase_name):
+                    problems.extend(phase_problems(phase_name, phase, self.mode, kv_transfer, model))
+        return problems
 
     # ---- derived facts (no state of their own) ----
 
@@ -282,7 +309,8 @@ class DeploymentSpec(SpecModel):
                 "per cluster hour (EKS cannot take a cluster out of it); raise the version one minor "
                 "at a time to one in standard support"
             )
-        notes.extend(serving_warnings(self.mode, self.prefill, self.decode, self.kv_transfer, self.phases))
+        notes.extend(serving_warnings(self.mode, self.prefill, self.decode, self.kv_transfer, self.phases,
+                                      self.model))
         return notes
 
     def public_config(self) -> dict[str, Any]:
@@ -325,20 +353,29 @@ class DeploymentSpec(SpecModel):
         Values may be native (YAML, JSON API) or strings (Pulumi passes structured config as JSON
         text). Keys of other namespaces (``aws:profile``, ``kubernetes:...``) belong to providers
         and are left alone. `strict` (the JSON API): every value must have its JSON type already
-        ("2" is not an integer, 1 is not a boolean); Pulumi config and stack files, which carry
-        numbers as text, are read leniently.
+        ("2" is not an integer, 1 is not a boolean, JSON text is not an object); Pulumi config and
+        stack files, which carry numbers and objects as text, are read leniently.
         """
-        data = read_fields(config, stack, _ALIASES)
-        try:
+        fields, problems = read_fields(config, stack, _ALIASES, json_text=not strict)
+        context = {_CROSS_CHECKS_LATER: True}
+
+        def validate(data: dict[str, Any]) -> "DeploymentSpec":
             if strict:
                 # JSON mode: arrays are lists (and tuples), but no text is taken for a number.
-                return cls.model_validate_json(json.dumps(data), strict=True)
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise SpecError(field_errors(exc)) from None
+                return cls.model_validate_json(json.dumps(data), strict=True, context=context)
+            return cls.model_validate(data, context=context)
+
+        spec, field_problems, failed = validate_each_field(validate, fields)
+        problems.extend(field_problems)
+        if spec is not None:
+            problems.extend(spec.cross_field_problems({*failed, *(top_level_key(p.field) for p in problems)}))
+        if problems or spec is None:
+            raise SpecError(problems)
+        return spec
 
 
-
+# Validation context: the cross-field checks are left to from_config, which knows which keys failed.
+_CROSS_CHECKS_LATER = "raypd.cross_checks_later"
 _ALIASES: dict[str, str] = {
     to_camel(name): name for name in DeploymentSpec.model_fields if name not in ("stack", "region")
 }

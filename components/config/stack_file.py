@@ -10,19 +10,18 @@ placeholders, never decrypted and never printed. The file is read by components.
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from typing import Any
 
 from components.config.errors import SpecError
-from components.config.rules import validate_stack_name
+from components.config.rules import ascii_pattern, validate_stack_name
 from components.config.safe_documents import DocumentError, FileRefused, load_yaml, read_text_file, shown_name
 from components.config.spec import SECRET_PLACEHOLDER
 
 DEFAULT_STACK = "dev"
 # A stack file is a few KiB; more is not one (and is read no further).
 MAX_STACK_FILE_BYTES = 1024 * 1024
-_STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^.]+)\.ya?ml$")
+_STACK_FILE = ascii_pattern(r"^Pulumi\.(?P<stack>[^.]+)\.ya?ml$")
 
 
 def stack_name_from_path(path: Path) -> str | None:

@@ -5,8 +5,8 @@ in `gpuMemoryUtilization` x GPU memory ("... larger than the maximum number of t
 stored in KV cache"). On EKS that failure surfaces 20+ minutes into a deploy, after the GPU nodes are
 up and the checkpoint is downloaded; this module predicts it from the spec alone (no AWS, no network).
 
-The table holds a few common models, keyed by Hugging Face repo id, with the numbers the estimate
-needs. Each row names its source (Hugging Face config.json copies, model cards). A model not in the
+The model table (components.config.model_catalogue) holds a few common models, keyed by Hugging
+Face repo id, with the numbers the estimate needs; each row names its source. A model not in the
 table is estimated from a size in its name ("70B", "1.5b", "8x7B"); with no size at all the check
 says it cannot estimate.
 """
@@ -19,11 +19,12 @@ from typing import Optional
 
 from components.config import catalogue
 from components.config.checks import Check
+from components.config.model_catalogue import GIB, ModelShape, find_shape
+from components.config.rules import ascii_pattern
 from components.config.spec import DeploymentSpec, PhaseSpec
 
 CHECK_ID = "gpu-memory-fit"
 TITLE = "model weights and KV cache fit in GPU memory"
-GIB = 1024 ** 3
 
 # Bytes per weight and per KV element for vLLM's --dtype values. "auto" takes the checkpoint's
 # dtype; every model in the table ships bf16 (and vLLM's "auto" maps fp32 checkpoints to 16-bit).
@@ -44,104 +45,8 @@ OVERHEAD_GIB_PER_GPU = 1.5
 ESTIMATE_HEADROOM = 0.8
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    repo_id: str
-    params_b: float  # parameters, billions
-    layers: int
-    kv_layers: int  # layers that keep a per-token KV cache (full attention)
-    kv_heads: int
-    head_dim: int
-    source: str
-    # Per-sequence memory that does not grow with tokens (linear-attention state, sliding windows).
-    fixed_state_bytes: int = 0
-    # Checkpoints stored quantized (MXFP4 etc.): the weights' size on the GPU, whatever --dtype says.
-    checkpoint_gib: Optional[float] = None
-    aliases: tuple[str, ...] = ()
-    # Linear-attention layers (Mamba, Gated DeltaNet) beside full attention. The one source of this
-    # fact: the RayService renders what vLLM's NixlConnector needs for such models from it.
-    hybrid: bool = False
-
-    def kv_bytes_per_token(self, element_bytes: int) -> int:
-        return 2 * self.kv_layers * self.kv_heads * self.head_dim * element_bytes  # K and V
-
-    def weights_gib(self, element_bytes: int) -> float:
-        if self.checkpoint_gib is not None:
-            return self.checkpoint_gib
-        return self.params_b * 1e9 * element_bytes / GIB
-
-
-_CONFIG_NOTE = "Hugging Face config.json (copies of the official repo's file)"
-
-SHAPES: tuple[ModelShape, ...] = (
-    ModelShape(
-        "Qwen/Qwen3.5-9B", 9.66, 32, 8, 4, 256,
-        source=(
-            "hybrid: 8 of 32 layers full attention (every 4th; the rest Gated DeltaNet), 4 KV heads "
-            "x 256 head dim, per the HF config.json text_config and model card. Parameters: the "
-            "model card says 9B (exact count unpublished); 9.66B is the reference deployment's "
-            "~18 GiB bf16 checkpoint / 2 bytes (it includes the vision encoder and MTP head, which "
-            "vLLM loads). Fixed state: Gated DeltaNet 24 layers x 32 value heads x 128 x 128, "
-            "counted as fp32 (48 MiB per sequence; its dtype is not published)"
-        ),
-        fixed_state_bytes=24 * 32 * 128 * 128 * 4,
-        hybrid=True,
-    ),
-    ModelShape("Qwen/Qwen3-8B", 8.19, 36, 36, 8, 128,
-               source=f"{_CONFIG_NOTE}; parameters computed from it (untied embeddings)"),
-    ModelShape("Qwen/Qwen3-32B", 32.76, 64, 64, 8, 128,
-               source=f"{_CONFIG_NOTE}; parameters computed from it (untied embeddings)"),
-    ModelShape("meta-llama/Llama-3.1-8B", 8.03, 32, 32, 8, 128,
-               source=f"{_CONFIG_NOTE}; parameters computed from it",
-               aliases=("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Meta-Llama-3.1-8B",
-                        "meta-llama/Meta-Llama-3.1-8B-Instruct")),
-    ModelShape("meta-llama/Llama-3.3-70B-Instruct", 70.55, 80, 80, 8, 128,
-               source=f"{_CONFIG_NOTE} (same shape as Llama-3.1-70B); parameters computed from it"),
-    ModelShape("mistralai/Mistral-7B-v0.3", 7.25, 32, 32, 8, 128,
-               source=f"{_CONFIG_NOTE}, sliding_window null; parameters computed from it",
-               aliases=("mistralai/Mistral-7B-Instruct-v0.3",)),
-    ModelShape(
-        "openai/gpt-oss-120b", 116.8, 36, 18, 8, 64,
-        source=(
-            "MoE, 128 experts, 4 active; 18 full-attention + 18 sliding-window (128 tokens) layers, "
-            "8 KV heads x 64 head dim (HF config.json). 117B parameters (OpenAI). The MoE weights "
-            "are MXFP4 in the checkpoint: ~65 GB (60.8 GiB) of safetensors, which vLLM keeps "
-            "MXFP4 on the GPU (the published 'fits one 80 GB GPU' figure); the byte count is from "
-            "the repo's file listing, not confirmed to the byte"
-        ),
-        # The sliding-window layers hold at most 128 tokens each (bf16).
-        fixed_state_bytes=128 * 2 * 18 * 8 * 64 * 2,
-        checkpoint_gib=60.8,
-    ),
-)
-
-_BY_REPO: dict[str, ModelShape] = {}
-for _shape in SHAPES:
-    for _name in (_shape.repo_id, *_shape.aliases):
-        _BY_REPO[_name.lower()] = _shape
-_BY_NAME: dict[str, ModelShape] = {key.split("/", 1)[1]: shape for key, shape in _BY_REPO.items()}
-
 # "70B", "8b", "1.5B", "8x7B": a number then B, standing alone between separators.
-_SIZE = re.compile(r"(?:^|[-_/.])(?:(\d+)x)?(\d+(?:\.\d+)?)b(?=$|[-_/.])", re.IGNORECASE)
-
-
-def find_shape(source: str, model_id: str = "") -> Optional[ModelShape]:
-    """The table row for a model source: the HF repo id (any case); for an s3:// source, the last
-    path component, then the served model id, matched against the repos' names."""
-    key = source.strip().lower()
-    if key in _BY_REPO:
-        return _BY_REPO[key]
-    if not key.startswith("s3://"):
-        return None  # an HF repo id names the model; the served name is only a label
-    candidates = [key.rstrip("/").rsplit("/", 1)[-1]]
-    if model_id:
-        candidates.append(model_id.strip().lower())
-    for name in candidates:
-        if name in _BY_REPO:
-            return _BY_REPO[name]
-        if name.rsplit("/", 1)[-1] in _BY_NAME:
-            return _BY_NAME[name.rsplit("/", 1)[-1]]
-    return None
+_SIZE = ascii_pattern(r"(?:^|[-_/.])(?:(\d+)x)?(\d+(?:\.\d+)?)b(?=$|[-_/.])", re.IGNORECASE)
 
 
 def params_from_name(*names: str) -> Optional[float]:

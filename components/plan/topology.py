@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
 from components.config import catalogue, defaults
+from components.config.model_catalogue import find_shape
 from components.config.spec import DeploymentSpec, PhaseSpec
-from components.plan.model_shapes import find_shape
 
 SHARED_GROUP = "gpu"
 RAY_RESOURCE_PREFIX = "raypd_"
@@ -154,7 +154,7 @@ class DeploymentPlan:
     spec: DeploymentSpec
     groups: tuple[GpuGroupPlan, ...]
     phases: dict[str, PhasePlan] = field(hash=False)
-    # The model has linear-attention (Mamba / Gated DeltaNet) layers: components.plan.model_shapes
+    # The model has linear-attention (Mamba / Gated DeltaNet) layers: components.config.model_catalogue
     # is the one source of that fact. False for models not in its table.
     hybrid_model: bool
     cost: CostEstimate

@@ -108,10 +108,15 @@ TYPICAL: dict[str, Typical] = {
     "kubernetes:core/v1:Secret": Typical(1.0, "estimate: one API call"),
     # ---- the endpoint (components.stack.endpoint_stack) and the lock-down (components.render.network_policy) ----
     "kubernetes:gateway.networking.k8s.io/v1:Gateway": Typical(
+        30.0,
+        "estimate: awaited until Programmed (pulumi.com/waitFor), i.e. until Envoy Gateway has "
+        "started the proxy pods on the system nodes and given their ClusterIP Service an address",
+    ),
+    "kubernetes:core/v1:Service": Typical(
         180.0,
-        "estimate: awaited until Programmed (pulumi.com/waitFor), i.e. until the LB controller's "
-        "NLB exists and Envoy's Service has its host name; an NLB goes provisioning -> active in "
-        "a few minutes",
+        "estimate: the NLB's Service (scopes vpc and internet), awaited until the LB controller "
+        "writes the NLB's host name into its status; an NLB goes provisioning -> active in a "
+        "few minutes",
     ),
     "kubernetes:gateway.networking.k8s.io/v1:GatewayClass": Typical(1.0, "estimate: one API call"),
     "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute": Typical(1.0, "estimate: one API call"),
@@ -155,6 +160,13 @@ TYPICAL_SECONDS: dict[str, float] = {key: entry.seconds for key, entry in TYPICA
 #   [eks-upd]  EKS user guide, "Update existing cluster to new Kubernetes version": the control
 #              plane update "takes several minutes"; managed node group updates replace nodes one
 #              at a time after surge nodes join (Managed node group update behavior).
+#   [eks-del]  EKS user guide, "Delete a managed node group": each node is drained before it is
+#              terminated (forced after 5 minutes).
+#   [eg-1.9]   envoyproxy/gateway v1.9.0 api/v1alpha1/shared_types.go `DefaultDeploymentReplicas = 1`;
+#              envoyproxy_types.go `EnvoyPDB` is optional (raypd sets neither): one proxy pod, no
+#              disruption budget.
+#   [nlb-reg]  ELB user guide, "Register targets for your Network Load Balancer": "It can take a few
+#              minutes for the registration process to complete and health checks to start."
 CHANGE_TIMES: dict[str, Typical] = {
     "engine-restart": Typical(
         245.0,
@@ -173,5 +185,16 @@ CHANGE_TIMES: dict[str, Typical] = {
         900.0,
         "estimate: [eks-upd] surge nodes join (~600 s for GPU nodes, as above), then each old "
         "node is cordoned, drained and terminated",
+    ),
+    "endpoint-proxy-move": Typical(
+        60.0,
+        "estimate: the endpoint's one Envoy proxy pod [eg-1.9] is evicted when its system node "
+        "drains [eks-del] and starts on a new node: image pull, and its configuration from Envoy "
+        "Gateway's controller, evicted from the same node at the same time",
+    ),
+    "nlb-target-registration": Typical(
+        120.0,
+        "estimate: the AWS Load Balancer Controller (drained from the same node too) registers the "
+        "new proxy pod's IP and the NLB health-checks it: 'a few minutes' [nlb-reg]",
     ),
 }

@@ -109,6 +109,19 @@ def pick_second_zone(
     return others[0] if others else None
 
 
+def system_zone(gpu_zone: str, second_zone: str) -> str:
+    """The one zone of the system nodes, and so of the monitoring stack's EBS volumes: the first of
+    the stack's two zones by name.
+
+    One zone, not both: an EBS volume lives in one zone and its pod can only run there. With system
+    nodes in both zones a node roll (a Kubernetes upgrade, a new AMI or instance type) can leave
+    the surviving nodes in the other zone, and Prometheus and Grafana Pending (issue 29). By name,
+    not the GPU zone: the set of two zones is fixed for a cluster's life, but `raypd:availabilityZone`
+    may swap which one holds the GPUs; the volumes must not move with it. Usually both are the same
+    zone (the GPU zone is the first zone by name that offers the GPU types)."""
+    return min(gpu_zone, second_zone)
+
+
 AZ_FIELD = "raypd:availabilityZone"
 
 

@@ -13,13 +13,14 @@ roles match by account and role name. IAM users match as they are.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-_ASSUMED_ROLE = re.compile(r"arn:(aws[-a-z]*):sts::(\d{12}):assumed-role/([^/]+)/.+")
-_IAM_ROLE = re.compile(r"arn:(aws[-a-z]*):iam::(\d{12}):role/(?:[^/]+/)*([^/]+)")
-_IAM_USER = re.compile(r"arn:(aws[-a-z]*):iam::(\d{12}):user/.+")
+from components.config.rules import ascii_pattern
+
+_ASSUMED_ROLE = ascii_pattern(r"arn:(aws[-a-z]*):sts::(\d{12}):assumed-role/([^/]+)/.+")
+_IAM_ROLE = ascii_pattern(r"arn:(aws[-a-z]*):iam::(\d{12}):role/(?:[^/]+/)*([^/]+)")
+_IAM_USER = ascii_pattern(r"arn:(aws[-a-z]*):iam::(\d{12}):user/.+")
 
 
 @dataclass(frozen=True)

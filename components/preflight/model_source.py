@@ -15,11 +15,14 @@ takes a second.
   /{repo}/resolve/main/config.json, the first file vLLM fetches, as `hf_hub_download` asks it)
   says whether the file is there for that token, and `X-Repo-Commit` and `ETag` in the answer that
   the server is a Hub (`hf_hub_download` refuses an answer without them).
-- S3: ListObjectsV2 of the prefix (it exists, and holds `config.json` at its top) and HeadObject
-  of that `config.json` (it can be read), with the preflight's AWS credentials. Both read-only.
+- S3: ListObjectsV2 and HeadObject (components.preflight.s3_source).
 
-Every network call has a short timeout; a Hub or S3 that does not answer is a failed check with
-the reason, never a traceback. The token never appears in a detail, remedy or log line.
+Every network call has a short timeout. What the Hub or S3 says about the repo or the token (not
+found, 401/403, gated without access) fails the check: the pods would get the same answer. No
+answer from here (DNS, connection refused, TLS, a timeout, a 5xx, 407, 408 or 429 from the Hub or a
+proxy) only warns, saying where it was tried from: the pods download from AWS, whose network may
+reach the Hub where this machine does not. Never a traceback. The token never appears in a detail,
+remedy or log line.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 from botocore.client import BaseClient
-from botocore.exceptions import BotoCoreError, ClientError
 
 from components.config.checks import Check
 from components.config.spec import HF_TOKEN_KEY, SECRET_PLACEHOLDER, DeploymentSpec
@@ -44,37 +46,24 @@ from components.preflight.hub_endpoint import (
     shown_endpoint,
     valid_endpoint,
 )
-from components.render.model_access import S3Location, s3_location
+from components.preflight.s3_source import check_s3_source
+from components.preflight.source_verdicts import (
+    CHECK_ID,
+    CONFIG_FILE,
+    MISTRAL_CONFIG_FILE,
+    SOURCE_KEY,
+    TITLE,
+    failed,
+    one_line,
+    passed,
+    this_machine,
+    warned,
+)
+from components.render.model_access import s3_location
 
 log = logging.getLogger(__name__)
 
-CHECK_ID = "model-source"
-TITLE = "the model source exists and the pods can read it"
-SOURCE_KEY = "raypd:model.source"
 HUB_TIMEOUT_SECONDS = 5.0
-# vLLM reads a Hugging Face-format config.json first; a Mistral-format checkpoint has params.json.
-CONFIG_FILE = "config.json"
-MISTRAL_CONFIG_FILE = "params.json"
-
-
-def _passed(evidence: str) -> Check:
-    return Check.passed(CHECK_ID, TITLE, evidence)
-
-
-def _failed(detail: str, remedy: str) -> Check:
-    return Check.failed(CHECK_ID, TITLE, detail, remedy)
-
-
-def _warned(detail: str, remedy: str = "") -> Check:
-    return Check.warned(CHECK_ID, TITLE, detail, remedy)
-
-
-def _one_line(text: str, secret: Optional[str], limit: int = 200) -> str:
-    """A server's words as one short line, with the token blotted out should a server echo it."""
-    if secret:
-        text = text.replace(secret, SECRET_PLACEHOLDER)
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 # ---- Hugging Face ----
@@ -100,9 +89,9 @@ def check_hub_source(spec: DeploymentSpec, *, endpoint: Optional[str] = None,
         from_environment = hub_endpoint()
         hub = valid_endpoint(endpoint, "the Hub endpoint") if endpoint else from_environment
     except HubEndpointError as exc:
-        return _failed(f"{exc}, so {spec.model.source} could not be looked up",
-                       f"set {ENDPOINT_VARIABLE} to the https:// URL of a Hugging Face Hub mirror, or "
-                       f"unset it to ask {DEFAULT_HUB} (the pods download from there either way)")
+        return failed(f"{exc}, so {spec.model.source} could not be looked up",
+                      f"set {ENDPOINT_VARIABLE} to the https:// URL of a Hugging Face Hub mirror, or "
+                      f"unset it to ask {DEFAULT_HUB} (the pods download from there either way)")
     result = _ask_hub(spec, hub, timeout)
     if hub != DEFAULT_HUB and result.status != "skip":
         # The pods are never given HF_ENDPOINT (components/render/rayservice.py): say whose answer this is.
@@ -119,14 +108,14 @@ def _ask_hub(spec: DeploymentSpec, hub: str, timeout: float) -> Check:
                              f"{repo} exists; the pods download it at start")
     token, unreadable_token = _token_of(spec)
     if token is not None and not token.isascii():
-        return _failed(f"{HF_TOKEN_KEY} holds characters no HTTP header can carry: it is not a "
-                       "Hugging Face token", f"set {HF_TOKEN_KEY} to a token from {shown_hub}/settings/tokens")
+        return failed(f"{HF_TOKEN_KEY} holds characters no HTTP header can carry: it is not a "
+                      "Hugging Face token", f"set {HF_TOKEN_KEY} to a token from {shown_hub}/settings/tokens")
     try:
         library = _hub_library()
     except Exception as exc:  # noqa: BLE001 - it parses HF_* variables at import: a bad one is a failed check
-        return _failed(f"huggingface_hub could not start here ({type(exc).__name__}), so {repo} could "
-                       "not be looked up", "check the HF_* environment variables (HF_ENDPOINT, "
-                       "HF_HUB_ETAG_TIMEOUT, ...), or unset them")
+        return failed(f"huggingface_hub could not start here ({type(exc).__name__}), so {repo} could "
+                      "not be looked up", "check the HF_* environment variables (HF_ENDPOINT, "
+                      "HF_HUB_ETAG_TIMEOUT, ...), or unset them")
     asker = _Asker(library, hub, repo, token, unreadable_token, timeout)
     info = asker.ask(None)
     return info if isinstance(info, Check) else _judge_info(asker, info)
@@ -198,30 +187,28 @@ class _Asker:
         """What a failed question says (most specific error first): a Check, _NOT_THERE, or None."""
         errors, repo, doing = self.library.errors, self.repo, f"reading {self.repo}/{probe}"
         if probe is None and isinstance(exc, errors.HFValidationError):
-            return _failed(f"{repo} is not a Hub repo id ({_one_line(str(exc), self.token)})",
-                           f"set {SOURCE_KEY} to org/name as the model's Hub page shows it")
+            return failed(f"{repo} is not a Hub repo id ({one_line(str(exc), self.token)})",
+                          f"set {SOURCE_KEY} to org/name as the model's Hub page shows it")
         if probe is not None and isinstance(exc, errors.RemoteEntryNotFoundError):
             return _NOT_THERE
         if isinstance(exc, errors.GatedRepoError):  # from model_info not expected (gated metadata is public)
-            said = _one_line(exc.server_message or "", self.token) if probe is not None else ""
+            said = one_line(exc.server_message or "", self.token) if probe is not None else ""
             return _gated_refused(repo, self.shown_hub, self.token, self.unreadable_token, said)
         if isinstance(exc, errors.RepositoryNotFoundError):
-            return self._not_found() if probe is None else _failed(
+            return self._not_found() if probe is None else failed(
                 f"{self.where}: the Hub answered its info, but its files were not found {self.with_token}",
                 f"check {SOURCE_KEY} and {HF_TOKEN_KEY}")
         if probe is None and isinstance(exc, errors.DisabledRepoError):
-            return _failed(f"{self.where} is disabled on the Hub: nothing in it can be downloaded",
-                           f"pick another repo in {SOURCE_KEY}")
+            return failed(f"{self.where} is disabled on the Hub: nothing in it can be downloaded",
+                          f"pick another repo in {SOURCE_KEY}")
         if isinstance(exc, errors.HfHubHTTPError):
             return self._http_error(exc, f"reading {repo}'s info" if probe is None else doing)
         if isinstance(exc, errors.OfflineModeIsEnabled):
             return Check.skipped(CHECK_ID, TITLE, f"HF_HUB_OFFLINE is set: {self.shown_hub} was not asked "
                                  f"about {repo}")
-        if isinstance(exc, (self.library.TransportError, OSError)):
-            reason = _one_line(f"{type(exc).__name__}: {exc}", self.token) if str(exc) else type(exc).__name__
-            return _failed(f"the Hugging Face Hub at {self.shown_hub} did not answer ({reason}), so nothing "
-                           f"says {repo} can be downloaded; the pods would fail the same way",
-                           f"check network access to {self.shown_hub} (HF_ENDPOINT names a mirror), then rerun")
+        if isinstance(exc, (self.library.TransportError, OSError)):  # DNS, connect, TLS, timeout
+            reason = one_line(f"{type(exc).__name__}: {exc}", self.token) if str(exc) else type(exc).__name__
+            return _unreached(self.shown_hub, repo, f"did not answer ({reason})")
         if probe is None and isinstance(exc, (ValueError, KeyError, TypeError)):
             # A 200 that is not the Hub's JSON (a proxy, a portal).
             return not_the_hub(self.shown_hub, f"its answer to GET /api/models/{repo} is not a model's "
@@ -230,33 +217,36 @@ class _Asker:
 
     def _not_found(self) -> Check:
         if self.unreadable_token:
-            return _warned(f"{self.where} was not found {self.with_token}: it does not exist, or it is "
-                           f"private", f"check the spelling of {SOURCE_KEY}; run the CLI preflight with "
-                           "the stack file to check with the token")
+            return warned(f"{self.where} was not found {self.with_token}: it does not exist, or it is "
+                          f"private", f"check the spelling of {SOURCE_KEY}; run the CLI preflight with "
+                          "the stack file to check with the token")
         private_note = ("or it is private and this token cannot read it" if self.token is not None
                         else f"or it is private ({HF_TOKEN_KEY} is not set, and the Hub answers a "
                              "private repo it will not show like a missing one)")
-        return _failed(f"{self.where} was not found {self.with_token}: it does not exist (a typo?), "
-                       f"{private_note}", f"check the spelling of {SOURCE_KEY} against the model's page "
-                       f"on {self.shown_hub}; for a private repo set {HF_TOKEN_KEY} to a token that can read it")
+        return failed(f"{self.where} was not found {self.with_token}: it does not exist (a typo?), "
+                      f"{private_note}", f"check the spelling of {SOURCE_KEY} against the model's page "
+                      f"on {self.shown_hub}; for a private repo set {HF_TOKEN_KEY} to a token that can read it")
 
     def _http_error(self, exc: Any, doing: str) -> Check:
         status = exc.response.status_code if exc.response is not None else 0
-        said = _one_line(exc.server_message or "", self.token)
+        said = one_line(exc.server_message or "", self.token)
+        if status in _NOT_ABOUT_THE_REPO or status >= 500:
+            return _unreached(self.shown_hub, self.repo,
+                              f"answered HTTP {status}{f' ({said})' if said else ''} while {doing}")
         if status == 401 and self.token is not None:
-            return _failed(f"the Hub rejected {HF_TOKEN_KEY} while {doing} (HTTP 401"
-                           f"{': ' + said if said else ''})",
-                           f"create a read token at {self.shown_hub}/settings/tokens and set it: "
-                           f"pulumi config set --secret {HF_TOKEN_KEY} <token>")
-        return _failed(f"the Hub answered HTTP {status} while {doing}{': ' + said if said else ''}",
-                       f"rerun preflight; if it persists, check {self.shown_hub}'s status")
+            return failed(f"the Hub rejected {HF_TOKEN_KEY} while {doing} (HTTP 401"
+                          f"{': ' + said if said else ''})",
+                          f"create a read token at {self.shown_hub}/settings/tokens and set it: "
+                          f"pulumi config set --secret {HF_TOKEN_KEY} <token>")
+        return failed(f"the Hub answered HTTP {status} while {doing}{': ' + said if said else ''}",
+                      f"rerun preflight; if it persists, check {self.shown_hub}'s status")
 
 
 def _judge_info(asker: _Asker, info: Any) -> Check:
     """The repo's info is evidence when it is about the asked repo, lists its files and is not
     gated; else the first file vLLM fetches is asked for too."""
     repo, where, token = asker.repo, asker.where, asker.token
-    answered = _one_line(info.id, token, limit=120) if isinstance(info.id, str) else ""
+    answered = one_line(info.id, token, limit=120) if isinstance(info.id, str) else ""
     if not answered:
         return not_the_hub(asker.shown_hub, f"its answer to GET /api/models/{repo} names no repo")
     same_repo = answered.lower() == repo.lower()  # the Hub matches repo ids without regard to case
@@ -269,7 +259,7 @@ def _judge_info(asker: _Asker, info: Any) -> Check:
     held = MISTRAL_CONFIG_FILE if MISTRAL_CONFIG_FILE in files and CONFIG_FILE not in files else CONFIG_FILE
     if listed and not info.gated:
         revision = f"revision {info.sha[:12]}" if info.sha else "its main revision"
-        return _passed(f"{named}: {kind}, readable {asker.with_token}, holds {held} ({revision})")
+        return passed(f"{named}: {kind}, readable {asker.with_token}, holds {held} ({revision})")
 
     # The info alone is not enough (gated: the info is public, the files are not; no file list;
     # another repo's info): ask for the first file vLLM fetches, as hf_hub_download does.
@@ -287,102 +277,71 @@ def _judge_info(asker: _Asker, info: Any) -> Check:
         return not_the_hub(asker.shown_hub, f"it answered HEAD {repo}/{probe} without the Hub's "
                            f"{' and '.join(missing)} header{'s' if len(missing) > 1 else ''}, which "
                            "huggingface_hub needs to download a file")
-    commit = _one_line(metadata.commit_hash or "", token)[:12]
+    commit = one_line(metadata.commit_hash or "", token)[:12]
     served = f"the Hub serves its {probe} (revision {commit})"
     if not same_repo:
-        return _warned(f"{where} answered with the info of {answered}, as the Hub does for the old "
-                       f"name of a renamed repo, and {served} under the asked name: the pods' download "
-                       "follows the rename today", f"set {SOURCE_KEY} to {answered}, the repo's name now, so the "
-                       "download does not depend on the Hub's redirect")
+        return warned(f"{where} answered with the info of {answered}, as the Hub does for the old "
+                      f"name of a renamed repo, and {served} under the asked name: the pods' download "
+                      "follows the rename today", f"set {SOURCE_KEY} to {answered}, the repo's name now, so the "
+                      "download does not depend on the Hub's redirect")
     if info.gated:
-        return _passed(f"{named}: gated ({info.gated}), {kind}; {HF_TOKEN_KEY} has been granted access "
-                       f"({served})")
-    return _passed(f"{named}: {kind}, readable {asker.with_token}; its info lists no files, and {served}")
+        return passed(f"{named}: gated ({info.gated}), {kind}; {HF_TOKEN_KEY} has been granted access "
+                      f"({served})")
+    return passed(f"{named}: {kind}, readable {asker.with_token}; its info lists no files, and {served}")
+
+
+# Answers about the way from here to the Hub, not about the repo or the token: a proxy asking for
+# its own credentials (407), a timeout (408), a rate limit (429), and every 5xx (the Hub's, or a
+# proxy's 502/503 for a Hub it cannot reach).
+_NOT_ABOUT_THE_REPO = frozenset({407, 408, 429})
+
+
+def _unreached(shown_hub: str, repo: str, what: str) -> Check:
+    """The Hub gave no answer about the repo from where preflight runs: no evidence either way.
+
+    The pods download from AWS, through the stack's own network (NAT gateway), which may reach the
+    Hub where this machine does not (a laptop offline, a corporate proxy, a web app in a private
+    subnet), or may not: a warning, never a failure (a new user's first preview must not read
+    FAILED because this machine has no Hub)."""
+    return warned(f"the Hugging Face Hub at {shown_hub} {what} from this machine ({this_machine()}, "
+                  f"where preflight runs), so nothing was learnt about {repo}: the pods download it "
+                  "through the stack's own network in AWS, which may reach the Hub where this machine "
+                  "cannot",
+                  f"nothing to fix if the pods can reach {DEFAULT_HUB} (the stack's NAT gateway gives them "
+                  f"outbound HTTPS); to check {repo} from here, let this machine reach {shown_hub} (or set "
+                  f"{ENDPOINT_VARIABLE} to a mirror it reaches) and rerun")
 
 
 def not_the_hub(shown_hub: str, why: str) -> Check:
     """The server at the endpoint does not answer as a Hugging Face Hub does."""
-    return _failed(f"{shown_hub} does not answer as a Hugging Face Hub: {why}; nothing says the model "
-                   "can be downloaded", f"check {ENDPOINT_VARIABLE} (a mirror's URL) and any proxy "
-                   f"between here and {shown_hub}")
+    return failed(f"{shown_hub} does not answer as a Hugging Face Hub: {why}; nothing says the model "
+                  "can be downloaded", f"check {ENDPOINT_VARIABLE} (a mirror's URL) and any proxy "
+                  f"between here and {shown_hub}")
 
 
 def _no_config(where: str, seen: str) -> Check:
-    return _failed(f"{where} exists but holds no {CONFIG_FILE} at its top level ({seen}): "
-                   "vLLM cannot load it as a model",
-                   f"point {SOURCE_KEY} at the repo that holds the model's {CONFIG_FILE} (a GGUF-only "
-                   "or adapter-only repo is not served this way)")
+    return failed(f"{where} exists but holds no {CONFIG_FILE} at its top level ({seen}): "
+                  "vLLM cannot load it as a model",
+                  f"point {SOURCE_KEY} at the repo that holds the model's {CONFIG_FILE} (a GGUF-only "
+                  "or adapter-only repo is not served this way)")
 
 
 def _gated_refused(repo: str, hub: str, token: Optional[str], unreadable_token: bool, said: str) -> Check:
     hub_said = f" (the Hub: {said})" if said else ""
     page = f"{hub}/{repo}"
     if unreadable_token:
-        return _warned(f"{repo} is gated: its files need a token granted access, and {HF_TOKEN_KEY} is "
-                       f"kept where preflight cannot read it{hub_said}",
-                       f"make sure the token's account was granted access on {page}")
+        return warned(f"{repo} is gated: its files need a token granted access, and {HF_TOKEN_KEY} is "
+                      f"kept where preflight cannot read it{hub_said}",
+                      f"make sure the token's account was granted access on {page}")
     if token is None:
-        return _failed(f"{repo} is a gated model and {HF_TOKEN_KEY} is not set: the pods cannot "
-                       f"download it{hub_said}",
-                       f"accept the model's terms on {page} with your Hugging Face account, then set "
-                       f"a read token of that account: pulumi config set --secret {HF_TOKEN_KEY} <token>")
-    return _failed(f"{repo} is a gated model and the account of {HF_TOKEN_KEY} has not been granted "
-                   f"access (or its request is still awaiting review){hub_said}",
-                   f"request access on {page} with the token's account and wait for approval, or set "
-                   f"{HF_TOKEN_KEY} to a token of an account that has it")
-
-
-# ---- S3 ----
-
-def _s3_text(location: S3Location) -> str:
-    return f"s3://{location.bucket}/{location.prefix + '/' if location.prefix else ''}"
-
-
-def check_s3_source(spec: DeploymentSpec, s3: Optional[Callable[[], BaseClient]],
-                    why_not: str = "") -> Check:
-    """`model-source` for an s3:// URI. `s3`: makes the S3 client (None: no usable AWS
-    credentials, `why_not` says why)."""
-    location = s3_location(spec.model.source)
-    assert location is not None  # called for s3:// sources only
-    where = _s3_text(location)
-    if s3 is None:
-        return Check.skipped(CHECK_ID, TITLE, f"{where} is read with AWS credentials: {why_not}")
-    prefix = f"{location.prefix}/" if location.prefix else ""
-    config_key = f"{prefix}{CONFIG_FILE}"
-    try:
-        client = s3()
-        listing = client.list_objects_v2(Bucket=location.bucket, Prefix=prefix, Delimiter="/", MaxKeys=1000)
-        keys = [item["Key"] for item in listing.get("Contents", [])]
-        folders = [item["Prefix"] for item in listing.get("CommonPrefixes", [])]
-        if not keys and not folders:
-            return _failed(f"{where} holds no objects: the prefix does not exist in bucket {location.bucket}",
-                           f"upload the model there, or fix {SOURCE_KEY}")
-        if config_key not in keys and not listing.get("IsTruncated"):
-            below = f"; sub-folders: {', '.join(f[len(prefix):] for f in folders[:5])}" if folders else ""
-            return _failed(f"{where} holds no {CONFIG_FILE} at its top ({len(keys)} objects there{below}): "
-                           "vLLM loads a model from the folder with its config.json",
-                           f"point {SOURCE_KEY} at the folder holding {CONFIG_FILE}")
-        head = client.head_object(Bucket=location.bucket, Key=config_key)
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        if code == "NoSuchBucket":
-            return _failed(f"bucket {location.bucket} of {where} does not exist",
-                           f"fix the bucket name in {SOURCE_KEY}")
-        if code in ("404", "NoSuchKey"):
-            return _failed(f"{where}{CONFIG_FILE} does not exist", f"upload the model's {CONFIG_FILE}")
-        if code in ("403", "AccessDenied", "AllAccessDisabled"):
-            return _warned(f"this identity may not read {where} ({code}); the pods read it with the "
-                           "role raypd creates for them, but a bucket policy or KMS key may refuse them too",
-                           "grant s3:ListBucket and s3:GetObject on it to check, or check the bucket policy")
-        said = _one_line(str(error.get("Message", "")), None)
-        return _warned(f"S3 refused to list {where} ({code or 'error'}: {said})")
-    except BotoCoreError as exc:  # connection refused, timeout, DNS
-        return _failed(f"S3 did not answer while listing {where} ({_one_line(str(exc), None)})",
-                       "check network access to S3 (and AWS_ENDPOINT_URL if set), then rerun")
-    size = head.get("ContentLength")
-    return _passed(f"{where} exists and holds a readable {CONFIG_FILE} ({size} bytes; ListObjectsV2 and "
-                   "HeadObject answered)")
+        return failed(f"{repo} is a gated model and {HF_TOKEN_KEY} is not set: the pods cannot "
+                      f"download it{hub_said}",
+                      f"accept the model's terms on {page} with your Hugging Face account, then set "
+                      f"a read token of that account: pulumi config set --secret {HF_TOKEN_KEY} <token>")
+    return failed(f"{repo} is a gated model and the account of {HF_TOKEN_KEY} has not been granted "
+                  f"access (or its request is still awaiting review){hub_said}",
+                  f"request access on {page} with the token's account and wait for approval, or set "
+                  f"{HF_TOKEN_KEY} to a token of an account that has it")
 
 
 def check_model_source(spec: DeploymentSpec, s3: Optional[Callable[[], BaseClient]] = None,

@@ -3,15 +3,20 @@
 Envoy Gateway (the Gateway API implementation, components.render.endpoint_lb installs it) runs one Envoy
 proxy fleet per Gateway; raypd renders:
 
-- a GatewayClass `raypd` whose parametersRef is an EnvoyProxy: the proxy Service (ClusterIP for
-  scope cluster; a LoadBalancer Service the AWS Load Balancer Controller turns into an NLB for vpc
-  and internet, components.render.endpoint_lb.nlb_annotations) and the proxy pods on the system nodes;
+- a GatewayClass `raypd` whose parametersRef is an EnvoyProxy: the proxy Service (a ClusterIP in
+  every scope) and the proxy pods on the system nodes;
 - a Gateway with one HTTP listener (port 80, or 443 when the NLB terminates TLS);
 - an HTTPRoute that sends ONLY PathPrefix /v1 to the Serve Service's port 8000: the Ray
   dashboard (8265), client (10001) and GCS (6379) ports are never a backend;
 - a SecurityPolicy (auth apiKey) checking `Authorization: Bearer <key>` against the keys in the
   Secret endpoint_names.api_keys_secret_name (the header is removed before Serve sees it);
 - a ClientTrafficPolicy and a BackendTrafficPolicy with the stream timeouts below.
+
+For scopes vpc and internet, the NLB is NOT Envoy Gateway's proxy Service: raypd makes a LoadBalancer
+Service of its own for the proxy pods (components.render.endpoint_lb.nlb_service), so that Pulumi
+owns the object the NLB lives and dies with. Its status names the NLB that serves (the `endpoint.url`
+output reads it), and deleting it waits for the AWS Load Balancer Controller to delete the NLB
+(its finalizer), which the stack orders before the controller's own removal (issue 29 §1).
 
 Timeouts on the path of one streamed completion (every one that can end a silent stream is at
 least 600 s; `path_timeouts` reads them back from the rendered objects for the tests):
@@ -56,10 +61,16 @@ API_PREFIX = "/v1"
 # client, GCS.
 FORBIDDEN_PORTS = (defaults.DASHBOARD_PORT, 10001, defaults.GCS_PORT)
 # pulumi-kubernetes awaits a custom resource only when told to: the Gateway is Programmed once its
-# proxy Service has an address (the NLB's host name), which the endpoint output needs.
+# proxies run and their Service has an address, so the NLB Service made after it finds them ready.
 WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
 TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
-GATEWAY_WAIT_SECONDS = 900  # an NLB takes a few minutes to become active
+GATEWAY_WAIT_SECONDS = 600  # the proxy pods start on the system nodes (image pull included)
+# Envoy Gateway shifts a privileged listener port (below 1024) by this much for the proxy container,
+# which then needs no CAP_NET_BIND_SERVICE (envoyproxy/gateway v1.9.0 internal/gatewayapi/listener.go
+# `servicePortToContainerPort`, translator.go `wellKnownPortShift`; raypd leaves the EnvoyProxy's
+# useListenerPortAsContainerPort unset, so the shift applies).
+WELL_KNOWN_PORT_SHIFT = 10000
+MIN_EPHEMERAL_PORT = 1024
 
 
 def _seconds(value: int) -> str:
@@ -69,6 +80,12 @@ def _seconds(value: int) -> str:
 def listener_port(spec: DeploymentSpec) -> int:
     """443 when the NLB terminates TLS (it forwards plain HTTP to Envoy), else 80."""
     return 443 if spec.endpoint.tls else 80
+
+
+def proxy_container_port(spec: DeploymentSpec) -> int:
+    """The port the Envoy proxy container listens on for the listener (the NLB's target port)."""
+    port = listener_port(spec)
+    return port + WELL_KNOWN_PORT_SHIFT if port < MIN_EPHEMERAL_PORT else port
 
 
 def proxy_service_name(spec: DeploymentSpec) -> str:
@@ -100,18 +117,10 @@ def gateway_class() -> dict[str, Any]:
     }
 
 
-def envoy_proxy(spec: DeploymentSpec, service_annotations: dict[str, str]) -> dict[str, Any]:
-    """The proxy fleet: its Service (type by scope; `service_annotations` from
-    components.render.endpoint_lb.nlb_annotations) and its pods on the system nodes."""
-    service: dict[str, Any] = {"name": proxy_service_name(spec)}
-    if spec.endpoint.load_balanced:
-        service.update({
-            "type": "LoadBalancer",
-            "annotations": dict(service_annotations),
-            "loadBalancerSourceRanges": list(spec.endpoint.effective_allowed_cidrs),
-        })
-    else:
-        service["type"] = "ClusterIP"
+def envoy_proxy(spec: DeploymentSpec) -> dict[str, Any]:
+    """The proxy fleet: its Service, a ClusterIP in every scope (the NLB's Service is raypd's own,
+    see the module docstring), and its pods on the system nodes."""
+    service: dict[str, Any] = {"name": proxy_service_name(spec), "type": "ClusterIP"}
     return {
         "apiVersion": ENVOY_API, "kind": "EnvoyProxy",
         "metadata": _meta(ENVOY_PROXY_NAME, endpoint_names.GATEWAY_NAMESPACE),
@@ -214,11 +223,11 @@ def backend_traffic_policy(spec: DeploymentSpec) -> dict[str, Any]:
     }
 
 
-def gateway_objects(spec: DeploymentSpec, service_annotations: dict[str, str]) -> dict[str, dict[str, Any]]:
+def gateway_objects(spec: DeploymentSpec) -> dict[str, dict[str, Any]]:
     """Every gateway object by a short role name (no SecurityPolicy with auth none)."""
     objects = {
         "gateway-class": gateway_class(),
-        "envoy-proxy": envoy_proxy(spec, service_annotations),
+        "envoy-proxy": envoy_proxy(spec),
         "gateway": gateway(spec),
         "route": http_route(spec),
         "client-policy": client_traffic_policy(spec),
@@ -259,8 +268,10 @@ def _parse(text: str) -> int:
     return int(text[:-1])
 
 
-def path_timeouts(objects: dict[str, dict[str, Any]]) -> list[PathTimeout]:
-    """Every Envoy and NLB timeout that can end a silent stream, as rendered."""
+def path_timeouts(objects: dict[str, dict[str, Any]],
+                  nlb_service: Optional[dict[str, Any]] = None) -> list[PathTimeout]:
+    """Every Envoy and NLB timeout that can end a silent stream, as rendered (`nlb_service`:
+    components.render.endpoint_lb.nlb_service, None without a load balancer)."""
     found: list[PathTimeout] = []
     client = objects["client-policy"]["spec"]["timeout"]["http"]
     found += [PathTimeout(f"client {k}", _parse(v)) for k, v in client.items()]
@@ -269,8 +280,8 @@ def path_timeouts(objects: dict[str, dict[str, Any]]) -> list[PathTimeout]:
               if k != "connectionIdleTimeout"]  # idle between requests only (module docstring)
     for rule in objects["route"]["spec"]["rules"]:
         found += [PathTimeout(f"route {k}", _parse(v)) for k, v in rule.get("timeouts", {}).items()]
-    service = objects["envoy-proxy"]["spec"]["provider"]["kubernetes"]["envoyService"]
-    for key, value in (service.get("annotations") or {}).items():
+    annotations = (nlb_service or {}).get("metadata", {}).get("annotations") or {}
+    for key, value in annotations.items():
         if "listener-attributes" in key:
             for pair in value.split(","):
                 name, _, number = pair.partition("=")

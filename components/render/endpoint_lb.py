@@ -1,9 +1,11 @@
-"""The charts behind the endpoint, as pure values: the AWS Load Balancer Controller and Envoy Gateway.
+"""The load balancer and the charts behind the endpoint, as pure values: raypd's NLB Service, the AWS
+Load Balancer Controller and Envoy Gateway.
 
-- The AWS Load Balancer Controller (scopes vpc and internet only) turns the Envoy proxy's
-  LoadBalancer Service into a Network Load Balancer. It calls the ELB and EC2 APIs with an IAM role
-  of its own through IRSA (its ServiceAccount's `eks.amazonaws.com/role-arn` annotation, the trust
-  policy of components.render.model_access.irsa_trust_policy), whose permissions are the controller's
+- The AWS Load Balancer Controller (scopes vpc and internet only) turns raypd's LoadBalancer
+  Service for the Envoy proxy pods (`nlb_service`) into a Network Load Balancer. It calls the ELB
+  and EC2 APIs with an IAM role of its own through IRSA (its ServiceAccount's
+  `eks.amazonaws.com/role-arn` annotation, the trust policy of
+  components.render.model_access.irsa_trust_policy), whose permissions are the controller's
   published policy, kept verbatim in components/data/ (source below). It is told the cluster,
   region and VPC rather than asking the instance metadata service (IMDS hop limit 1 on the nodes
   hides it from pods).
@@ -21,6 +23,17 @@ loadBalancerSourceRanges only when it is (the annotation doc's warning: "disable
 targets"); a TLS listener on 443 with the ACM certificate when one is set, else a TCP listener on 80
 with its idle timeout raised to NLB_TCP_IDLE_TIMEOUT_SECONDS (the listener-attributes annotation;
 AWS allows 60-6000 s; TLS listeners keep a fixed 350 s).
+
+Why the NLB has a Service of raypd's own rather than being Envoy Gateway's proxy Service (issue 29
+§1): only the running controller deletes an NLB, its target groups and security groups, when the
+Service goes (its finalizer service.k8s.aws/resources, aws-load-balancer-controller
+controllers/service/service_controller.go `cleanupLoadBalancerResources`). A Service Pulumi owns
+is deleted by Pulumi, which waits until it is gone (pulumi-kubernetes await.go `Deletion`), and the
+Service depends on the controller's release, so the controller is removed only after that, on a
+change to scope cluster and on destroy alike. Envoy Gateway's Service would go whenever its
+controller got round to it, with nothing waiting. Its status is also the NLB that serves now: a
+scope change is a new Service (the name holds the scope), so `pulumi up` reads a new NLB's name
+instead of keeping a stored one.
 """
 
 from __future__ import annotations
@@ -28,10 +41,16 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from components.config import defaults
 from components.config.spec import DeploymentSpec
+from components.render import endpoint_names
+from components.render.endpoint import (
+    TIMEOUT_ANNOTATION,
+    listener_port,
+    proxy_container_port,
+)
 from components.render.model_access import ROLE_ARN_ANNOTATION
 
 # kubernetes-sigs/aws-load-balancer-controller docs/install/iam_policy.json at tag v3.5.0
@@ -41,6 +60,14 @@ IAM_POLICY_PATH = (Path(__file__).resolve().parent / "data"
 ANNOTATION_PREFIX = "service.beta.kubernetes.io/"
 # A modern TLS policy (TLS 1.3 and 1.2 only) instead of the controller's ELBSecurityPolicy-2016-08.
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+# The controller's default LoadBalancerClass (docs/guide/service/nlb.md). Set by raypd rather than
+# by the controller's mutating webhook, which fills it in on create only
+# (webhooks/core/service_mutator.go): a field Pulumi did not send would be one it removes on the
+# next update, and the field is immutable.
+NLB_CLASS = "service.k8s.aws/nlb"
+# How long pulumi-kubernetes waits for the NLB's name on create, and for the Service to be gone on
+# delete (the controller deletes the NLB, its target groups and security groups first).
+NLB_SERVICE_WAIT_SECONDS = 900
 
 
 @lru_cache(maxsize=1)
@@ -86,7 +113,7 @@ def lb_controller_crd_urls() -> list[str]:
 
 
 def nlb_annotations(spec: DeploymentSpec, subnet_ids: Sequence[str]) -> dict[str, str]:
-    """The proxy Service's annotations for scopes vpc and internet ({} for cluster)."""
+    """The NLB Service's annotations for scopes vpc and internet ({} for cluster)."""
     endpoint = spec.endpoint
     if not endpoint.load_balanced:
         return {}
@@ -109,3 +136,36 @@ def nlb_annotations(spec: DeploymentSpec, subnet_ids: Sequence[str]) -> dict[str
         annotations[f"{a}aws-load-balancer-listener-attributes.TCP-80"] = (
             f"tcp.idle_timeout.seconds={defaults.NLB_TCP_IDLE_TIMEOUT_SECONDS}")
     return annotations
+
+
+def nlb_service(spec: DeploymentSpec, subnet_ids: Sequence[str]) -> Optional[dict[str, Any]]:
+    """The LoadBalancer Service of scopes vpc and internet (None for cluster): the proxy pods of
+    the deployment's Gateway behind an NLB, the listener's port on the NLB to the port Envoy listens
+    on (components.render.endpoint.proxy_container_port).
+
+    Its labels must not be the proxy pods' labels: Envoy Gateway deletes every Service in its
+    namespace that carries the labels of a Gateway's proxy infrastructure except its own
+    (envoyproxy/gateway v1.9.0 internal/infrastructure/kubernetes/infra_resource.go
+    `createOrUpdateService`, `DeleteAllExcept` by `LabelSelector`)."""
+    endpoint = spec.endpoint
+    if not endpoint.load_balanced:
+        return None
+    port = listener_port(spec)
+    annotations = {**nlb_annotations(spec, subnet_ids), TIMEOUT_ANNOTATION: str(NLB_SERVICE_WAIT_SECONDS)}
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {
+            "name": endpoint_names.nlb_service_name(spec.service_name, endpoint.scope),
+            "namespace": endpoint_names.GATEWAY_NAMESPACE,
+            "labels": {"app.kubernetes.io/part-of": "raypd"},
+            "annotations": annotations,
+        },
+        "spec": {
+            "type": "LoadBalancer",
+            "loadBalancerClass": NLB_CLASS,
+            "selector": endpoint_names.proxy_pod_labels(spec.namespace, spec.service_name),
+            "ports": [{"name": "https" if endpoint.tls else "http", "protocol": "TCP", "port": port,
+                       "targetPort": proxy_container_port(spec)}],
+            "loadBalancerSourceRanges": list(endpoint.effective_allowed_cidrs),
+        },
+    }

@@ -26,6 +26,13 @@ GATEWAY_CLASS_NAME: Final = "raypd"
 # OwningGatewayNameLabel / OwningGatewayNamespaceLabel constants); NetworkPolicies select by them.
 OWNING_GATEWAY_NAME_LABEL: Final = "gateway.envoyproxy.io/owning-gateway-name"
 OWNING_GATEWAY_NAMESPACE_LABEL: Final = "gateway.envoyproxy.io/owning-gateway-namespace"
+# The labels Envoy Gateway puts on every proxy pod besides the owning-gateway ones (envoyproxy/gateway
+# v1.9.0 internal/infrastructure/kubernetes/proxy/resource.go `EnvoyAppLabel`).
+PROXY_APP_LABELS: Final = {
+    "app.kubernetes.io/name": "envoy",
+    "app.kubernetes.io/component": "proxy",
+    "app.kubernetes.io/managed-by": "envoy-gateway",
+}
 
 API_KEY_HEADER: Final = "Authorization"  # sent as "Bearer <key>"
 FIRST_KEY_NAME: Final = "default"  # the key the Pulumi program creates (stack output apiKey)
@@ -42,8 +49,23 @@ def gateway_name(service_name: str) -> str:
 def proxy_service_name(service_name: str) -> str:
     """The Envoy proxy Service (in GATEWAY_NAMESPACE) of `service_name`'s Gateway: raypd fixes its
     name through the EnvoyProxy's envoyService.name, instead of Envoy Gateway's generated
-    envoy-<namespace>-<gateway>-<hash>; it is the NLB's Service for scopes vpc and internet."""
+    envoy-<namespace>-<gateway>-<hash>. A ClusterIP Service in every scope (in-cluster clients
+    use it); the NLB of scopes vpc and internet has a Service of its own, nlb_service_name."""
     return gateway_name(service_name)
+
+
+def proxy_pod_labels(namespace: str, service_name: str) -> dict[str, str]:
+    """The labels of the Envoy proxy pods of `service_name`'s Gateway in `namespace`: the selector
+    of Envoy Gateway's own proxy Service, and of raypd's NLB Service."""
+    return {**PROXY_APP_LABELS, OWNING_GATEWAY_NAME_LABEL: gateway_name(service_name),
+            OWNING_GATEWAY_NAMESPACE_LABEL: namespace}
+
+
+def nlb_service_name(service_name: str, scope: str) -> str:
+    """The LoadBalancer Service (in GATEWAY_NAMESPACE) behind `service_name`'s NLB for scope vpc or
+    internet. The scope is part of the name, so a scope change is a new Service with a new NLB
+    (components.render.endpoint_lb.nlb_service). At most 47 + 13 characters: a DNS label."""
+    return f"{service_name}-nlb-{scope}"
 
 
 def api_keys_secret_name(service_name: str) -> str:

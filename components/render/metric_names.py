@@ -77,6 +77,15 @@ SERVE_REPLICA_HEALTHY = "ray_serve_deployment_replica_healthy"
 
 # ---- GPUs and Kubernetes (not in the captures) ----
 DCGM_GPU_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+# The pod a series belongs to. On what raypd's PodMonitors scrape (the Ray pods' own series, Ray
+# Serve's and vLLM's among them), the target labels the Prometheus Operator adds to every PodMonitor
+# target (prometheus-operator v0.93 pkg/prometheus/promcfg.go, generatePodMonitorConfig:
+# __meta_kubernetes_namespace -> namespace, __meta_kubernetes_pod_name -> pod); on dcgm-exporter's
+# series, the pod holding the GPU (dcgm-exporter 4.5.3-4.8.2 internal/pkg/transformation/const.go
+# `podAttribute`, `namespaceAttribute`, from the kubelet's pod-resources API), kept as they are by
+# its ServiceMonitor's honorLabels.
+POD_LABEL = "pod"
+POD_NAMESPACE_LABEL = "namespace"
 KUBE_POD_PHASE = "kube_pod_status_phase"
 KUBE_NODE_CONDITION = "kube_node_status_condition"
 KUBE_NODE_LABELS = "kube_node_labels"

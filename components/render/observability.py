@@ -17,7 +17,8 @@ Pure: a spec in, manifests and Helm values out; components.stack.observability_s
   would scrape it twice.
 - dcgm-exporter on the GPU nodes with the profiling (DCP) fields: `DCGM_FI_DEV_GPU_UTIL` only says
   whether a kernel ran in the sample period; GR_ENGINE_ACTIVE, SM_ACTIVE and PIPE_TENSOR_ACTIVE
-  say how much of the GPU the engines use (NVIDIA DCGM docs, "Profiling Metrics").
+  say how much of the GPU the engines use (NVIDIA DCGM docs, "Profiling Metrics"). How the
+  exporter gets raypd's list: see `dcgm_exporter_values`.
 - EFA: node-exporter's infiniband collector is on by default and sees the EFA devices (they live
   under /sys/class/infiniband as rdmap*), but as of node_exporter 1.x it reports only their port
   state and rate: EFA keeps its byte, packet and error counters in ports/*/hw_counters/, which the
@@ -28,6 +29,7 @@ Pure: a spec in, manifests and Helm values out; components.stack.observability_s
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from components.config import defaults
@@ -48,7 +50,16 @@ RAY_CLUSTER_RELABELING = {
     "sourceLabels": ["__meta_kubernetes_pod_label_ray_io_cluster"],
     "targetLabel": "ray_io_cluster",
 }
-# (DCGM field, Prometheus type, help): dcgm-exporter's CSV format (etc/default-counters.csv).
+# Where the exporter reads raypd's counters (dcgm_exporter_values): a file of the chart's fixed
+# ConfigMap (templates/metrics-configmap.yaml names it), mounted beside the image's own lists.
+DCGM_CHART_CONFIG_MAP = "exporter-metrics-config-map"
+DCGM_COUNTERS_VOLUME = "raypd-counters"
+DCGM_COUNTERS_FILE = "raypd-counters.csv"
+DCGM_COUNTERS_PATH = f"/etc/dcgm-exporter/{DCGM_COUNTERS_FILE}"
+DCGM_COUNTERS_ANNOTATION = "raypd.io/dcgm-counters-sha256"
+# (DCGM field, Prometheus type, help): dcgm-exporter's CSV format (etc/default-counters.csv). No
+# comma or quote in a help text: the exporter reads the file with Go's encoding/csv, where a comma
+# makes a fourth field and the exporter exits (tests/unit/test_dcgm_counters.py).
 DCGM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
     ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "Ratio of cycles an SM has at least one warp assigned."),
@@ -59,7 +70,7 @@ DCGM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "PCIe bytes received per second."),
     ("DCGM_FI_PROF_NVLINK_TX_BYTES", "gauge", "NVLink bytes transmitted per second."),
     ("DCGM_FI_PROF_NVLINK_RX_BYTES", "gauge", "NVLink bytes received per second."),
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (busy or idle per sample, in %)."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %: busy or idle per sample)."),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
     ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
@@ -131,20 +142,41 @@ def kube_prometheus_stack_values(spec: DeploymentSpec) -> dict[str, Any]:
     }
 
 
-def dcgm_metrics_csv() -> str:
+def dcgm_metrics_csv(fields: tuple[tuple[str, str, str], ...] = DCGM_FIELDS) -> str:
     """dcgm-exporter's counters file (its `customMetrics` value)."""
     lines = ["# DCGM field, Prometheus metric type, help message (raypd, issue 18)"]
-    lines += [f"{field}, {kind}, {help_text}" for field, kind, help_text in DCGM_FIELDS]
+    lines += [f"{field}, {kind}, {help_text}" for field, kind, help_text in fields]
     return "\n".join(lines) + "\n"
 
 
-def dcgm_exporter_values() -> dict[str, Any]:
+def dcgm_exporter_values(fields: tuple[tuple[str, str, str], ...] = DCGM_FIELDS) -> dict[str, Any]:
     """dcgm-exporter on the GPU nodes only (raypd's GPU role label and taint toleration). Its
     chart's ServiceMonitor is kept: one Service in front of one DaemonSet counts each GPU once.
     `honorLabels` keeps the exporter's pod/namespace labels (the pod using the GPU, read from the
-    kubelet's pod-resources API) rather than renaming them to exported_pod."""
+    kubelet's pod-resources API) rather than renaming them to exported_pod.
+
+    How the exporter reads raypd's counters (NVIDIA/dcgm-exporter 4.5.3-4.8.2): the chart puts
+    `customMetrics` in its ConfigMap `exporter-metrics-config-map`, key `metrics`
+    (templates/metrics-configmap.yaml), and the exporter reads the file named by `-f`
+    (internal/pkg/counters/counter_config.go). raypd mounts that key as its own file and points
+    `-f` at it, instead of relying on the chart's defaults (which mount it over the image's
+    default-counters.csv): if the mount ever went missing the exporter would stop on a missing
+    file, not silently fall back to NVIDIA's list. Not `-m <namespace>:<configmap>`: that reads the
+    ConfigMap through the Kubernetes API, and the chart mounts no service-account token unless pod
+    labels, pod UIDs or DRA are enabled (templates/daemonset.yaml `automountServiceAccountToken`),
+    so the exporter would exit at start. A subPath mount never changes inside a running container
+    and the exporter reads the file once, so the list's digest is a pod annotation: a new list
+    rolls the DaemonSet."""
+    counters = dcgm_metrics_csv(fields)
     return {
-        "customMetrics": dcgm_metrics_csv(),
+        "customMetrics": counters,
+        "arguments": ["-f", DCGM_COUNTERS_PATH],
+        "extraConfigMapVolumes": [{"name": DCGM_COUNTERS_VOLUME, "configMap": {
+            "name": DCGM_CHART_CONFIG_MAP,
+            "items": [{"key": "metrics", "path": DCGM_COUNTERS_FILE}]}}],
+        "extraVolumeMounts": [{"name": DCGM_COUNTERS_VOLUME, "mountPath": DCGM_COUNTERS_PATH,
+                               "subPath": DCGM_COUNTERS_FILE, "readOnly": True}],
+        "podAnnotations": {DCGM_COUNTERS_ANNOTATION: hashlib.sha256(counters.encode()).hexdigest()[:16]},
         "nodeSelector": dict(defaults.GPU_ROLE_LABEL),
         "tolerations": [dict(GPU_TOLERATION)],
         "serviceMonitor": {"enabled": True, "interval": SCRAPE_INTERVAL, "honorLabels": True},

@@ -24,7 +24,14 @@ from components.config import catalogue, defaults
 from components.config.spec import DeploymentSpec
 from components.plan.slo import Slo, slo_for
 from components.render import metric_names as m
-from components.render.observability_rules import PHASE_INFO, WINDOW, guarded_quantile, kube_label, phased
+from components.render.observability_rules import (
+    PHASE_INFO,
+    POD_PHASE_INFO,
+    WINDOW,
+    guarded_quantile,
+    kube_label,
+    phased,
+)
 from components.render.serve_config import APP_NAME
 
 SCHEMA_VERSION = 39
@@ -62,13 +69,12 @@ def _within(histogram: str, seconds: float) -> str:
 
 
 def _gpu_active(phase_regex: str) -> str:
-    """DCGM's engine activity of the phase's nodes: DCGM labels by Hostname (the node name), the
-    node's phase comes from its `raypd.io/phase` label through kube-state-metrics."""
-    phase_label = kube_label(defaults.PHASE_LABEL_KEY)
-    nodes = (f'label_replace(label_replace({m.KUBE_NODE_LABELS}{{{phase_label}=~"{phase_regex}"}}, '
-             f'"Hostname", "$1", "node", "(.+)"), "phase", "$1", "{phase_label}", "(.+)")')
-    return (f"avg by (phase, Hostname) ({m.DCGM_GPU_ACTIVE} * on(Hostname) group_left(phase) "
-            f"max by (Hostname, phase) ({nodes}))")
+    """DCGM's engine activity of the GPUs the phase's Ray pods hold, averaged per pod: DCGM labels
+    each GPU with the pod using it, and POD_PHASE_INFO says which phase's replica that pod runs
+    (components/render/observability_rules.py: on the reference layout no node carries a phase)."""
+    pod = f"{m.POD_NAMESPACE_LABEL}, {m.POD_LABEL}"
+    return (f"avg by ({m.PHASE_LABEL}, {m.POD_LABEL}) ({m.DCGM_GPU_ACTIVE} * on({pod}) "
+            f'group_left({m.PHASE_LABEL}) {POD_PHASE_INFO}{{{m.PHASE_LABEL}=~"{phase_regex}"}})')
 
 
 @dataclass(frozen=True)
@@ -147,8 +153,9 @@ def prefill_column() -> list[Panel]:
               "percentunit",
               ((f"{_rate(phased(m.PREFIX_CACHE_HITS), p)} / {_rate(phased(m.PREFIX_CACHE_QUERIES), p)}",
                 "hit rate"),)),
-        Panel("Prefill GPU engine active", "DCGM graphics engine activity of the prefill nodes' GPUs "
-              "(0-1).", "percentunit", ((_gpu_active("prefill|colocated"), "{{Hostname}}"),)),
+        Panel("Prefill GPU engine active", "DCGM graphics engine activity of the GPUs the prefill "
+              "engines' Ray pods hold, per pod (0-1).", "percentunit",
+              ((_gpu_active("prefill|colocated"), "{{pod}}"),)),
     ]
 
 
@@ -205,8 +212,9 @@ def decode_column() -> list[Panel]:
               ((_rate(phased(m.PREEMPTIONS), d, "ReplicaId"), "{{ReplicaId}}"),)),
         Panel("Generation tokens/s", "Tokens the decode engines generated.", "short",
               ((_rate(phased(m.GENERATION_TOKENS), d, "phase"), "{{phase}}"),)),
-        Panel("Decode GPU engine active", "DCGM graphics engine activity of the decode nodes' GPUs "
-              "(0-1).", "percentunit", ((_gpu_active("decode|colocated"), "{{Hostname}}"),)),
+        Panel("Decode GPU engine active", "DCGM graphics engine activity of the GPUs the decode "
+              "engines' Ray pods hold, per pod (0-1).", "percentunit",
+              ((_gpu_active("decode|colocated"), "{{pod}}"),)),
     ]
 
 

@@ -10,6 +10,13 @@ deployment's Serve deployments (`Prefill:<model>`, `Decode:<model>`, or the colo
 engine metric joins it on: `engine:<metric>:phase`. Only this deployment's replicas join, so the
 phase-labelled series are this deployment's engines and no other app's.
 
+The same Serve series also say which pod each replica runs on (their `namespace` and `pod` target
+labels: a replica's series come out of the metrics agent of its own Ray pod), so
+`pod:raypd_phase:info{namespace, pod, phase}` gives a phase to whatever else is labelled by pod:
+dcgm-exporter labels each GPU with the pod holding it, so the GPU panels join on the pod. Not on a
+node label: only per-phase node groups carry `raypd.io/phase`, the reference layout's shared group
+does not (components.plan.topology), and there only Ray knows which node prefills.
+
 Names follow Prometheus's level:metric:operations convention: level `engine` keeps every engine
 label (the join adds `phase` and `deployment`), `phase` is aggregated by phase, and `raypd_` marks
 the metrics raypd derives itself.
@@ -34,6 +41,7 @@ from components.render.serve_config import APP_NAME, serve_deployment_name
 # The runbooks, relative to the repository root: raypd has no canonical public URL to point at.
 RUNBOOK = "docs/troubleshooting.md"
 PHASE_INFO = "replica:raypd_phase:info"
+POD_PHASE_INFO = "pod:raypd_phase:info"
 # Engine metrics the dashboard and alerts read by phase; histograms get _bucket, _sum and _count.
 ENGINE_GAUGES = (m.RUNNING, m.WAITING, m.KV_CACHE_USAGE)
 ENGINE_COUNTERS = (m.PROMPT_TOKENS, m.GENERATION_TOKENS, m.REQUEST_SUCCESS, m.PREEMPTIONS,
@@ -49,9 +57,8 @@ WINDOW = "5m"
 # and every engine that served has generated tokens (prefill one per request).
 ENGINE_PRESENCE = m.GENERATION_TOKENS
 # The node labels kube-state-metrics must export in kube_node_labels for the GPU-node alert and the
-# dashboard's per-phase GPU and per-type node panels (its --metric-labels-allowlist=nodes=[...]).
-KUBE_STATE_NODE_LABELS = (next(iter(defaults.GPU_ROLE_LABEL)), defaults.PHASE_LABEL_KEY,
-                          defaults.INSTANCE_TYPE_LABEL)
+# dashboard's per-type node panel (its --metric-labels-allowlist=nodes=[...]).
+KUBE_STATE_NODE_LABELS = (next(iter(defaults.GPU_ROLE_LABEL)), defaults.INSTANCE_TYPE_LABEL)
 
 
 def phased(metric: str) -> str:
@@ -68,7 +75,9 @@ def kube_label(key: str) -> str:
     return "label_" + re.sub(r"[^A-Za-z0-9_]", "_", key)
 
 
-def _phase_info(spec: DeploymentSpec) -> str:
+def _replica_phases(spec: DeploymentSpec, by: str) -> list[str]:
+    """One expression per phase: this deployment's live Serve replicas of that phase, one series
+    per (deployment, `by`), with the `phase` label added."""
     parts = []
     for phase in spec.phases:
         deployment = serve_deployment_name(phase, spec.model.id)
@@ -76,13 +85,24 @@ def _phase_info(spec: DeploymentSpec) -> str:
                  f'{m.SERVE_DEPLOYMENT_LABEL}="{deployment}"}}')
         # Either per-replica Serve series will do: one missing in some Ray version loses nothing.
         selector = f"{m.SERVE_REPLICA_STARTS}{where} or {m.SERVE_REPLICA_QUERIES}{where}"
-        parts.append(
-            f'label_replace(label_replace(max by ({m.SERVE_DEPLOYMENT_LABEL}, '
-            f'{m.SERVE_REPLICA_LABEL}) ({selector}), "{m.PHASE_LABEL}", "{phase}", "", ""), '
-            f'"{m.REPLICA_ID_LABEL}", "$1", "{m.SERVE_REPLICA_LABEL}", "(.+)")')
+        parts.append(f'label_replace(max by ({m.SERVE_DEPLOYMENT_LABEL}, {by}) ({selector}), '
+                     f'"{m.PHASE_LABEL}", "{phase}", "", "")')
+    return parts
+
+
+def _phase_info(spec: DeploymentSpec) -> str:
+    parts = [f'label_replace({part}, "{m.REPLICA_ID_LABEL}", "$1", "{m.SERVE_REPLICA_LABEL}", "(.+)")'
+             for part in _replica_phases(spec, m.SERVE_REPLICA_LABEL)]
     # `* 0 + 1`: an info series (value 1) whatever the counter's value; `max by` one per replica.
     return (f"max by ({m.REPLICA_ID_LABEL}, {m.SERVE_DEPLOYMENT_LABEL}, {m.PHASE_LABEL}) ("
             + " or ".join(parts) + ") * 0 + 1")
+
+
+def _pod_phase_info(spec: DeploymentSpec) -> str:
+    """One info series per Ray pod running a replica of a phase (see the module docstring)."""
+    pod = f"{m.POD_NAMESPACE_LABEL}, {m.POD_LABEL}"
+    return (f"max by ({pod}, {m.PHASE_LABEL}) ("
+            + " or ".join(_replica_phases(spec, pod)) + ") * 0 + 1")
 
 
 def _join(metric: str) -> str:
@@ -99,7 +119,8 @@ def engine_series() -> list[str]:
 
 
 def recording_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
-    rules: list[dict[str, Any]] = [{"record": PHASE_INFO, "expr": _phase_info(spec)}]
+    rules: list[dict[str, Any]] = [{"record": PHASE_INFO, "expr": _phase_info(spec)},
+                                   {"record": POD_PHASE_INFO, "expr": _pod_phase_info(spec)}]
     rules += [{"record": phased(name), "expr": _join(name)} for name in engine_series()]
     return rules
 

@@ -32,6 +32,8 @@ API_KEY_OUTPUT = "apiKey"
 IMAGE_PROVENANCE_KEY = "imageProvenance"
 # The metrics stack's in-cluster URLs (issue 18); absent with raypd:observability.enabled false.
 OBSERVABILITY_KEY = "observability"
+# The zone of the system nodes and the metrics stack's volumes (issue 29).
+SYSTEM_ZONE_KEY = "systemZone"
 
 
 class OutputsError(ValueError):
@@ -95,13 +97,16 @@ def observability_output(spec: DeploymentSpec) -> Optional[dict[str, str]]:
 def render_stack_outputs(
     plan: Union[DeploymentPlan, DeploymentSpec], *, availability_zone: str, cluster_name: str,
     image_provenance: Optional[Mapping[str, Optional[str]]] = None,
+    system_zone: Optional[str] = None,
 ) -> dict[str, Any]:
     """Every Contract 3 key except `kubeconfig`; plain values, no Pulumi types.
 
     Takes the deployment plan (the program passes the one it built); a spec is planned here, for
     callers outside the program that hold only a spec. `image_provenance` is what the program
     resolved (components.config.image.ResolvedImage.as_output); `image` is then the pinned reference
-    every Ray pod runs.
+    every Ray pod runs. `system_zone` is the one zone of the system nodes and the metrics stack's
+    volumes (components.plan.zones.system_zone); a stack whose outputs lack it was last deployed
+    with system nodes in both zones (components.changes.node_groups.system_zone_migration).
     """
     plan = as_plan(plan)
     spec = plan.spec
@@ -132,6 +137,8 @@ def render_stack_outputs(
     }
     if image_provenance is not None:
         outputs[IMAGE_PROVENANCE_KEY] = dict(image_provenance)
+    if system_zone is not None:
+        outputs[SYSTEM_ZONE_KEY] = system_zone
     observability = observability_output(spec)
     if observability is not None:
         outputs[OBSERVABILITY_KEY] = observability
@@ -140,6 +147,51 @@ def render_stack_outputs(
         outputs["estimatedUsdPerHour"] = cost.usd_per_hour
         outputs["estimatedCostBasis"] = catalogue.price_basis(spec.region)
     return outputs
+
+
+# ---- what an offline plan cannot know (issue 29 §2) ----
+
+# Where an offline plan's invented values are listed, by dotted path into its outputs: the plan
+# document (Contract 2), the web app's deployment answer and its page all read this one key.
+PLACEHOLDERS_KEY = "placeholders"
+PLACEHOLDER_WORD = "placeholder"
+
+
+def offline_placeholders(spec: DeploymentSpec, outputs: Mapping[str, Any]) -> dict[str, str]:
+    """The outputs of an offline plan that stand for values only a real `pulumi up` learns,
+    {dotted path: why}; shown as they are, they would read as real.
+
+    The mocks answer what AWS would be asked (components.stack.mockrun): the load balancer's DNS
+    name, the digest ECR pins the image tag to, the GPU zone EC2 offers. The metrics stack's
+    addresses are the names a real deploy gives its Services, but offline nothing answers there.
+    Every place that shows an offline plan's outputs labels these, and none offers one in a command.
+    """
+    found: dict[str, str] = {}
+    endpoint = outputs.get("endpoint")
+    if spec.endpoint.load_balanced and not spec.endpoint.host and isinstance(endpoint, Mapping):
+        found["endpoint.url"] = ("made up offline: AWS names the load balancer when `pulumi up` creates it, "
+                                 "and the real URL is read from it then")
+    provenance = outputs.get(IMAGE_PROVENANCE_KEY)
+    if isinstance(provenance, Mapping) and provenance.get("digest"):
+        why = "made up offline: no registry was asked; `pulumi up` pins the tag to the digest ECR gives"
+        found[f"{IMAGE_PROVENANCE_KEY}.digest"] = why
+        found["image"] = why
+    if spec.availability_zone is None and outputs.get("availabilityZone"):
+        found["availabilityZone"] = "assumed offline: `pulumi up` asks EC2 which zone offers every GPU type"
+    observability = outputs.get(OBSERVABILITY_KEY)
+    if isinstance(observability, Mapping):
+        for key, what in (("grafanaUrl", "Grafana"), ("prometheusUrl", "Prometheus")):
+            if key in observability:
+                found[f"{OBSERVABILITY_KEY}.{key}"] = (
+                    f"{what}'s address in the cluster once deployed; offline nothing runs, nothing answers there")
+    return found
+
+
+def placeholders_under(placeholders: Optional[Mapping[str, str]], key: str) -> list[tuple[str, str]]:
+    """The placeholders at output `key` or inside it: [(path below key, "" for key itself; why)]."""
+    return [("" if path == key else path[len(key) + 1:], why)
+            for path, why in sorted((placeholders or {}).items())
+            if path == key or path.startswith(key + ".")]
 
 
 def _describe(error: jsonschema.ValidationError) -> str:

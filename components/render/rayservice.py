@@ -372,9 +372,10 @@ def render_rayservice(plan: DeploymentPlan, zone: Optional[str] = None) -> dict[
     serve_config = serve_config_v2(plan)
     cluster = _ray_cluster_config(plan, zone, node_set(plan, zone))
     annotations = {
-        # Custom resources are not awaited unless told what "ready" means: Ready and every
-        # application RUNNING (components.render.rollout says why both, and what covers the rest).
-        **rayservice_await_annotations(serve_config),
+        # Custom resources are not awaited unless told what "ready" means: Ready, every
+        # application RUNNING and, on zero-downtime stacks, KubeRay's switch to a new cluster done
+        # (components.render.rollout says why each, and what covers the rest).
+        **rayservice_await_annotations(serve_config, spec.upgrade_strategy),
         RAY_CLUSTER_DIGEST_ANNOTATION: cluster_rebuild_digest(cluster),
     }
     strategy = "NewCluster" if spec.upgrade_strategy == "newCluster" else "None"

@@ -1,6 +1,8 @@
-"""How `pulumi up` knows the Serve application it just changed is RUNNING, not the old one.
+"""How `pulumi up` knows the Serve application it just changed is RUNNING, not the old one, and
+(zero-downtime stacks) that KubeRay has moved traffic to the new Ray cluster.
 
-Two waits, because KubeRay's status cannot tell an in-place Serve update apart on its own:
+Three waits, because KubeRay's status cannot tell an in-place Serve update apart on its own, and
+a Ray cluster switch is a state of its own:
 
 1. The RayService carries `pulumi.com/waitFor` (`rayservice_await_annotations`): condition Ready
    AND each application's `status.activeServiceStatus.applicationStatuses.<app>.status` RUNNING.
@@ -21,6 +23,31 @@ Two waits, because KubeRay's status cannot tell an in-place Serve update apart o
    AND its status is RUNNING; DEPLOY_FAILED ends it at once with Serve's message (the pod's
    termination message, which Pulumi reports with the failed Job). Pulumi awaits Jobs until
    Complete, so `pulumi up` returns when the new application serves, or fails saying why.
+
+3. A zero-downtime stack (`raypd:upgradeStrategy: newCluster`, KubeRay's NewCluster) gets a new Ray
+   cluster for every change of the part of rayClusterConfig KubeRay hashes
+   (components.render.rayservice.cluster_rebuild_digest): GPU instance types, the system node type,
+   rayVersion, observability's ports, the switch from inPlace itself, and with them a new generation
+   of GPU node groups (components.render.rayservice.node_set). Such a change may leave the Serve
+   config and the image alone, so the Job of 2 keeps its name and does not run; and while KubeRay
+   builds the pending cluster, only that one is reconciled and traffic moves when it is ready
+   (rayservice_controller.go, Reconcile and calculateStatus). So the RayService of such a stack
+   also waits for `condition=UpgradeInProgress=False` (`UPGRADE_DONE`). KubeRay sets it True in
+   the very status write that first carries the new observedGeneration (calculateStatus prepares
+   the pending cluster's name, calculateConditions sees both clusters), and False in the one that
+   promotes the pending cluster to active; pulumi-kubernetes checks a condition only at its own
+   observedGeneration (`pkg/await/condition/kubectl.go`, checkCondition). The RayService's spec
+   changes with every such change, so Pulumi updates it and awaits this, keyed on exactly what
+   makes KubeRay build a new cluster. The old generation of node groups (and an old system node
+   group) is deleted after that: Pulumi deletes what the program no longer registers, and the old
+   half of a create-before-delete replacement, only once every registered resource's step, await
+   included, has finished (pulumi/pulumi pkg/resource/deploy/deployment_executor.go,
+   `performPostSteps` after the program's last event; step_generator.go: "the delete step is
+   generated later on, after all creates/updates finish"). KubeRay 1.4 to 1.7 also empty
+   `activeServiceStatus.applicationStatuses` while the pending cluster exists, so the RUNNING
+   expression of 1 fails meanwhile too, but only as a side effect of not reconciling the active
+   cluster; the condition is KubeRay's own word for the switch. In-place stacks (upgradeStrategy
+   None) never have a pending cluster, and their await stays as it was.
 
 A failed check must not block the next `up`: the Job keeps its name while the Serve config is the
 same, and pulumi-kubernetes re-awaits an unready resource on every later update (which fails at
@@ -49,6 +76,10 @@ ROLLOUT_TIMEOUT_SECONDS = 3600
 # The check gives up a little before Pulumi does, so its own message is what the user reads.
 CHECK_MARGIN_SECONDS = 120
 POLL_SECONDS = 10
+# False once KubeRay has promoted the pending Ray cluster (the module docstring, 3). The condition
+# type and its True/False transitions: ray-operator/apis/ray/v1/rayservice_types.go and
+# rayservice_controller.go calculateConditions, v1.4.0 to v1.7.0 alike.
+UPGRADE_DONE = "condition=UpgradeInProgress=False"
 
 _CHECK_SCRIPT = r'''
 import json, os, sys, time, urllib.request
@@ -116,9 +147,13 @@ def serve_applications(serve_config_v2: str) -> dict[str, Any]:
     }
 
 
-def rayservice_await_annotations(serve_config_v2: str) -> dict[str, str]:
-    """`pulumi.com/waitFor` and its timeout for the RayService (see the module docstring, 1)."""
-    expressions = ["condition=Ready"] + [
+def rayservice_await_annotations(serve_config_v2: str, upgrade_strategy: str) -> dict[str, str]:
+    """`pulumi.com/waitFor` and its timeout for the RayService (the module docstring, 1 and 3):
+    Ready, no NewCluster upgrade in progress (zero-downtime stacks), every application RUNNING."""
+    expressions = ["condition=Ready"]
+    if upgrade_strategy == "newCluster":
+        expressions.append(UPGRADE_DONE)
+    expressions += [
         f"jsonpath={{.status.activeServiceStatus.applicationStatuses.{name}.status}}=RUNNING"
         for name in sorted(serve_applications(serve_config_v2))
     ]

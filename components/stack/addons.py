@@ -19,7 +19,7 @@ from typing import Any, Mapping, Optional, Sequence, cast
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import defaults
+from components.config import catalogue, defaults
 from components.plan.topology import GpuGroupPlan
 
 GPU_TAINT_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -50,10 +50,13 @@ def nvidia_device_plugin_values() -> dict[str, Any]:
     }
 
 
-def efa_device_plugin_values(groups: Sequence[GpuGroupPlan]) -> dict[str, Any]:
+def efa_device_plugin_values() -> dict[str, Any]:
     """The chart only schedules on instance types in its built-in list, which lags new types;
-    name exactly the EFA-capable types raypd runs."""
-    efa_types = sorted({g.instance_type for g in groups if g.efa_interfaces_per_node > 0})
+    name every EFA-capable GPU type of raypd's catalogue, not only the ones the stack runs now: a
+    GPU instance type change then leaves the values alone, so the plugin's pods stay on the old
+    nodes while a newCluster switch still runs on them (issue 29 §1) and are already allowed on
+    the new ones."""
+    efa_types = sorted(t.name for t in catalogue.gpu_instance_types() if t.efa_supported)
     return {
         "nodeSelector": dict(defaults.GPU_ROLE_LABEL),
         "tolerations": [GPU_TAINT_TOLERATION],
@@ -137,7 +140,7 @@ class Addons(pulumi.ComponentResource):
             self.device_plugins.append(
                 release("efa-device-plugin", defaults.EFA_DEVICE_PLUGIN_CHART,
                         defaults.EFA_DEVICE_PLUGIN_VERSION, defaults.EFA_DEVICE_PLUGIN_REPO,
-                        defaults.DEVICE_PLUGIN_NAMESPACE, efa_device_plugin_values(args.gpu_groups))
+                        defaults.DEVICE_PLUGIN_NAMESPACE, efa_device_plugin_values())
             )
         self.kuberay_crds = k8s.yaml.v2.ConfigGroup(
             f"{name}-kuberay-crds",

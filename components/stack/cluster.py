@@ -113,8 +113,9 @@ class ClusterArgs:
     vpc_id: pulumi.Input[str]
     public_subnet_ids: pulumi.Input[Sequence[str]]
     private_subnet_ids: pulumi.Input[Sequence[str]]
-    # Private subnets whose NAT route exists: where node groups may start.
-    node_subnet_ids: pulumi.Input[Sequence[str]]
+    # The private subnet of the system zone (components.plan.zones.system_zone), published once its
+    # NAT route exists: where the system nodes start.
+    system_subnet_id: pulumi.Input[str]
     system_nodes: SystemNodesArgs
     tags: dict[str, str] = field(default_factory=dict)
     # IAM roles that get cluster-admin (raypd:adminRoleArns); the deploying identity has it anyway.
@@ -201,7 +202,10 @@ class Cluster(pulumi.ComponentResource):
 
     def _system_node_group(self, name: str, args: ClusterArgs,
                            child: pulumi.ResourceOptions) -> eks.ManagedNodeGroup:
-        """The CPU nodes for the KubeRay operator, the Ray head and the add-ons' controllers."""
+        """The CPU nodes for the KubeRay operator, the Ray head, the add-ons' controllers and the
+        metrics stack, in ONE zone: Prometheus's and Grafana's EBS volumes live in one zone, and a
+        group spread over two could come out of a roll with every node in the other one
+        (components.plan.zones.system_zone). EKS rolls a one-subnet group within its subnet."""
         system = args.system_nodes
         return eks.ManagedNodeGroup(
             f"{name}-system",
@@ -214,7 +218,7 @@ class Cluster(pulumi.ComponentResource):
             ),
             labels=dict(system.labels),
             disk_size=system.root_volume_gb,
-            subnet_ids=args.node_subnet_ids,
+            subnet_ids=[args.system_subnet_id],
             enable_imd_sv2=True,
             tags=args.tags,
             opts=child,

@@ -2,7 +2,16 @@
 
 - `LoadBalancerController` (scopes vpc and internet): the controller's IAM role (IRSA, the
   published policy inline: it is longer than a managed policy may be), its CRDs, its Helm release.
-- `Endpoint`: Envoy Gateway (CRDs, release), the gateway objects, and the API-key Secret.
+- `Endpoint`: Envoy Gateway (CRDs, release), the gateway objects, the API-key Secret, and for
+  scopes vpc and internet the NLB's Service (components.render.endpoint_lb.nlb_service).
+
+The NLB's Service depends on the controller's release, so Pulumi deletes it first, and
+pulumi-kubernetes waits until it is gone, i.e. until the controller has deleted the NLB and
+removed its finalizer; only then is the controller's release removed, on `destroy` and when the
+scope changes to cluster alike (pulumi's step_generator.go `ScheduleDeletes`: a resource is deleted
+after everything that depends on it). Its resource name holds the scope: vpc <-> internet creates
+the new Service (Pulumi waits for its NLB's name, the `endpoint.url` output) and then deletes the
+old one, waiting for its NLB to be deleted.
 
 The API-key Secret: Pulumi creates it once, holding the first key (endpoint_names.FIRST_KEY_NAME,
 a pulumi_random RandomString with a secret result, so the value lives encrypted in the Pulumi state and as the secret
@@ -19,13 +28,12 @@ from __future__ import annotations
 import datetime
 import json
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pulumi_random as random
-from pulumi_kubernetes import _utilities
 
 from components.config import defaults
 from components.config.spec import DeploymentSpec
@@ -37,7 +45,7 @@ from components.render.endpoint_lb import (
     lb_controller_crd_urls,
     lb_controller_iam_policy,
     lb_controller_values,
-    nlb_annotations,
+    nlb_service,
 )
 from components.render.model_access import irsa_trust_policy
 from components.render.network_policy import kubernetes_policy_version
@@ -111,25 +119,11 @@ class LoadBalancerController(pulumi.ComponentResource):
         self.register_outputs({"roleArn": role_arn})
 
 
-class _CustomResourceWithStatus(k8s.apiextensions.CustomResource):
-    """A custom resource whose live `status` is an output (the stock class declares none)."""
-
-    status: pulumi.Output[Any]
-
-    def __init__(self, name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions):
-        props = {"apiVersion": manifest["apiVersion"], "kind": manifest["kind"],
-                 "metadata": manifest["metadata"], "spec": manifest["spec"], "status": None}
-        pulumi.CustomResource.__init__(
-            self, f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, props,
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(version=_utilities.get_version())))
-
-
-def _hostname(status: Any) -> Optional[str]:
-    """The load balancer's DNS name from a Gateway's status.addresses (None before it has one)."""
-    for address in (status or {}).get("addresses") or []:
-        if address.get("type") == "Hostname" and address.get("value"):
-            return str(address["value"])
-    return None
+def _hostname(status: Optional[k8s.core.v1.outputs.ServiceStatus]) -> Optional[str]:
+    """The NLB's DNS name from a Service's status.loadBalancer.ingress (the controller writes
+    exactly one entry, controllers/service/service_controller.go `updateServiceStatus`)."""
+    ingress = (status.load_balancer.ingress if status and status.load_balancer else None) or []
+    return next((entry.hostname for entry in ingress if entry.hostname), None)
 
 
 @dataclass(frozen=True)
@@ -141,8 +135,9 @@ class EndpointArgs:
     created_at: str
     # What the Envoy Gateway chart needs first (a node to run on).
     install_after: tuple[pulumi.Resource, ...] = ()
-    # The controllers the Gateway needs running before it can get an address.
-    wait_for: tuple[pulumi.Resource, ...] = ()
+    # The AWS Load Balancer Controller's release (scopes vpc and internet): the NLB's Service needs
+    # it running to get its NLB, and to lose it (see the module docstring).
+    lb_controller: Optional[pulumi.Resource] = None
 
 
 class Endpoint(pulumi.ComponentResource):
@@ -175,28 +170,24 @@ class Endpoint(pulumi.ComponentResource):
             f"{name}-gateway-pod-security", endpoint_names.GATEWAY_NAMESPACE, GATEWAY_POD_SECURITY,
             kubernetes_policy_version(spec.kubernetes_version),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[release]))
-        after = pulumi.ResourceOptions(parent=self, depends_on=[crds, release, args.namespace,
-                                                                *args.wait_for])
-        objects = pulumi.Output.from_input(args.subnet_ids).apply(
-            lambda ids: gateway_objects(spec, nlb_annotations(spec, list(ids))))
-        static = gateway_objects(spec, {})  # the same objects; only the EnvoyProxy has Outputs
+        after = pulumi.ResourceOptions(parent=self, depends_on=[crds, release, args.namespace])
+        static = gateway_objects(spec)
 
-        def custom(role: str, manifest: Any) -> k8s.apiextensions.CustomResource:
+        def custom(role: str, options: pulumi.ResourceOptions = after) -> k8s.apiextensions.CustomResource:
             return k8s.apiextensions.CustomResource(
                 f"{name}-{role}", api_version=static[role]["apiVersion"], kind=static[role]["kind"],
-                metadata=static[role]["metadata"], spec=manifest, opts=after)
+                metadata=static[role]["metadata"], spec=static[role]["spec"], opts=options)
 
-        proxy = custom("envoy-proxy", objects.apply(lambda o: o["envoy-proxy"]["spec"]))
-        gateway_class = custom("gateway-class", static["gateway-class"]["spec"])
+        proxy = custom("envoy-proxy")
+        gateway_class = custom("gateway-class")
         # The API keys exist before anything routes to Serve.
         secured: list[pulumi.Resource] = []
         self.api_key = None
         if spec.endpoint.auth == "apiKey":
             secured = self._api_keys(name, spec, args.created_at, after)
-        gateway = _CustomResourceWithStatus(
-            f"{name}-gateway", static["gateway"],
-            pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(depends_on=[proxy, gateway_class])))
-        policies = [custom(role, static[role]["spec"]) for role in
+        gateway = custom("gateway", pulumi.ResourceOptions.merge(
+            after, pulumi.ResourceOptions(depends_on=[proxy, gateway_class])))
+        policies = [custom(role) for role in
                     ("client-policy", "backend-policy", "security-policy") if role in static]
         # The route last: it is what makes Serve reachable, once every policy is in place.
         custom_route = k8s.apiextensions.CustomResource(
@@ -204,8 +195,27 @@ class Endpoint(pulumi.ComponentResource):
             metadata=static["route"]["metadata"], spec=static["route"]["spec"],
             opts=pulumi.ResourceOptions.merge(after, pulumi.ResourceOptions(
                 depends_on=[gateway, *policies, *secured])))
-        self.lb_hostname = gateway.status.apply(_hostname)
+        self.lb_hostname = self._nlb(name, args, gateway)
         self.register_outputs({"route": custom_route.id})
+
+    def _nlb(self, name: str, args: EndpointArgs, gateway: pulumi.Resource) -> pulumi.Output[Optional[str]]:
+        """The NLB's Service (scopes vpc and internet) after the Gateway's proxies and the
+        controller; its NLB's DNS name (None, and no Service, for scope cluster)."""
+        spec = args.spec
+        if not spec.endpoint.load_balanced:
+            return pulumi.Output.from_input(None)
+        assert args.lb_controller is not None, "scopes vpc and internet need the LB controller"
+        static = nlb_service(spec, [])
+        assert static is not None
+        # Only the subnet annotation waits for the subnets' ids; the name is known at preview.
+        annotations = pulumi.Output.from_input(args.subnet_ids).apply(
+            lambda ids: (nlb_service(spec, list(ids)) or {})["metadata"]["annotations"])
+        service = k8s.core.v1.Service(
+            f"{name}-nlb-{spec.endpoint.scope}",
+            metadata={**static["metadata"], "annotations": annotations},
+            spec=static["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway, args.lb_controller]))
+        return service.status.apply(_hostname)
 
     def _api_keys(self, name: str, spec: DeploymentSpec, created_at: str,
                   after: pulumi.ResourceOptions) -> list[pulumi.Resource]:

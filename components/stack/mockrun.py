@@ -36,7 +36,7 @@ MOCK_ACCOUNT = "123456789012"
 STACK_TYPE = "pulumi:pulumi:Stack"
 SECRET = "[secret]"
 UNKNOWN = "[unknown]"
-GATEWAY_TYPE = "kubernetes:gateway.networking.k8s.io/v1:Gateway"
+SERVICE_TYPE = "kubernetes:core/v1:Service"
 RANDOM_STRING_TYPE = "random:index/randomString:RandomString"
 # What the offline plan says an ECR tag resolves to: a well-formed digest no image has.
 OFFLINE_IMAGE_DIGEST = "sha256:" + "0ff1" * 16
@@ -113,13 +113,15 @@ class PlanMocks(mocks.Mocks):
         prefix = _ID_PREFIXES.get(args.typ)
         resource_id = f"{prefix}-{_digest(args.typ + args.name)}" if prefix else f"{args.name}-id"
         state = dict(args.inputs)
-        if args.typ == GATEWAY_TYPE:
-            # Envoy Gateway reports the proxy Service's address once the load balancer exists; an
-            # NLB's DNS name is k8s-<namespace>-<service>-<hash>.elb.<region>.amazonaws.com.
+        if args.typ == SERVICE_TYPE and (state.get("spec") or {}).get("type") == "LoadBalancer":
+            # The AWS Load Balancer Controller writes its NLB's DNS name into the Service's status;
+            # an NLB's DNS name is k8s-<namespace>-<service>-<hash>.elb.<region>.amazonaws.com.
             meta = state.get("metadata") or {}
-            host = (f"k8s-envoygat-{meta.get('name', args.name)[:8]}-{_digest(args.name, 10)}"
+            names = ["".join(c for c in str(meta.get(key) or args.name) if c.isalnum())[:8]
+                     for key in ("namespace", "name")]
+            host = (f"k8s-{names[0]}-{names[1]}-{_digest(args.name, 10)}"
                     f"-{_digest('nlb' + args.name, 16)}.elb.{self.region}.{_dns_suffix(self.region)}")
-            state["status"] = {"addresses": [{"type": "Hostname", "value": host}]}
+            state["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
         elif args.typ == RANDOM_STRING_TYPE:
             # A stand-in value, never a real key: the plan shows it as "[secret]".
             state["result"] = rpc.wrap_rpc_secret(_digest("key" + args.name, 48))

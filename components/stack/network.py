@@ -91,7 +91,6 @@ class Network(pulumi.ComponentResource):
     # The same private subnets, published only once their NAT route is attached: nodes started
     # earlier could not pull images or join the cluster. One per AZ, GPU AZ first.
     node_subnet_id_by_az: dict[str, pulumi.Output[str]]
-    node_subnet_ids: pulumi.Output[list[str]]
 
     def __init__(self, name: str, args: NetworkArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("raypd:network:Network", name, None, opts)
@@ -116,7 +115,6 @@ class Network(pulumi.ComponentResource):
         self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public.values()])
         self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private.values()])
         self.node_subnet_id_by_az = routed
-        self.node_subnet_ids = pulumi.Output.all(*routed.values())
         self.register_outputs({
             "vpcId": self.vpc_id,
             "publicSubnetIds": self.public_subnet_ids,

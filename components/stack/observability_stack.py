@@ -2,13 +2,18 @@
 
 `Observability` (raypd:observability:Observability) creates, in this order:
 
-- the `monitoring` namespace, at Pod Security `privileged`: node-exporter reads the host's /proc
-  and /sys with hostNetwork and hostPID, and dcgm-exporter needs CAP_SYS_ADMIN for the profiling
-  fields (its chart's securityContext); neither fits baseline;
 - the EBS CSI driver (EKS add-on, its IAM role through IRSA with AWS's managed policy) and a gp3
   StorageClass: EKS clusters have no volume provisioner of their own, and Prometheus's and
   Grafana's PersistentVolumeClaims would stay Pending without one (volumes bind where their pod
   first lands: WaitForFirstConsumer);
+- then the `monitoring` namespace, at Pod Security `privileged`: node-exporter reads the host's
+  /proc and /sys with hostNetwork and hostPID, and dcgm-exporter needs CAP_SYS_ADMIN for the
+  profiling fields (its chart's securityContext); neither fits baseline. It depends on the driver
+  and the class for the way out: Pulumi deletes in reverse order, so when observability is turned
+  off (or the stack destroyed) the charts go first, then the namespace with the volumes' claims
+  (pulumi-kubernetes waits until a namespace is gone), and only then the driver, which is what
+  detaches and deletes their EBS volumes. Removed together, the driver could go first and leave
+  the volumes in EC2, billed, with nothing left to delete them;
 - the Prometheus Operator's CRDs, applied by Pulumi from the operator version the chart runs (the
   releases skip CRDs, as KubeRay's and Envoy Gateway's do: components.stack.addons), then the
   kube-prometheus-stack and dcgm-exporter releases;
@@ -48,8 +53,13 @@ EBS_CSI_POLICY = "arn:{partition}:iam::aws:policy/service-role/AmazonEBSCSIDrive
 MONITORING_POD_SECURITY = "privileged"
 
 
-def storage_class_manifest() -> dict[str, Any]:
-    """gp3, encrypted, bound where the pod lands (EBS volumes live in one AZ)."""
+def storage_class_manifest(zone: str) -> dict[str, Any]:
+    """gp3, encrypted, bound where the pod lands and only in `zone`, the system nodes' one
+    (components.plan.zones.system_zone): an EBS volume never leaves its zone, so a volume anywhere
+    else would strand its pod. The EBS CSI driver reports and picks zones under the well-known
+    topology.kubernetes.io/zone key (aws-ebs-csi-driver pkg/driver/node.go NodeGetInfo,
+    controller.go pickAvailabilityZone). A StorageClass cannot change: a new zone replaces it
+    (pulumi-kubernetes deletes a named object first), which volumes already made do not notice."""
     return {
         "metadata": {"name": names.STORAGE_CLASS, "labels": {"app.kubernetes.io/part-of": "raypd"}},
         "provisioner": "ebs.csi.aws.com",
@@ -57,6 +67,8 @@ def storage_class_manifest() -> dict[str, Any]:
         "reclaimPolicy": "Delete",
         "volumeBindingMode": "WaitForFirstConsumer",
         "allowVolumeExpansion": True,
+        "allowedTopologies": [{"matchLabelExpressions": [
+            {"key": defaults.ZONE_LABEL, "values": [zone]}]}],
     }
 
 
@@ -75,6 +87,8 @@ class ObservabilityArgs:
     tags: dict[str, str]
     rule_groups: tuple[dict[str, Any], ...]
     dashboards: tuple[tuple[str, dict[str, Any]], ...]  # (file name, dashboard JSON model)
+    # The system nodes' zone: Prometheus's and Grafana's volumes are created there only.
+    volume_zone: str
     # What the charts need first (a node to run on).
     install_after: tuple[pulumi.Resource, ...] = ()
 
@@ -91,22 +105,27 @@ class Observability(pulumi.ComponentResource):
         super().__init__("raypd:observability:Observability", name, None, opts)
         spec = args.spec
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.install_after))
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=names.NAMESPACE, labels={
-                "app.kubernetes.io/part-of": "raypd",
-                **pod_security_labels(MONITORING_POD_SECURITY, f"v{spec.kubernetes_version}"),
-            }),
-            opts=pulumi.ResourceOptions(parent=self))
         addon = self._ebs_csi_driver(name, args)
-        storage = storage_class_manifest()
+        storage = storage_class_manifest(args.volume_zone)
         storage_class = k8s.storage.v1.StorageClass(
             f"{name}-storage-class", metadata=storage["metadata"],
             provisioner=storage["provisioner"], parameters=storage["parameters"],
             reclaim_policy=storage["reclaimPolicy"],
             volume_binding_mode=storage["volumeBindingMode"],
             allow_volume_expansion=storage["allowVolumeExpansion"],
+            allowed_topologies=[k8s.core.v1.TopologySelectorTermArgs(match_label_expressions=[
+                k8s.core.v1.TopologySelectorLabelRequirementArgs(key=r["key"], values=r["values"])
+                for r in term["matchLabelExpressions"]]) for term in storage["allowedTopologies"]],
             opts=pulumi.ResourceOptions(parent=self))
+        # After the driver and the class, so that it (with the claims in it) is deleted before
+        # them: see the module docstring.
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=names.NAMESPACE, labels={
+                "app.kubernetes.io/part-of": "raypd",
+                **pod_security_labels(MONITORING_POD_SECURITY, f"v{spec.kubernetes_version}"),
+            }),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[addon, storage_class]))
 
         crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", files=crd_urls(), opts=pulumi.ResourceOptions.merge(
             child, pulumi.ResourceOptions(transforms=[force_crd_ownership])))

@@ -26,6 +26,12 @@ from components.config.errors import SpecError
 from components.config.spec import DeploymentSpec, validate_stack_name
 from components.config.stack_file import DEFAULT_STACK, SECRET_PLACEHOLDER, add_stack_arguments, read_stack
 from components.render import observability_names as metrics_names
+from components.render.outputs import (
+    PLACEHOLDER_WORD,
+    PLACEHOLDERS_KEY,
+    offline_placeholders,
+    placeholders_under,
+)
 from components.stack.endpoint_stack import OFFLINE_CREATED_AT
 from components.stack.mockrun import offline_gpu_zone, offline_zones, run_program
 from components.stack.node_groups import GPU_AMI_TYPE
@@ -44,7 +50,8 @@ def offline_notes(region: str) -> list[str]:
     return [
         f"availability zones are assumed, not asked: {offline_gpu_zone(region)} offers every GPU "
         f"type and the region has {', '.join(offline_zones(region))}; `pulumi up` asks EC2",
-        "ids, ARNs, endpoints and the kubeconfig are placeholders made up by the mocks",
+        "ids, ARNs, endpoints, the image digest and the kubeconfig are placeholders made up by the "
+        f"mocks (the outputs that are: `{PLACEHOLDERS_KEY}`)",
     ]
 
 
@@ -150,6 +157,7 @@ def plan_spec(spec: DeploymentSpec, secret_values: Sequence[str] = ()) -> dict[s
     # A fixed first-key time: an offline plan is the same document however often it runs.
     run = run_program(lambda: build(spec, OFFLINE_CREATED_AT), project=PROJECT, stack=spec.stack,
                       region=spec.region)
+    outputs = _outputs(run, secrets)
     return {
         "stack": spec.stack,
         "project": PROJECT,
@@ -158,7 +166,10 @@ def plan_spec(spec: DeploymentSpec, secret_values: Sequence[str] = ()) -> dict[s
         "warnings": list(spec.warnings),
         "notes": offline_notes(spec.region) + observability_notes(spec),
         "resources": _resources(run, secrets),
-        "outputs": _outputs(run, secrets),
+        "outputs": outputs,
+        # The outputs the mocks made up, by path, with why (components.render.outputs): a program
+        # reading `outputs` must not take these for real values.
+        PLACEHOLDERS_KEY: offline_placeholders(spec, outputs),
     }
 
 
@@ -260,7 +271,7 @@ def render_summary(plan: Mapping[str, Any]) -> str:
     lines += ["", f"Resources ({len(plan['resources'])}):"]
     lines += [f"  {count:3d}  {kind}" for kind, count in sorted(counts.items())]
     lines += ["", "Outputs:"]
-    lines += [f"  {key}: {_format_value(value)}" for key, value in outputs.items()]
+    lines += [f"  {key}: {_format_value(value)}{_placeholder_marks(plan, key)}" for key, value in outputs.items()]
     if plan["warnings"]:
         lines += ["", "Warnings:"]
         lines += [f"  - {warning}" for warning in plan["warnings"]]
@@ -269,22 +280,31 @@ def render_summary(plan: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _placeholder_marks(plan: Mapping[str, Any], key: str) -> str:
+    """" [placeholder: why]" for each invented value at or under output `key` ("" for none)."""
+    return "".join(f"  [{PLACEHOLDER_WORD}: {f'{where}: ' if where else ''}{why}]"
+                   for where, why in placeholders_under(plan.get(PLACEHOLDERS_KEY), key))
+
+
 def _endpoint_summary(plan: Mapping[str, Any]) -> Optional[str]:
-    """Who may reach the OpenAI endpoint, read back from the EnvoyProxy's Service (issue 17)."""
+    """Who may reach the OpenAI endpoint, read back from the NLB's Service (issue 17)."""
     endpoint = plan["outputs"].get("endpoint")
-    proxies = [r for r in plan["resources"]
-               if r["type"] == "kubernetes:gateway.envoyproxy.io/v1alpha1:EnvoyProxy"]
-    if not isinstance(endpoint, Mapping) or not proxies:
+    if not isinstance(endpoint, Mapping):
         return None
-    service = proxies[0]["inputs"]["spec"]["provider"]["kubernetes"]["envoyService"]
-    if service.get("type") != "LoadBalancer":
+    services = [r["inputs"] for r in plan["resources"] if r["type"] == "kubernetes:core/v1:Service"
+                and (r["inputs"].get("spec") or {}).get("type") == "LoadBalancer"]
+    if not services:
         reach = "pods in the cluster only (no load balancer)"
     else:
-        scheme = (service.get("annotations") or {}).get(
+        scheme = (services[0]["metadata"].get("annotations") or {}).get(
             "service.beta.kubernetes.io/aws-load-balancer-scheme", "internal")
-        reach = (f"{scheme} NLB from {', '.join(service.get('loadBalancerSourceRanges') or [])}")
+        ranges = services[0]["spec"].get("loadBalancerSourceRanges") or []
+        reach = f"{scheme} NLB from {', '.join(ranges)}"
+    url = endpoint.get("url")
+    if "endpoint.url" in (plan.get(PLACEHOLDERS_KEY) or {}):
+        url = f"{url} [{PLACEHOLDER_WORD}: made up offline]"
     return (f"Endpoint: scope {endpoint.get('scope')}, {reach}, auth {endpoint.get('auth')}, "
-            f"{endpoint.get('url')} (only /v1 is routed)")
+            f"{url} (only /v1 is routed)")
 
 
 def _observability_summary(plan: Mapping[str, Any]) -> Optional[str]:

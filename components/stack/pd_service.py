@@ -14,7 +14,10 @@ other change of rayClusterConfig (worker sizes, image, env, selectors...) with a
   first: serving stops until the new one is Ready. A replica-count change does not touch the digest
   and stays an in-place update.
 - Zero-downtime stacks (`newCluster`): KubeRay's own NewCluster upgrade, on a new generation of GPU
-  node groups (components.render.rayservice.node_set); no replacement.
+  node groups (components.render.rayservice.node_set); no replacement. The RayService's update is
+  awaited until KubeRay has switched to the new cluster (its waitFor holds UpgradeInProgress
+  False, components.render.rollout 3), so the old generation, which Pulumi deletes only after every
+  registered resource's step, outlives the switch whatever the change (Serve config or not).
 Either way a rollout check Job (components.render.rollout) makes `pulumi up` wait until the new Serve
 config is RUNNING. With an s3:// model, the Ray pods' ServiceAccount (IRSA,
 components.render.model_access) lives here too.

@@ -76,11 +76,11 @@ def build(spec: DeploymentSpec, created_at: Optional[str] = None) -> dict[str, A
 
     outputs: dict[str, Any] = render_stack_outputs(
         plan, availability_zone=gpu_zone, cluster_name=spec.effective_cluster_name,
-        image_provenance=image.as_output(),
+        image_provenance=image.as_output(), system_zone=zones.system_zone(gpu_zone, second_zone),
     )
     outputs[KUBECONFIG_KEY] = pulumi.Output.secret(cluster.kubeconfig_json)
     outputs.update(_endpoint(spec, cluster, network, pd_service, tags, kubernetes, created_at))
-    _observability(spec, cluster, tags, kubernetes)
+    _observability(spec, cluster, tags, kubernetes, zones.system_zone(gpu_zone, second_zone))
     return outputs
 
 
@@ -102,7 +102,8 @@ def _network_and_cluster(spec: DeploymentSpec, availability_zones: tuple[str, st
         vpc_id=network.vpc_id,
         public_subnet_ids=network.public_subnet_ids,
         private_subnet_ids=network.private_subnet_ids,
-        node_subnet_ids=network.node_subnet_ids,
+        # The system nodes (and the metrics stack's volumes) in one zone: zones.system_zone.
+        system_subnet_id=network.node_subnet_id_by_az[zones.system_zone(*availability_zones)],
         system_nodes=SystemNodesArgs(
             instance_type=spec.system_nodes.instance_type,
             count=spec.system_nodes.count,
@@ -210,7 +211,7 @@ def _metrics_peers(spec: DeploymentSpec) -> tuple[dict[str, Any], ...]:
 
 
 def _observability(spec: DeploymentSpec, cluster: Cluster, tags: dict[str, str],
-                   kubernetes: pulumi.ResourceOptions) -> None:
+                   kubernetes: pulumi.ResourceOptions, system_zone: str) -> None:
     """kube-prometheus-stack, dcgm-exporter, the PodMonitors, rules and dashboards; nothing at
     all with raypd:observability.enabled false. The `observability` output comes from
     render_stack_outputs (the URLs are fixed names, known before anything runs)."""
@@ -226,6 +227,7 @@ def _observability(spec: DeploymentSpec, cluster: Cluster, tags: dict[str, str],
         rule_groups=tuple(prometheus_rule_groups(spec)),
         dashboards=tuple(sorted(dashboards(spec).items())),
         install_after=(cluster.system_node_group,),
+        volume_zone=system_zone,  # where the system nodes are, so Prometheus and Grafana can follow
     ), opts=kubernetes)
 
 
@@ -236,7 +238,7 @@ def _endpoint(spec: DeploymentSpec, cluster: Cluster, network: Network, pd_servi
               created_at: Optional[str]) -> dict[str, Any]:
     """The gateway in front of Serve, and the LB controller when a load balancer is wanted;
     returns the `endpoint` output and, with auth apiKey, the secret `apiKey` output."""
-    controllers: tuple[pulumi.Resource, ...] = ()
+    lb_controller: Optional[pulumi.Resource] = None
     if spec.endpoint.load_balanced:
         controller = LoadBalancerController("lb-controller", LoadBalancerControllerArgs(
             cluster_name=spec.effective_cluster_name,
@@ -247,7 +249,9 @@ def _endpoint(spec: DeploymentSpec, cluster: Cluster, network: Network, pd_servi
             tags=tags,
             wait_for=(cluster.system_node_group,),
         ), opts=kubernetes)
-        controllers = (controller.release,)
+        # The NLB's Service depends on it: Pulumi removes the controller only after that Service,
+        # and with it the NLB, is gone (components.stack.endpoint_stack).
+        lb_controller = controller.release
     subnets = (network.public_subnet_ids if spec.endpoint.scope == "internet"
                else network.private_subnet_ids)
     endpoint = Endpoint("endpoint", EndpointArgs(
@@ -256,7 +260,7 @@ def _endpoint(spec: DeploymentSpec, cluster: Cluster, network: Network, pd_servi
         namespace=pd_service.namespace,
         created_at=created_at or creation_time(),
         install_after=(cluster.system_node_group,),
-        wait_for=controllers,
+        lb_controller=lb_controller,
     ), opts=kubernetes)
     outputs: dict[str, Any] = {
         "endpoint": endpoint.lb_hostname.apply(lambda host: endpoint_output(spec, host)),

@@ -176,6 +176,46 @@ def test_launch_watch_and_tear_down_in_a_browser(server, page):
     assert page.console_errors == []  # no CSP violation, no script error
 
 
+def test_a_page_that_watched_a_job_end_says_so_before_it_reloads(server, page):
+    """Issue 29 §2: after the end, Cancel stayed, "Event log (3)" sat above 15 lines and the title's
+    badge kept the running status (a finished tear-down's read "destroying"). The page's timers are
+    paused (Playwright's clock), so it stays as the end left it instead of reloading 1.2 s later:
+    what a user sees in that moment."""
+    from datetime import datetime, timedelta, timezone
+
+    from playwright.sync_api import expect
+
+    base = server["base"]
+    # Its own context of the module's browser: the clock is the context's, the other tests keep theirs.
+    context = page.context.browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        tab = context.new_page()
+        tab.on("dialog", lambda dialog: dialog.accept())
+        now = datetime.now(timezone.utc)
+        tab.clock.install(time=now)
+        _logged_in(tab, base)
+        tab.goto(base + "/deployments/new")
+        tab.fill("#f-name", "watched")
+        tab.click("#preview-button")
+        expect(tab.locator("#launch-button")).to_be_enabled()
+        tab.clock.pause_at(datetime.now(timezone.utc) + timedelta(hours=1))  # no timer fires now: no reload
+        tab.click("#launch-button")
+        expect(tab).to_have_url(re.compile(r"/deployments/watched\?job="))
+        expect(tab.locator("#job .job-head .badge")).to_have_text("succeeded", timeout=60_000)
+        expect(tab.locator("#cancel-job")).to_have_count(0)
+        lines = tab.locator("#event-log li").count()
+        assert lines > 15
+        expect(tab.locator("#event-count")).to_have_text(str(lines))
+        # The title's badge: where the job left the deployment, read when it ended. (A tear-down's
+        # "destroyed" is the same code; offline it ends before its page can watch it.)
+        expect(tab.locator("h1 .badge[data-status]").first).to_have_text("planned (offline)")
+        shot(tab, "06b-job-ended")
+        tab.clock.resume()
+        expect(tab.locator("#job[data-ended]")).to_have_count(0, timeout=20_000)  # and then it reloads
+    finally:
+        context.close()
+
+
 def _logged_in(page, base: str) -> None:
     page.goto(base + "/")
     if "/login" in page.url:
@@ -211,12 +251,16 @@ def test_failed_preflight_blocks_launch_until_forced_then_verify_from_status(ser
     # The Status panel: offline has nothing live; Verify reports every check as skipped.
     status = page.locator("#status")
     expect(status.locator("#live-status")).to_contain_text("nothing was created in AWS")
-    expect(status.locator("#preflight-report")).to_have_attribute("data-ok", "0")
+    # The launch's preflight shows once, with its job; the Status panel points there (issue 29 §2).
+    expect(page.locator("#job-preflight-report")).to_have_attribute("data-ok", "0")
+    expect(status.locator("#preflight-report-above")).to_contain_text("failed")
     page.click("#verify-now")
     expect(page).to_have_url(re.compile(r"/deployments/too-big\?job="))
     expect(page.locator("#job-count")).to_contain_text("checks", timeout=30_000)
-    expect(page.locator("#verify-report")).to_have_count(1, timeout=30_000)
-    expect(page.locator('#verify-report tr[data-check="kv-transfer"]')).to_contain_text("skip")
+    expect(page.locator("#job-verify-report")).to_have_count(1, timeout=30_000)
+    expect(page.locator('#job-verify-report tr[data-check="kv-transfer"]')).to_contain_text("skip")
+    expect(status.locator("#verify-report-above")).to_have_count(1)
+    expect(status.locator("#preflight-report")).to_have_attribute("data-ok", "0")
     shot(page, "11-status-verify-offline")
     assert page.console_errors == []
 

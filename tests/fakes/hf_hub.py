@@ -119,6 +119,9 @@ class _Handler(BaseHTTPRequestHandler):
         if hub.hang:
             hub.release.wait(timeout=30)  # a Hub that accepts and never answers, until the test ends
             return
+        if hub.status is not None:  # a proxy in front of a Hub it cannot reach: its own answer to all
+            self._error(hub.status, None, "upstream unavailable", head)
+            return
         if token is not None and hub.tokens is not None and token not in hub.tokens:
             self._error(401, None, INVALID_CREDENTIALS, head)
             return
@@ -218,15 +221,19 @@ class FakeHub(LoopbackServer):
     """Context manager: the Hub stand-in on a free 127.0.0.1 port. `tokens`: the tokens the Hub
     knows (None: every token is a valid one). `hang=True`: a Hub that accepts connections and never
     answers (for timeouts). `renamed`: old repo id -> the id it was renamed to (a key of `repos`).
-    `list_files=False`: model info without `siblings` (a mirror's answer)."""
+    `list_files=False`: model info without `siblings` (a mirror's answer). `status=503`: every
+    request answered with that status and no Hub error code, as a proxy answers for a Hub it cannot
+    reach (502, 503, 504), or asks for its own credentials (407), or a rate limit (429)."""
 
     def __init__(self, repos: Mapping[str, HubRepo], tokens: Optional[Iterable[str]] = (), hang: bool = False,
-                 renamed: Optional[Mapping[str, str]] = None, list_files: bool = True):
+                 renamed: Optional[Mapping[str, str]] = None, list_files: bool = True,
+                 status: Optional[int] = None):
         self.repos = dict(repos)
         self.renamed = {old.lower(): new for old, new in (renamed or {}).items()}
         self.list_files = list_files
         self.tokens = None if tokens is None else frozenset(tokens)
         self.hang = hang
+        self.status = status
         self.release = threading.Event()
         self.requests: list[tuple[str, str, bool]] = []
         self._lock = threading.Lock()

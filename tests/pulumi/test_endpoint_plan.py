@@ -80,6 +80,7 @@ def test_the_lb_controller_gets_an_irsa_role_with_the_published_policy(reference
 def test_scope_cluster_has_no_load_balancer_controller_and_auth_none_no_keys(open_cluster_plan):
     assert "aws-load-balancer-controller" not in releases(open_cluster_plan)
     types = {r["type"] for r in open_cluster_plan.resources}
+    assert "kubernetes:core/v1:Service" not in types  # no NLB
     assert "kubernetes:gateway.envoyproxy.io/v1alpha1:SecurityPolicy" not in types
     assert "random:index/randomString:RandomString" not in types
     assert "apiKey" not in open_cluster_plan.outputs
@@ -111,25 +112,26 @@ def test_the_route_comes_last_after_the_keys_and_policies(reference_plan):
             "endpoint-client-policy", "endpoint-backend-policy"} <= set(route["dependsOn"])
 
 
-def test_the_gateway_waits_for_the_lb_controller_and_the_proxy_config(reference_plan):
+def test_the_gateway_waits_for_the_proxy_config_and_the_nlb_for_the_gateway_and_the_lb_controller(
+        reference_plan):
     gateway = reference_plan.named("endpoint-gateway")
-    assert {"lb-controller-release", "endpoint-envoy-proxy", "endpoint-gateway-class"} <= set(
-        gateway["dependsOn"])
+    assert {"endpoint-envoy-proxy", "endpoint-gateway-class"} <= set(gateway["dependsOn"])
+    nlb = reference_plan.named("endpoint-nlb-vpc")
+    assert {"endpoint-gateway", "lb-controller-release"} <= set(nlb["dependsOn"])
 
 
 def test_internet_puts_the_nlb_in_the_public_subnets_and_answers_https(internet_plan):
-    proxy = internet_plan.named("endpoint-envoy-proxy")["inputs"]["spec"]
-    service = proxy["provider"]["kubernetes"]["envoyService"]
-    assert set(internet_plan.named("endpoint-envoy-proxy")["dependsOn"]) >= {
-        "network-public-us-east-2a", "network-public-us-east-2b"}
-    assert service["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing"
+    nlb = internet_plan.named("endpoint-nlb-internet")
+    assert set(nlb["dependsOn"]) >= {"network-public-us-east-2a", "network-public-us-east-2b"}
+    annotations = nlb["inputs"]["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing"
     url = internet_plan.outputs["endpoint"]["url"]
     assert url.startswith("https://k8s-") and url.endswith(".elb.us-east-2.amazonaws.com/v1")
 
 
 def test_the_vpc_default_answers_plain_http_on_the_internal_nlb(reference_plan):
-    proxy = reference_plan.named("endpoint-envoy-proxy")
-    assert {"network-private-us-east-2a", "network-private-us-east-2b"} <= set(proxy["dependsOn"])
+    nlb = reference_plan.named("endpoint-nlb-vpc")
+    assert {"network-private-us-east-2a", "network-private-us-east-2b"} <= set(nlb["dependsOn"])
     assert reference_plan.outputs["endpoint"]["url"].startswith("http://k8s-")
     assert reference_plan.outputs["endpoint"]["scope"] == "vpc"
 

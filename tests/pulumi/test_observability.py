@@ -84,6 +84,59 @@ def test_the_volumes_have_the_configured_sizes_on_a_gp3_class_the_ebs_driver_pro
     assert addon["inputs"]["serviceAccountRoleArn"]  # IRSA: the driver may create volumes
 
 
+def needs(plan, name: str) -> set[str]:
+    """Every resource `name` depends on, directly or through others: what Pulumi creates before
+    it and, when both go (raypd:observability.enabled false, or destroy), deletes after it."""
+    direct = {r["name"]: set(r["dependsOn"]) for r in plan.resources}
+    found: set[str] = set()
+    todo = list(direct[name])
+    while todo:
+        item = todo.pop()
+        if item not in found:
+            found.add(item)
+            todo += direct.get(item, ())
+    return found
+
+
+def test_turned_off_the_volumes_claims_go_before_the_ebs_driver_that_deletes_their_volumes(reference_plan):
+    """Removal runs in reverse dependency order. The claims of Prometheus and Grafana go with the
+    namespace (pulumi-kubernetes waits until it is gone); the EBS CSI driver must still run then,
+    or nothing detaches and deletes their EBS volumes, which stay billed in EC2."""
+    namespace = needs(reference_plan, "observability-namespace")
+    assert {"observability-ebs-csi", "observability-ebs-csi-role", "observability-ebs-csi-policy",
+            "observability-storage-class"} <= namespace
+    in_namespace = [r["name"] for r in in_monitoring(reference_plan)
+                    if r["inputs"].get("namespace") == "monitoring"
+                    or (r["inputs"].get("metadata") or {}).get("namespace") == "monitoring"]
+    assert len(in_namespace) >= 6  # two releases, two PodMonitors, the rule, the dashboards
+    for name in in_namespace:
+        assert "observability-namespace" in needs(reference_plan, name), name
+
+
+@pytest.mark.parametrize("gpu_zone", ["us-east-2a", "us-east-2b"])
+def test_the_system_nodes_and_the_monitoring_volumes_stay_in_one_zone(make_plan, gpu_zone):
+    """gp3 volumes are zonal: with system nodes in two zones a node roll can leave Prometheus and
+    Grafana on the other side of their volumes, Pending. The system node group sits in one zone,
+    the stack's first by name, whichever holds the GPUs (raypd:availabilityZone may swap the two),
+    and the storage class creates the volumes there only."""
+    plan = make_plan({"raypd:availabilityZone": gpu_zone})
+    assert plan.outputs["availabilityZone"] == gpu_zone
+    (system,) = [r for r in plan.of_type("eks:index:ManagedNodeGroup") if r["name"] == "cluster-system"]
+    assert len(system["inputs"]["subnetIds"]) == 1
+    assert {"network-private-us-east-2a", "network-private-us-east-2a-rta"} <= set(system["dependsOn"])
+    assert not any("us-east-2b" in name for name in system["dependsOn"])
+    (storage_class,) = plan.of_type("kubernetes:storage.k8s.io/v1:StorageClass")
+    assert storage_class["inputs"]["allowedTopologies"] == [{"matchLabelExpressions": [
+        {"key": "topology.kubernetes.io/zone", "values": ["us-east-2a"]}]}]
+    assert storage_class["inputs"]["volumeBindingMode"] == "WaitForFirstConsumer"
+    # Prometheus, Grafana and Alertmanager run on the system nodes only.
+    values = releases(plan)["kube-prometheus-stack"]["inputs"]["values"]
+    for placed in (values["prometheus"]["prometheusSpec"], values["grafana"],
+                   values["alertmanager"]["alertmanagerSpec"]):
+        assert placed["nodeSelector"] == defaults.SYSTEM_LABELS
+    assert plan.outputs["systemZone"] == "us-east-2a"
+
+
 def test_every_pod_monitor_is_the_rendered_one_and_fits_the_crd(reference_plan):
     monitors = {r["inputs"]["metadata"]["name"]: as_manifest(r) for r in reference_plan.of_type(POD_MONITOR)}
     expected = {m["metadata"]["name"]: m for m in pod_monitors(DeploymentSpec.from_config({}, "dev")).values()}

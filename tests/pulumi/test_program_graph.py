@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from components.config import defaults
+from components.config import catalogue, defaults
 from components.config.spec import DeploymentSpec
 from components.plan.topology import plan_deployment
 from components.render.outputs import OUTPUT_KEYS, validate_outputs
@@ -17,6 +17,8 @@ GPU_AMI = "AL2023_x86_64_NVIDIA"
 RAYSERVICE = "kubernetes:ray.io/v1:RayService"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 MNG = "eks:index:ManagedNodeGroup"
+# Every EFA-capable GPU type of the catalogue, whatever types the stack runs.
+EFA_CAPABLE_TYPES = sorted(t.name for t in catalogue.gpu_instance_types() if t.efa_supported)
 
 
 def releases_by_chart(plan) -> dict[str, dict]:
@@ -84,7 +86,8 @@ def test_system_nodes_run_the_configured_type_with_the_system_label(reference_pl
     assert inputs["scalingConfig"]["desiredSize"] == 1
     assert inputs["labels"] == {"role": "system"}
     assert inputs["enableIMDSv2"] is True
-    assert len(inputs["subnetIds"]) == 2  # private subnets only, both AZs
+    # One private subnet: the system zone's (tests/pulumi/test_observability.py says why).
+    assert len(inputs["subnetIds"]) == 1
     assert "enableEfaSupport" not in inputs
     node_attachments = [r for r in reference_plan.of_type(
         "aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r["parent"] != "observability"]
@@ -168,7 +171,7 @@ def test_helm_releases_install_device_plugins_and_the_kuberay_operator(reference
     assert terms == [{"matchExpressions": [
         {"key": "role", "operator": "In", "values": ["gpu-worker"]}]}]
     efa = releases[defaults.EFA_DEVICE_PLUGIN_CHART]["inputs"]
-    assert efa["values"]["supportedInstanceLabels"]["values"] == ["g6.8xlarge"]
+    assert efa["values"]["supportedInstanceLabels"]["values"] == EFA_CAPABLE_TYPES
     assert efa["values"]["nodeSelector"] == {"role": "gpu-worker"}
     for release in releases.values():
         # The operator pod and the charts' hooks need a node to run on.
@@ -231,8 +234,9 @@ def test_heterogeneous_stack_gets_one_efa_group_per_phase_in_the_same_az(heterog
         assert inputs["amiType"] == GPU_AMI
         assert inputs["diskSize"] == 800  # 8 GPUs x 100 GB
     efa = releases_by_chart(heterogeneous_plan)[defaults.EFA_DEVICE_PLUGIN_CHART]
-    assert efa["inputs"]["values"]["supportedInstanceLabels"]["values"] == [
-        "g6e.48xlarge", "p5.48xlarge"]
+    # The same list as the reference's: a GPU type change leaves the plugin alone (its pods stay
+    # on the old nodes while a newCluster switch still runs there).
+    assert efa["inputs"]["values"]["supportedInstanceLabels"]["values"] == EFA_CAPABLE_TYPES
     (service,) = heterogeneous_plan.of_type(RAYSERVICE)
     worker_groups = service["inputs"]["spec"]["rayClusterConfig"]["workerGroupSpecs"]
     assert {g["groupName"] for g in worker_groups} == {"prefill", "decode"}

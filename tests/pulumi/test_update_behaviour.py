@@ -11,11 +11,15 @@ for the sources), not what raypd happens to do.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from components.changes.assess import assess
+from components.changes.node_groups import endpoint_proxy_move_seconds
 from components.config.spec import DeploymentSpec
+from components.plan.topology import plan_deployment
 from components.stack.mockrun import RegisteredResource, run_program
 from components.stack.offline_plan import plan_spec
 from components.stack.program import build
@@ -122,7 +126,9 @@ def test_a_gpu_instance_type_change_replaces_the_node_groups_and_the_rayservice(
 
 def test_a_zone_move_replaces_the_gpu_nodes_and_updates_the_cluster_subnets_in_place(reference_plan):
     table = changed(ops(reference_plan, plan_of({"raypd:availabilityZone": "us-east-2c"})))
-    assert of_type(table, NODE_GROUP) == {"gpu-nodes-group": "replace", "cluster-system": "replace"}
+    # The system nodes stay in the first zone by name (components.plan.zones.system_zone, issue
+    # 29): only the GPU group moves; before, the system group's two-zone subnet list changed too.
+    assert of_type(table, NODE_GROUP) == {"gpu-nodes-group": "replace"}
     assert of_type(table, AWS_CLUSTER) == {"cluster-eks": "update"}  # no new control plane
     assert of_type(table, RAYSERVICE) == {"pd-service-rayservice": "replace"}  # pods select the zone
 
@@ -162,6 +168,118 @@ def test_zero_downtime_stacks_never_replace_the_rayservice_they_add_a_node_gener
     # ... but replicas still change in place, on the same generation.
     scaled = changed(ops(old, plan_of({"raypd:upgradeStrategy": "newCluster", "raypd:decode": {"replicas": 2}})))
     assert "create" not in scaled.values() and "delete" not in scaled.values()
+
+
+# ---- zero-downtime stacks: `up` waits for KubeRay's switch before any old node group goes ----
+
+NEW_CLUSTER = {"raypd:upgradeStrategy": "newCluster"}
+NO_METRICS = {"raypd:observability": {"enabled": False}}
+# Every change the preview calls "no downtime" on a zero-downtime stack that leaves the Serve config
+# and the image alone, so the rollout check (named after them) does not run again: only a new Ray
+# cluster, which KubeRay builds as a pending cluster and switches to when it is ready.
+CLUSTER_ONLY_CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "GPU instance type on both phases": (NEW_CLUSTER, {
+        **NEW_CLUSTER, "raypd:prefill": {"instanceType": "g6e.8xlarge"},
+        "raypd:decode": {"instanceType": "g6e.8xlarge"}}),
+    "system node type": (NEW_CLUSTER, {**NEW_CLUSTER, "raypd:systemNodes": {"instanceType": "m7i.2xlarge"}}),
+    "rayVersion": (NEW_CLUSTER, {**NEW_CLUSTER, "raypd:rayVersion": "2.57.0"}),
+    "observability off": (NEW_CLUSTER, {**NEW_CLUSTER, **NO_METRICS}),
+    "observability on": ({**NEW_CLUSTER, **NO_METRICS}, NEW_CLUSTER),
+    "inPlace -> newCluster": ({}, NEW_CLUSTER),
+}
+NODE_GROUP_TYPES = ("eks:index:ManagedNodeGroup", NODE_GROUP)
+_plans: dict[str, dict[str, Any]] = {}
+
+
+def cached_plan(config: dict[str, Any]) -> dict[str, Any]:
+    """One mock run per distinct config in this module (several changes share a side)."""
+    key = json.dumps(config, sort_keys=True)
+    if key not in _plans:
+        _plans[key] = plan_of(config)
+    return _plans[key]
+
+
+def removed_after_every_registration(step: dict[str, Any], delete_first: set[str]) -> bool:
+    """Whether Pulumi removes what `step` takes away only after every resource the program
+    registers has finished its step, its await included (the engine's order, pulumi/pulumi
+    pkg/resource/deploy): a resource the program no longer registers ("delete") and the old half of
+    a create-before-delete replacement are removed in `performPostSteps`, which runs once the
+    program has ended (deployment_executor.go); the program ends only when every RegisterResource
+    has answered, which the engine does after the step (step_generator.go: "the delete step is
+    generated later on, after all creates/updates finish"). The old half of a delete-before-replace
+    replacement is deleted before its replacement is created, in the middle of the run."""
+    if step["op"] == "delete":
+        return True
+    if step["op"] == "replace":
+        return step["name"] not in delete_first
+    return False
+
+
+@pytest.fixture(scope="module")
+def delete_first() -> set[str]:
+    """The resources the program registers with deleteBeforeReplace (resource options, not inputs:
+    the mock runtime's record; the same on every stack)."""
+    return {r.name for r in registered(NEW_CLUSTER) if r.delete_before_replace}
+
+
+def the_rayservice(plan: dict[str, Any]) -> dict[str, Any]:
+    (service,) = [r for r in plan["resources"] if r["type"] == RAYSERVICE]
+    return service
+
+
+@pytest.mark.parametrize("change", list(CLUSTER_ONLY_CHANGES))
+def test_a_zero_downtime_cluster_switch_is_awaited_before_the_old_node_groups_go(change, delete_first):
+    before, after = CLUSTER_ONLY_CHANGES[change]
+    old_plan, new_plan = cached_plan(before), cached_plan(after)
+    steps = plan_diff(old_plan, new_plan)
+    table = {(step["type"], step["name"]): step["op"] for step in steps}
+    old_service, new_service = the_rayservice(old_plan), the_rayservice(new_plan)
+    digest = "raypd.io/ray-cluster-digest"
+    # KubeRay builds a new Ray cluster: what it hashes of rayClusterConfig changed ...
+    assert (old_service["inputs"]["metadata"]["annotations"][digest]
+            != new_service["inputs"]["metadata"]["annotations"][digest])
+    assert new_service["inputs"]["spec"]["upgradeStrategy"] == {"type": "NewCluster"}
+    # ... while the Serve config and the image did not: the rollout check keeps its name, no run.
+    assert of_type(table, ROLLOUT_JOB) == {"pd-service-rollout-check": "same"}
+    # So the RayService's own update is the wait, re-armed by this very change: Pulumi updates it
+    # (KubeRay's switch, no replacement) and awaits its waitFor, which holds only once KubeRay has
+    # promoted the new cluster (components.render.rollout, 3).
+    assert of_type(table, RAYSERVICE) == {"pd-service-rayservice": "update"}
+    expressions = json.loads(new_service["inputs"]["metadata"]["annotations"]["pulumi.com/waitFor"])
+    assert "condition=UpgradeInProgress=False" in expressions
+    # The new cluster has nodes to start on: the RayService waits for every new GPU node group.
+    created = [name for (type_, name), op in table.items()
+               if type_ == "eks:index:ManagedNodeGroup" and op == "create"]
+    assert created and set(created) <= set(new_service["dependsOn"])
+    # Every node group the old cluster runs on (the old GPU generation; the old system group when
+    # its type changes) goes only after every registered resource's step, that await included.
+    removed = [step for step in steps
+               if step["type"] in NODE_GROUP_TYPES and step["op"] in ("delete", "replace")]
+    assert {step["name"] for step in removed if step["op"] == "delete"} == {
+        f"{name}-group" for (type_, name), op in table.items()
+        if type_ == "raypd:cluster:GpuNodeGroup" and op == "delete"}
+    assert removed and all(removed_after_every_registration(step, delete_first) for step in removed)
+    # Nothing else goes first, in the middle of the run.
+    assert not [step for step in steps if step["op"] == "replace" and step["name"] in delete_first]
+    # That is what makes the preview's words true: no downtime from the Ray cluster; only a new
+    # system node type costs the endpoint's proxy move, which no strategy avoids.
+    new_spec = DeploymentSpec.from_config({**HF, **after}, "dev")
+    preview = assess(plan_deployment(DeploymentSpec.from_config({**HF, **before}, "dev")),
+                     plan_deployment(new_spec), "us-east-2a")
+    assert preview.chosen.name == "newCluster"
+    expected = endpoint_proxy_move_seconds(new_spec) if change == "system node type" else 0.0
+    assert preview.chosen.downtime_seconds == expected
+    assert preview.chosen.summary.startswith("no downtime") == (expected == 0)
+
+
+def test_in_place_the_rayservice_itself_goes_first_which_is_the_downtime_the_preview_counts(
+        reference_plan, delete_first):
+    # The contrast that keeps the engine model above honest: an in-place stack replaces its
+    # RayService delete-first on a cluster change (no room for two clusters), mid-run.
+    steps = plan_diff(reference_plan, cached_plan({"raypd:rayVersion": "2.57.0"}))
+    (service,) = [step for step in steps if step["type"] == RAYSERVICE]
+    assert service["op"] == "replace"
+    assert not removed_after_every_registration(service, delete_first)
 
 
 # ---- resource options the plan does not show as inputs ----

@@ -96,6 +96,29 @@ def test_a_kubernetes_upgrade_is_a_full_outage_with_surge_nodes():
     assert result.chosen.extra_nodes and not result.choices  # no strategy avoids it
 
 
+@pytest.mark.parametrize("strategy", ["inPlace", "newCluster"])
+def test_a_new_system_node_type_moves_the_endpoints_single_proxy_whichever_the_strategy(strategy):
+    # Envoy Gateway runs one proxy pod, no disruption budget, on the system nodes; EKS drains the
+    # old system group at the end of the update, after the Ray cluster switch: the endpoint is
+    # down until the proxy runs on the new node (and the NLB has registered it).
+    base = {"raypd:upgradeStrategy": strategy}
+    bigger = {**base, "raypd:systemNodes": {"instanceType": "m7i.2xlarge"}}
+    result = assessment(base, bigger)
+    (system,) = [e for e in result.effects if e.subject == "raypd:systemNodes.instanceType"]
+    assert "proxy" in system.detail and "load balancer has registered it" in system.detail
+    assert system.downtime_seconds == 180  # endpoint-proxy-move + nlb-target-registration
+    in_place, zero = result.choices
+    assert result.chosen is (zero if strategy == "newCluster" else in_place)
+    assert zero.name == "newCluster" and zero.downtime_seconds == system.downtime_seconds
+    assert "no downtime" not in zero.summary and "about 3 min of downtime" in zero.summary
+    assert in_place.downtime_seconds >= system.downtime_seconds
+    # In cluster scope there is no load balancer to register the new pod: shorter, not none.
+    private = {**base, "raypd:endpoint": {"scope": "cluster"}}
+    in_cluster = assessment(private, {**bigger, "raypd:endpoint": {"scope": "cluster"}})
+    (system,) = [e for e in in_cluster.effects if e.subject == "raypd:systemNodes.instanceType"]
+    assert system.downtime_seconds == 60 and "load balancer" not in system.detail
+
+
 def test_naming_the_zone_the_stack_already_runs_in_is_no_move():
     assert assessment({}, {"raypd:availabilityZone": "us-east-2a"}).kind == Kind.NO_SERVING_EFFECT
     moved = assessment({}, {"raypd:availabilityZone": "us-east-2b"})

@@ -143,7 +143,7 @@ def _worker_env(spec: DeploymentSpec) -> list[dict[str, str]]:
 
 
 def test_hybrid_model_gets_the_conv_state_layout_nixl_needs(reference_spec):
-    from components.plan.model_shapes import find_shape
+    from components.config.model_catalogue import find_shape
 
     assert find_shape(reference_spec.model.source).hybrid  # Qwen3.5: Gated DeltaNet layers
     for env in _worker_env(reference_spec):

@@ -23,21 +23,30 @@ def effects(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[Ki
     return {e.subject: (e.kind, e.detail) for e in result.effects}
 
 
-@pytest.mark.parametrize("before, after", [({}, INTERNET), (INTERNET, {})])
-def test_a_scheme_change_replaces_the_load_balancer_and_its_address(before, after):
+# What these sentences claim of the stack (the new NLB made first and named by endpoint.url, the
+# old one deleted while the controller still runs) is proven on the program under the mock
+# runtime: tests/pulumi/test_endpoint_scope_changes.py.
+
+@pytest.mark.parametrize("before, after, scheme", [({}, INTERNET, "internet-facing"), (INTERNET, {}, "internal")])
+def test_a_scheme_change_makes_a_new_load_balancer_first_and_the_url_names_it(before, after, scheme):
     kind, detail = effects(before, after)["raypd:endpoint.scope"]
     assert kind == Kind.NEW_LOAD_BALANCER
-    assert "replaces it" in detail and "endpoint.url changes" in detail
+    assert f"a new {scheme} NLB (other subnets) is created first" in detail
+    assert "endpoint.url becomes its name; then the old NLB is deleted" in detail
 
 
-def test_leaving_for_cluster_cuts_off_outside_clients():
+def test_leaving_for_cluster_deletes_the_nlb_before_the_controller_and_cuts_off_outside_clients():
     kind, detail = effects({}, {"scope": "cluster"})["raypd:endpoint.scope"]
     assert kind == Kind.NEW_LOAD_BALANCER and "loses the endpoint" in detail
+    assert ("`up` waits until the AWS Load Balancer Controller has deleted the NLB, its target groups "
+            "and security groups; only then is the controller removed") in detail
 
 
-def test_a_new_load_balancer_from_cluster_is_in_place():
-    kind, _ = effects({"scope": "cluster"}, {})["raypd:endpoint.scope"]
+def test_a_new_load_balancer_from_cluster_is_in_place_and_the_url_names_it():
+    kind, detail = effects({"scope": "cluster"}, {})["raypd:endpoint.scope"]
     assert kind == Kind.IN_PLACE
+    assert "an internal NLB for it (a few minutes; `up` waits for its name)" in detail
+    assert "endpoint.url becomes that name" in detail
 
 
 def test_ranges_and_certificates_change_in_place():

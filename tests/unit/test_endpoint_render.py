@@ -1,6 +1,6 @@
-"""The endpoint's gateway objects and chart values (components.render.endpoint, components.render.endpoint_lb):
-valid for the upstream CRD schemas and chart values, only /v1 routed to Serve, no Ray port exposed,
-and every timeout that can end a silent stream at least 10 minutes."""
+"""The endpoint's gateway objects, NLB Service and chart values (components.render.endpoint,
+components.render.endpoint_lb): valid for the upstream CRD schemas and chart values, only /v1 routed
+to Serve, no Ray port exposed, and every timeout that can end a silent stream at least 10 minutes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from components.render.endpoint_lb import (
     envoy_gateway_values,
     lb_controller_iam_policy,
     lb_controller_values,
-    nlb_annotations,
+    nlb_service,
 )
 from tests.strict_schema import strict
 
@@ -51,9 +51,15 @@ def spec_of(name: str) -> DeploymentSpec:
 
 
 def objects_of(name: str) -> dict[str, dict[str, Any]]:
-    spec = spec_of(name)
-    return gateway_objects(spec, nlb_annotations(spec, SUBNETS))
+    return gateway_objects(spec_of(name))
 
+
+def nlb_of(name: str) -> Any:
+    return nlb_service(spec_of(name), SUBNETS)
+
+
+def timeouts_of(name: str) -> Any:
+    return path_timeouts(objects_of(name), nlb_of(name))
 
 
 @lru_cache(maxsize=None)
@@ -90,15 +96,16 @@ def test_only_the_api_prefix_reaches_the_serve_port_and_no_ray_port_is_exposed(s
     assert rule["backendRefs"] == [{"name": "ray-llm-serve-svc", "port": defaults.SERVE_PORT}]
     ports = [listener["port"] for listener in objects["gateway"]["spec"]["listeners"]]
     ports += [ref["port"] for r in objects["route"]["spec"]["rules"] for ref in r["backendRefs"]]
-    annotations = objects["envoy-proxy"]["spec"]["provider"]["kubernetes"]["envoyService"].get(
-        "annotations", {})
+    service = nlb_of(scope) or {"metadata": {}, "spec": {"ports": []}}
+    ports += [p[key] for p in service["spec"]["ports"] for key in ("port", "targetPort")]
+    annotations = service["metadata"].get("annotations", {})
     assert not set(ports) & set(FORBIDDEN_PORTS)
     assert not any(str(port) in value for value in annotations.values() for port in FORBIDDEN_PORTS)
 
 
 @pytest.mark.parametrize("scope", sorted(SCOPES))
 def test_every_timeout_that_can_end_a_silent_stream_is_at_least_ten_minutes(scope):
-    timeouts = path_timeouts(objects_of(scope))
+    timeouts = timeouts_of(scope)
     assert {t.where for t in timeouts} >= {
         "client streamIdleTimeout", "client idleTimeout", "backend streamIdleTimeout", "route request"}
     short = [t for t in timeouts if t.seconds is not None and 0 < t.seconds < 600]
@@ -106,15 +113,14 @@ def test_every_timeout_that_can_end_a_silent_stream_is_at_least_ten_minutes(scop
 
 
 def test_a_plain_http_load_balancer_gets_its_tcp_idle_timeout_raised_and_tls_keeps_alive():
-    vpc = path_timeouts(objects_of("vpc"))
+    vpc = timeouts_of("vpc")
     assert [t.seconds for t in vpc if t.where == "nlb TCP-80"] == [defaults.NLB_TCP_IDLE_TIMEOUT_SECONDS]
     assert 60 <= defaults.NLB_TCP_IDLE_TIMEOUT_SECONDS <= 6000  # AWS's allowed range
     # A TLS listener's idle timeout is fixed at 350 s: TCP keepalive probes must come sooner.
     internet = objects_of("internet")
     keepalive = internet["client-policy"]["spec"]["tcpKeepalive"]
     assert int(keepalive["idleTime"].rstrip("s")) < 350
-    assert not any("listener-attributes" in key for key in
-                   internet["envoy-proxy"]["spec"]["provider"]["kubernetes"]["envoyService"]["annotations"])
+    assert not any("listener-attributes" in key for key in nlb_of("internet")["metadata"]["annotations"])
 
 
 def test_envoy_drops_idle_upstream_connections_before_ray_serve_does():
@@ -122,14 +128,11 @@ def test_envoy_drops_idle_upstream_connections_before_ray_serve_does():
     assert int(backend["connectionIdleTimeout"].rstrip("s")) < 90  # Serve's uvicorn keep-alive
 
 
-def service_of(scope: str) -> dict[str, Any]:
-    return objects_of(scope)["envoy-proxy"]["spec"]["provider"]["kubernetes"]["envoyService"]
-
-
 def test_vpc_is_an_internal_nlb_on_ip_targets_limited_to_the_vpc():
-    service = service_of("vpc")
-    a = service["annotations"]
-    assert service["type"] == "LoadBalancer" and service["name"] == "ray-llm-gateway"
+    service = nlb_of("vpc")
+    a = service["metadata"]["annotations"]
+    assert service["spec"]["type"] == "LoadBalancer" and service["metadata"]["name"] == "ray-llm-nlb-vpc"
+    assert service["spec"]["loadBalancerClass"] == "service.k8s.aws/nlb"
     assert a["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internal"
     assert a["service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"] == "ip"
     assert a["service.beta.kubernetes.io/aws-load-balancer-type"] == "external"
@@ -137,24 +140,48 @@ def test_vpc_is_an_internal_nlb_on_ip_targets_limited_to_the_vpc():
     # Source ranges apply to IP targets only with client IP preservation (controller docs).
     assert "preserve_client_ip.enabled=true" in a[
         "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"]
-    assert service["loadBalancerSourceRanges"] == ["10.0.0.0/16"]
+    assert service["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/16"]
     assert not any("ssl" in key for key in a)
     assert objects_of("vpc")["gateway"]["spec"]["listeners"][0]["port"] == 80
+    # Envoy Gateway's proxy container listens on the listener port + 10000 (listener.go).
+    assert service["spec"]["ports"] == [{"name": "http", "protocol": "TCP", "port": 80, "targetPort": 10080}]
 
 
 def test_internet_is_internet_facing_with_tls_at_the_nlb_on_443():
-    service = service_of("internet")
-    a = service["annotations"]
+    service = nlb_of("internet")
+    a = service["metadata"]["annotations"]
     assert a["service.beta.kubernetes.io/aws-load-balancer-scheme"] == "internet-facing"
     assert a["service.beta.kubernetes.io/aws-load-balancer-ssl-cert"] == CERT
     assert a["service.beta.kubernetes.io/aws-load-balancer-ssl-ports"] == "443"
-    assert service["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
     assert objects_of("internet")["gateway"]["spec"]["listeners"][0]["port"] == 443
+    assert service["metadata"]["name"] == "ray-llm-nlb-internet"
+    assert service["spec"]["ports"] == [{"name": "https", "protocol": "TCP", "port": 443, "targetPort": 10443}]
+
+
+@pytest.mark.parametrize("scope", sorted(SCOPES))
+def test_envoy_gateways_own_proxy_service_is_a_cluster_ip_in_every_scope(scope):
+    # The NLB is raypd's Service (nlb_service), never Envoy Gateway's: see endpoint_lb's docstring.
+    service = objects_of(scope)["envoy-proxy"]["spec"]["provider"]["kubernetes"]["envoyService"]
+    assert service == {"name": "ray-llm-gateway", "type": "ClusterIP"}
 
 
 def test_cluster_scope_has_no_load_balancer():
-    service = service_of("cluster")
-    assert service == {"name": "ray-llm-gateway", "type": "ClusterIP"}
+    assert nlb_of("cluster") is None and nlb_of("cluster-open") is None
+
+
+@pytest.mark.parametrize("scope", ["vpc", "vpc-tls", "internet"])
+def test_the_nlb_service_selects_the_gateways_proxies_and_is_not_taken_for_envoy_gateways_own(scope):
+    service = nlb_of(scope)
+    assert service["metadata"]["namespace"] == endpoint_names.GATEWAY_NAMESPACE  # the proxy pods' namespace
+    assert service["spec"]["selector"] == {
+        **endpoint_names.PROXY_APP_LABELS,
+        endpoint_names.OWNING_GATEWAY_NAME_LABEL: "ray-llm-gateway",
+        endpoint_names.OWNING_GATEWAY_NAMESPACE_LABEL: "inference",
+    }
+    # Envoy Gateway deletes every other Service that carries its proxies' labels (infra_resource.go
+    # DeleteAllExcept): the NLB's Service must carry none of them.
+    assert not set(service["metadata"]["labels"]) & set(service["spec"]["selector"])
 
 
 def test_api_keys_come_from_the_shared_secret_in_the_authorization_header():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from components.changes.assess import Kind, assess
 from components.config.spec import DeploymentSpec
 from components.plan.topology import plan_deployment
-from components.render.outputs import IMAGE_PROVENANCE_KEY, render_stack_outputs
+from components.render.outputs import IMAGE_PROVENANCE_KEY, SYSTEM_ZONE_KEY, render_stack_outputs
 
 
 def plans():
@@ -36,7 +36,9 @@ def test_an_older_stack_is_told_its_gpu_nodes_roll_and_its_ray_cluster_is_rebuil
 
 def test_a_lockdown_stack_with_unchanged_settings_has_no_effect():
     old, new = plans()
-    outputs = {**old_outputs(), IMAGE_PROVENANCE_KEY: {"reference": "x", "digest": None}}
+    # A stack this raypd deployed: also its system zone (issue 29; test_observability_changes.py).
+    outputs = {**old_outputs(), IMAGE_PROVENANCE_KEY: {"reference": "x", "digest": None},
+               SYSTEM_ZONE_KEY: "us-east-2a"}
     result = assess(old, new, "us-east-2a", deployed_outputs=outputs)
     assert result.kind == Kind.NO_SERVING_EFFECT
 

@@ -7,8 +7,9 @@ from typing import Any, Callable
 
 import pytest
 
+from components.config.model_catalogue import find_shape
 from components.config.spec import DeploymentSpec
-from components.plan.model_shapes import find_shape, memory_fit, params_from_name
+from components.plan.model_shapes import memory_fit, params_from_name
 
 MakeSpec = Callable[[dict[str, Any]], DeploymentSpec]
 

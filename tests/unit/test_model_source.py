@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,12 +18,14 @@ from typing import Any, Iterator, Optional
 
 import boto3
 import pytest
+from botocore.config import Config
 
 from components.config.checks import Check
 from components.config.spec import DeploymentSpec
 from components.preflight.cli import main as preflight_main
 from components.preflight.model_source import check_hub_source
 from components.preflight.run import run_preflight
+from components.preflight.s3_source import check_s3_source
 from tests.fakes.hf_hub import FakeHub, HubRepo
 from tests.unit.cli_support import run_main, run_module
 from tests.unit.test_preflight import _closed_port, _isolate, _stack, by_id
@@ -122,19 +125,68 @@ def test_a_token_preflight_cannot_read_is_said_and_never_a_pass_for_a_gated_repo
     assert all(with_token is False for _, _, with_token in hub.requests)  # the placeholder was never sent
 
 
-def test_a_hub_that_does_not_answer_fails_with_the_reason_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
+def _says_unreached_from_here(result: Check, reason: str) -> None:
+    """No answer about the repo from here is no evidence: a warning that says from where it was
+    asked and that the pods download through another network (issue 29 §2)."""
+    assert result.status == "warn", result.detail
+    assert reason in result.detail
+    assert f"from this machine (host {socket.gethostname()}, where preflight runs)" in result.detail
+    assert "so nothing was learnt about Qwen/Qwen3.5-9B" in result.detail
+    assert "the pods download it through the stack's own network in AWS" in result.detail
+    assert "HF_ENDPOINT" in result.remedy and "https://huggingface.co" in result.remedy
+
+
+def test_a_hub_refusing_connections_warns_saying_from_where(monkeypatch: pytest.MonkeyPatch) -> None:
     dead = f"http://127.0.0.1:{_closed_port()}"
     monkeypatch.setenv("HF_ENDPOINT", dead)
-    result = check("Qwen/Qwen3.5-9B")
-    assert result.status == "fail"
-    assert f"the Hugging Face Hub at {dead} did not answer" in result.detail
-    assert "HF_ENDPOINT" in result.remedy
+    _says_unreached_from_here(check("Qwen/Qwen3.5-9B"), f"the Hugging Face Hub at {dead} did not answer (")
+
+
+def test_a_hub_name_that_does_not_resolve_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_dns(host: Any, *args: Any, **kwargs: Any) -> Any:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.invalid")
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    _says_unreached_from_here(check("Qwen/Qwen3.5-9B"), "did not answer (ConnectError: [Errno -2] Name or service")
+
+
+def test_a_hub_that_never_answers_warns_after_the_short_timeout() -> None:
     with FakeHub(REPOS, hang=True) as silent:
         started = time.monotonic()
         slow = check_hub_source(spec_for("Qwen/Qwen3.5-9B"), endpoint=silent.url, timeout=0.5)
         elapsed = time.monotonic() - started
-    assert slow.status == "fail" and "did not answer" in slow.detail and "Timeout" in slow.detail
+    _says_unreached_from_here(slow, "Timeout")
     assert elapsed < 10  # the short timeout, not a hang
+
+
+@pytest.mark.parametrize("status", [502, 503, 504, 500, 407, 429])
+def test_a_proxy_or_hub_error_that_is_not_about_the_repo_warns(status: int) -> None:
+    with FakeHub(REPOS, status=status) as proxy:
+        result = check_hub_source(spec_for("Qwen/Qwen3.5-9B"), endpoint=proxy.url)
+    _says_unreached_from_here(result, f"answered HTTP {status} (upstream unavailable) while reading")
+
+
+def test_what_the_hub_says_about_the_repo_or_token_still_fails(hub: FakeHub) -> None:
+    # 404 (a typo), 401 (no token for a private repo; an unknown token), 403 (gated, no grant),
+    # gated without a token: the pods would get the same answer.
+    assert [check(source, token).status for source, token in [
+        ("Qwen/Qwen3.5-9B-Instrcut", BOB), ("acme/private-model", None), ("Qwen/Qwen3.5-9B", UNKNOWN),
+        ("meta-llama/Llama-3.1-8B", BOB), ("meta-llama/Llama-3.1-8B", None),
+    ]] == ["fail"] * 5
+
+
+def test_a_first_preview_of_the_reference_without_the_hub_does_not_read_failed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The preview and the CLI run the same preflight: no AWS credentials, no Hub from here.
+    _isolate(monkeypatch, tmp_path)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    report = run_preflight(spec_for("Qwen/Qwen3.5-9B"))
+    assert report.ok and report.verdict != "failed"
+    assert by_id(report)["model-source"].status == "warn"
+    result = run_main(preflight_main, "--config", str(_stack(tmp_path, {})))
+    assert result.returncode == 0, result.stdout
+    assert "FAILED" not in result.stdout and "[WARN] model-source" in result.stdout
 
 
 def test_hf_hub_offline_skips_and_says_why(monkeypatch: pytest.MonkeyPatch, hub: FakeHub) -> None:
@@ -215,6 +267,18 @@ def test_s3_source_that_cannot_be_loaded_fails(s3_aws: Any, source: str, said: s
 
 def test_s3_nested_folder_is_named(s3_aws: Any) -> None:
     assert "sub-folders: qwen/" in s3_check("s3://raypd-weights/nested").detail
+
+
+def test_s3_that_does_not_answer_from_here_warns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _isolate(monkeypatch, tmp_path)
+    client = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
+        "s3", region_name="us-east-2", endpoint_url=f"http://127.0.0.1:{_closed_port()}",
+        config=Config(connect_timeout=2, retries={"max_attempts": 1}))
+    result = check_s3_source(spec_for("s3://raypd-weights/qwen3.5-9b/"), lambda: client)
+    assert result.status == "warn", result.detail
+    assert result.detail.startswith(f"S3 did not answer from this machine (host {socket.gethostname()}, "
+                                    "where preflight runs) while listing s3://raypd-weights/qwen3.5-9b/")
+    assert "the pods read it through the stack's own network in AWS" in result.detail
 
 
 def test_s3_source_without_aws_credentials_skips_with_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -234,6 +234,49 @@ def test_the_phase_join_also_reads_the_replicas_processing_queries_gauge(tmp_pat
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def _panel_expr(title: str) -> str:
+    ((expr,),) = [[e for t, e in panel_queries(board) if t == title]
+                  for board in dashboards(_spec()).values()]
+    return expr
+
+
+def test_gpu_panels_show_each_phase_on_the_reference_layout(tmp_path: Path) -> None:
+    """The reference layout: both phases on one shared GPU node group, so no node carries
+    raypd.io/phase and only Ray knows which pod prefills. Each replica's Serve series come from
+    its Ray pod (the PodMonitor's `namespace`/`pod` target labels), DCGM labels each GPU with the
+    pod holding it: the panels must show prefill's and decode's GPU, each once."""
+    namespace = _spec().namespace
+    pods = {"Prefill:tiny": "ray-llm-abc12-gpu-worker-x7k2p", "Decode:tiny": "ray-llm-abc12-gpu-worker-q9m4z",
+            "OpenAiIngress": "ray-llm-abc12-head-8w2xd"}
+    values = _values([s for s in _good_capture() if s.name != m.SERVE_REPLICA_STARTS])
+    for series in cap.serve_replica_series():  # as the PodMonitor scrapes them
+        labels = dict(series.labels, namespace=namespace,
+                      pod=pods[series.label(m.SERVE_DEPLOYMENT_LABEL)])
+        values[cap.Series(series.name, tuple(sorted(labels.items())), series.value).selector()] = (
+            f"{series.value!r}x40")
+    for index, (node, pod, active) in enumerate((("ip-10-0-1-5", pods["Prefill:tiny"], "0.8"),
+                                                 ("ip-10-0-7-9", pods["Decode:tiny"], "0.3"))):
+        values[f'{m.DCGM_GPU_ACTIVE}{{gpu="0",UUID="GPU-{index}",modelName="NVIDIA L4",'
+               f'Hostname="{node}",container="ray-worker",namespace="{namespace}",pod="{pod}"}}'] = (
+            f"{active}x40")
+        # kube-state-metrics as the shared group's nodes are labelled: no phase.
+        values[f'{m.KUBE_NODE_LABELS}{{label_role="gpu-worker",node="{node}"}}'] = "1x40"
+    # A GPU no pod holds: dcgm-exporter leaves its own pod's target labels on it.
+    values[f'{m.DCGM_GPU_ACTIVE}{{gpu="0",UUID="GPU-9",Hostname="ip-10-0-3-3",'
+           f'namespace="monitoring",pod="dcgm-exporter-5k2lq"}}'] = "0x40"
+    checks = [
+        {"expr": _panel_expr(title), "eval_time": "10m", "exp_samples": [
+            {"labels": f'{{phase="{phase}",pod="{pods[deployment]}"}}', "value": active}]}
+        for title, phase, deployment, active in (
+            ("Prefill GPU engine active", "prefill", "Prefill:tiny", 0.8),
+            ("Decode GPU engine active", "decode", "Decode:tiny", 0.3))]
+    scenario = {"interval": "1m",
+                "input_series": [{"series": k, "values": v} for k, v in values.items()],
+                "promql_expr_test": checks}
+    done = _promtool_test(tmp_path, [scenario])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_alerts_stay_silent_on_the_good_capture(tmp_path: Path) -> None:
     done = _promtool_test(tmp_path, [_scenario(_values(_good_capture()), set())])
     assert done.returncode == 0, done.stdout + done.stderr

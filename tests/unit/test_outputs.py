@@ -142,3 +142,40 @@ def test_the_cost_estimate_says_where_its_price_comes_from(make_spec, reference_
     unpriced = make_spec({"raypd:mode": "colocated",
                           "raypd:colocated": {"instanceType": "p5e.48xlarge", "tensorParallelSize": 8}})
     assert "estimatedCostBasis" not in full_document(unpriced)  # no figure, nothing to explain
+
+
+# ---- what an offline plan made up (issue 29 §2): one list of paths, read by every place that shows them ----
+
+def offline_outputs(spec, digest: Any = "sha256:" + "0ff1" * 16) -> dict[str, Any]:
+    document = render_stack_outputs(spec, availability_zone=f"{spec.region}a",
+                                    cluster_name=spec.effective_cluster_name,
+                                    image_provenance={"reference": "r", "digest": digest})
+    document["endpoint"] = {"url": "http://k8s-envoygat-x-1.elb.us-east-2.amazonaws.com/v1",
+                            "scope": spec.endpoint.scope, "auth": spec.endpoint.auth}
+    return document
+
+
+def test_an_offline_plan_names_every_value_it_made_up(reference_spec):
+    found = outputs.offline_placeholders(reference_spec, offline_outputs(reference_spec))
+    assert set(found) == {"endpoint.url", "image", "imageProvenance.digest", "availabilityZone",
+                          "observability.grafanaUrl", "observability.prometheusUrl"}
+    assert all(why for why in found.values())
+
+
+def test_values_the_settings_fix_are_not_placeholders(reference_spec):
+    spec = reference_spec.model_copy(update={
+        "availability_zone": "us-east-2b",
+        "endpoint": reference_spec.endpoint.model_copy(update={"host": "llm.example.com"}),
+        "observability": reference_spec.observability.model_copy(update={"enabled": False})})
+    assert outputs.offline_placeholders(spec, offline_outputs(spec, digest=None)) == {}
+    in_cluster = reference_spec.model_copy(update={
+        "endpoint": reference_spec.endpoint.model_copy(update={"scope": "cluster"})})
+    assert "endpoint.url" not in outputs.offline_placeholders(in_cluster, offline_outputs(in_cluster))
+
+
+def test_placeholders_under_an_output_key_name_the_sub_key():
+    marks = {"endpoint.url": "made up", "image": "no registry", "imageProvenance.digest": "no registry"}
+    assert outputs.placeholders_under(marks, "endpoint") == [("url", "made up")]
+    assert outputs.placeholders_under(marks, "image") == [("", "no registry")]
+    assert outputs.placeholders_under(marks, "imageProvenance") == [("digest", "no registry")]
+    assert outputs.placeholders_under(None, "image") == []

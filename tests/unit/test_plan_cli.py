@@ -46,6 +46,22 @@ def test_json_plan_has_the_contract_shape(reference_json):
     assert plan["outputs"]["clusterName"] == "raypd-demo"
 
 
+def test_the_plan_lists_the_values_it_made_up_and_the_summary_labels_each(reference_json):
+    # Issue 29 §2: the NLB's name, the image digest, the zone and the metrics addresses read as real.
+    plan = json.loads(reference_json.stdout)
+    assert set(plan["placeholders"]) == {"endpoint.url", "image", "imageProvenance.digest", "availabilityZone",
+                                         "observability.grafanaUrl", "observability.prometheusUrl"}
+    summary = run_plan_main("--config", "Pulumi.dev.yaml").stdout.splitlines()
+    url = plan["outputs"]["endpoint"]["url"]
+    lines = [line for line in summary if url in line]
+    assert lines and all("[placeholder:" in line for line in lines), lines
+    for key in ("image", "imageProvenance", "availabilityZone", "observability"):
+        (line,) = [line for line in summary if line.startswith(f"  {key}: ")]
+        assert "[placeholder:" in line, line
+    (cluster,) = [line for line in summary if line.startswith("  clusterName: ")]
+    assert "placeholder" not in cluster  # the configured name is no placeholder
+
+
 def test_two_runs_print_the_same_json(reference_json):
     again = run_plan_cli("--config", "Pulumi.dev.yaml", "--json")
     assert again.returncode == 0

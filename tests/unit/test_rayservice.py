@@ -252,6 +252,23 @@ def test_manifest_has_every_field_kuberay_requires(spec_fixture, request):
     assert manifest["spec"]["upgradeStrategy"]["type"] in ("NewCluster", "None")
 
 
+def test_zero_downtime_stacks_also_wait_for_kuberay_to_finish_the_cluster_switch(make_spec):
+    # KubeRay's NewCluster upgrade keeps UpgradeInProgress True from the status write that first
+    # carries the new generation until it promotes the pending cluster (components.render.rollout,
+    # 3): Pulumi's update of the RayService waits for that, whatever else changed.
+    def wait_for(config):
+        manifest = render_rayservice(plan_deployment(make_spec(config)), "us-east-2a")
+        return json.loads(manifest["metadata"]["annotations"]["pulumi.com/waitFor"])
+
+    assert wait_for({"raypd:upgradeStrategy": "newCluster"}) == [
+        "condition=Ready",
+        "condition=UpgradeInProgress=False",
+        "jsonpath={.status.activeServiceStatus.applicationStatuses.llm.status}=RUNNING",
+    ]
+    # In-place stacks (upgradeStrategy None) never get a pending cluster: their await is unchanged.
+    assert "condition=UpgradeInProgress=False" not in wait_for({})
+
+
 def test_the_cluster_digest_ignores_exactly_what_kuberay_ignores(make_spec):
     from components.render.rayservice import RAY_CLUSTER_DIGEST_ANNOTATION
 

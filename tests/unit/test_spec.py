@@ -88,6 +88,22 @@ def test_instance_type_must_be_a_known_gpu_type():
     assert accepts({"raypd:decode": {"instanceType": "p5en.48xlarge", "tensorParallelSize": 8}})
 
 
+@pytest.mark.parametrize("typo,suggested", [
+    ("g6.8xlarg", "g6.8xlarge"), ("G6.8XLARGE", "g6.8xlarge"), ("p5.48xlarg", "p5.48xlarge"),
+    ("g7.8xlarge", "g5.8xlarge or g6.8xlarge"),
+])
+def test_a_misspelt_instance_type_gets_the_close_names_not_the_catalogue(typo: str, suggested: str):
+    message = errors_of({"raypd:decode": {"instanceType": typo}})["raypd:decode.instanceType"]
+    assert message == f"'{typo}' is not a GPU instance type raypd knows; did you mean {suggested}?"
+
+
+def test_a_name_close_to_no_gpu_type_lists_them_and_a_blob_is_not_echoed():
+    assert "known: g5.xlarge, g5.2xlarge" in errors_of({"raypd:decode": {"instanceType": "h100"}})[
+        "raypd:decode.instanceType"]
+    message = errors_of({"raypd:decode": {"instanceType": "g6" * 5000}})["raypd:decode.instanceType"]
+    assert message.startswith("is 10000 characters long") and "g6g6" not in message
+
+
 def test_tensor_parallel_must_fit_the_node_gpus():
     errors = errors_of({"raypd:prefill": {"tensorParallelSize": 2}})
     assert errors["raypd:prefill.tensorParallelSize"] == (
@@ -247,6 +263,39 @@ def test_different_tensor_parallel_sizes_are_allowed_with_a_warning():
 def test_every_problem_is_reported_at_once():
     errors = errors_of({"raypd:model": {"dtype": "int4", "maxModelLen": -1}, "raypd:mode": "x"})
     assert {"raypd:model.dtype", "raypd:model.maxModelLen", "raypd:mode"} <= set(errors)
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["stack-file", "json-api"])
+def test_a_refused_key_hides_no_other_problem(strict: bool):
+    # pydantic runs the cross-field checks only when every field is valid, and a key refused
+    # before validation (unknown, not text, a JSON key twice) used to end it: a typo hid the rest.
+    config = {
+        "raypd:decode": {"instanceType": "g6.8xlarg"},        # a field
+        "raypd:prefill": {"tensorParallelSize": 2},           # between keys: TP x PP vs the GPUs
+        "raypd:bogus": 1,                                     # unknown
+        "raypd:namespace": "a\nb",                            # not text
+        "raypd:inClusterClients": ["Bad_NS"],                 # a validator with its own keys
+        "raypd:model": '{"id": "a", "id": "b"}',              # JSON text with a key twice
+        "raypd:adminRoleArns": ["arn:aws:iam::1:role/x"],     # checked between keys, by index
+    }
+    with pytest.raises(SpecError) as caught:
+        DeploymentSpec.from_config(config, "dev", strict=strict)
+    # The JSON API does not read JSON text as an object (issue 29): there the model is refused whole.
+    model = "raypd:model" if strict else "raypd:model.id"
+    assert sorted(e.field for e in caught.value.errors) == sorted([
+        "raypd:decode.instanceType", "raypd:prefill.tensorParallelSize", "raypd:bogus",
+        "raypd:namespace", "raypd:inClusterClients[0]", model, "raypd:adminRoleArns[0]"])
+
+
+def test_a_check_between_keys_is_not_run_on_the_default_of_a_refused_key():
+    # The zone is judged against the region: with the region refused, nothing says it is wrong.
+    assert set(errors_of({"aws:region": "us-east-9", "raypd:availabilityZone": "eu-west-1a"})) == {"aws:region"}
+    # A mode typo: which phases run is unknown, so none is judged against its GPUs.
+    assert set(errors_of({"raypd:mode": "colocatd", "raypd:prefill": {"tensorParallelSize": 2}})) == {"raypd:mode"}
+    # The KV backend refused: the EFA rule that reads it is not run; the GPU count still is.
+    errors = errors_of({"raypd:kvTransfer": {"backend": "TCP"},
+                        "raypd:prefill": {"instanceType": "g5.xlarge", "tensorParallelSize": 2}})
+    assert set(errors) == {"raypd:kvTransfer.backend", "raypd:prefill.tensorParallelSize"}
 
 
 def test_public_config_hides_the_hf_token_and_round_trips():

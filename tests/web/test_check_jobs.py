@@ -7,6 +7,7 @@ GPU memory fit decides); verify on a "real" deployment goes through the fake eng
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from components.config.checks import PREFLIGHT_IDS, VERIFY_IDS, Check, Report
 from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, create, extract_csrf, login, text_of, wait_for_job
+from webui.deployments.errors import FORCE_LABEL
 
 TOO_BIG = {"raypd:model": {"id": "qwen3-32b", "source": "Qwen/Qwen3-32B"}}  # 64 GB of bf16 on one L4
 KUBECONFIG_SECRET = "apiVersion: v1\nusers: [{name: u, user: {token: kube-secret-token-4242}}]\n"
@@ -211,8 +213,16 @@ def test_deployment_page_has_status_panel_and_verify_button(app):
     job_id = verify.headers["Location"].split("job=")[1]
     assert wait_for_job(browser, job_id, headers={})["status"] == "succeeded"
     after = text_of(browser.get("/deployments/demo"))
-    assert 'id="verify-report"' in after and 'data-check="kv-transfer"' in after
+    # The report shows once (issue 29 §2): with the job that made it; the Status panel points there.
+    assert 'id="job-verify-report"' in after and after.count('data-check="kv-transfer"') == 1
+    assert 'id="verify-report-above"' in after and 'id="verify-report"' not in after
     assert "No verify report yet." not in after
+    # Shown with another job, the Status panel has the report itself.
+    preflight = browser.post("/deployments/demo/preflight", data={"csrf_token": extract_csrf(after)})
+    wait_for_job(browser, preflight.headers["Location"].split("job=")[1], headers={})
+    later = text_of(browser.get("/deployments/demo"))
+    assert 'id="verify-report"' in later and later.count('data-check="kv-transfer"') == 1
+    assert 'id="preflight-report-above"' in later and later.count('data-check="gpu-memory-fit"') == 1
 
 
 # ---- the real verify and live status, through a Kubernetes API on loopback ----
@@ -254,3 +264,24 @@ def test_checks_inside_a_deploy_do_not_overwrite_its_resource_progress(fake_app,
     planned = next(e["total"] for e in events if "etaSeconds" in e)  # the plan's resources
     assert planned != len(VERIFY_IDS)
     assert job["progress"] == {"done": planned, "total": planned}  # resources, not the 10 checks
+
+
+def test_every_deploy_button_offers_the_box_its_refusal_names(app):
+    # Issue 29 §2: the pending box's Deploy failed and pointed to a "Launch anyway" that was not there,
+    # and the box beside the head's Deploy read only "anyway".
+    browser = app.test_client()
+    login(browser)
+    create(browser, "big")
+    assert wait_for_job(browser, browser.post("/api/v1/deployments/big/up", headers=AUTH).get_json()["job"])[
+        "status"] == "succeeded"
+    browser.patch("/api/v1/deployments/big", json={"config": TOO_BIG}, headers=AUTH)
+    page = text_of(browser.get("/deployments/big"))
+    refused = browser.post("/deployments/big/up", data={"csrf_token": extract_csrf(page)})
+    job = wait_for_job(browser, refused.headers["Location"].split("job=")[1], headers={})
+    assert job["status"] == "failed" and f"tick “{FORCE_LABEL}” beside Deploy" in job["error"]
+    page = text_of(browser.get("/deployments/big"))
+    for box, button in (("force-up", "op-up"), ("force-pending-deploy", "pending-deploy")):
+        assert re.search(rf'<input type="checkbox" name="force" value="1" id="{box}" data-guards="{button}"> '
+                         rf'{re.escape(FORCE_LABEL)}</label>', page), box
+    forced = browser.post("/deployments/big/up", data={"csrf_token": extract_csrf(page), "force": "1"})
+    assert wait_for_job(browser, forced.headers["Location"].split("job=")[1], headers={})["status"] == "succeeded"

@@ -30,7 +30,7 @@ def test_the_planned_digest_is_shown_and_called_a_placeholder(browser):
     page = launch(browser, "pinned")
     assert 'id="image-digest"' in page
     assert OFFLINE_IMAGE_DIGEST in page
-    assert "an offline placeholder: no registry was asked" in page
+    assert 'data-placeholder="imageProvenance.digest"' in page and "no registry was asked" in page
 
 
 def test_an_image_raypd_cannot_pin_says_so(browser):

@@ -32,7 +32,7 @@ def test_all_skipped_verify_shows_not_checked_not_ok(app):
     report = job["reports"]["verify"]
     assert report["ok"] is True and {c["status"] for c in report["checks"]} == {"skip"}
     after = text_of(browser.get("/deployments/demo"))
-    verdict, tone = badge_of(after, "verify-report")
+    verdict, tone = badge_of(after, "job-verify-report")  # shown once: with the job that made it
     assert verdict == "not checked" and tone == "badge-neutral"
     job_page = text_of(browser.get(f"/deployments/demo?job={job_id}"))
     assert "Checks this job ran: verify not checked" in job_page
@@ -47,7 +47,7 @@ def test_preflight_without_aws_credentials_is_not_checked(app):
     report = wait_for_job(browser, started.get_json()["job"])["reports"]["preflight"]
     skipped = [c["id"] for c in report["checks"] if c["status"] == "skip"]
     assert report["ok"] is True and len(skipped) * 2 > len(report["checks"]), report
-    verdict, tone = badge_of(text_of(browser.get("/deployments/demo")), "preflight-report")
+    verdict, tone = badge_of(text_of(browser.get("/deployments/demo")), "job-preflight-report")
     assert verdict == "not checked" and tone == "badge-neutral"
 
 

@@ -84,3 +84,27 @@ def test_patch_refuses_a_duplicate_key_and_changes_nothing(client) -> None:
                             data='{"config": {"raypd:mode": "colocated", "raypd:mode": "disaggregated"}}')
     assert response.status_code == 400 and response.get_json()["errors"][0]["field"] == "config.raypd:mode"
     assert client.get("/api/v1/deployments/keep", headers=AUTH).get_json()["spec"]["raypd:mode"] == "disaggregated"
+
+
+# An object or an array written as JSON text is a string in the JSON API (issue 29 §3): the lenient
+# reading of Pulumi config, which hands objects to programs as JSON text, is not the API's.
+JSON_TEXT = [("raypd:model", '{"id": "m"}'), ("raypd:decode", '{"replicas": 2}'),
+             ("raypd:endpoint", '{"scope": "cluster"}'), ("raypd:adminRoleArns", "[]")]
+
+
+@pytest.mark.parametrize("key, text", JSON_TEXT)
+def test_json_text_is_not_an_object_on_create(client, key: str, text: str) -> None:
+    response = client.post("/api/v1/deployments", json={"name": "text", "config": {key: text}}, headers=AUTH)
+    assert response.status_code == 400, response.get_data(as_text=True)
+    assert [error["field"] for error in response.get_json()["errors"]] == [key]
+    assert client.get("/api/v1/deployments/text", headers=AUTH).status_code == 404
+
+
+@pytest.mark.parametrize("key, text", JSON_TEXT)
+def test_json_text_is_not_an_object_in_a_patch_and_changes_nothing(client, key: str, text: str) -> None:
+    assert client.post("/api/v1/deployments", json={"name": "text", "config": {}}, headers=AUTH).status_code == 201
+    before = client.get("/api/v1/deployments/text", headers=AUTH).get_json()["spec"]
+    response = client.patch("/api/v1/deployments/text", json={"config": {key: text}}, headers=AUTH)
+    assert response.status_code == 400, response.get_data(as_text=True)
+    assert [error["field"] for error in response.get_json()["errors"]] == [key]
+    assert client.get("/api/v1/deployments/text", headers=AUTH).get_json()["spec"] == before

@@ -73,6 +73,10 @@ class LastReport(CheckReport):
 
     job: Optional[str] = Field(description="the job that made it")
     at: Optional[str] = Field(description="when (UTC, ISO 8601)")
+    stale: bool = Field(False, description=(
+        "made for other settings than the deployment has now (a preflight: the stack's settings were "
+        "changed or discarded since; a verify: something else was deployed since): it no longer applies"))
+    staleReason: str = absent("why the report is stale, and what to run again")
 
 
 class Progress(ApiAnswer):

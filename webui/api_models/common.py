@@ -59,10 +59,33 @@ def contract1_schema() -> dict[str, dict[str, Any]]:
         "description": "Contract 1 keys: aws:region and raypd:*; every value has its JSON type "
                        "(\"2\" is not a number). Validated by DeploymentSpec; a mistake is a 400 naming the key.",
     }
+    # A PATCH is a JSON Merge Patch (RFC 7396, webui.merge_patch): a nested object may name only the
+    # sub-keys that change, and null resets one, so each object has its patch form beside it.
+    patches = {f"{name}{PATCH_SUFFIX}": _patch_form(schema) for name, schema in definitions.items()}
     patch = {
         "type": "object", "additionalProperties": False,
-        "properties": {key: {"anyOf": [schema, {"type": "null"}]} for key, schema in properties.items()},
-        "description": "Contract 1 keys merged over the config; null resets a key to its default "
-                       "(raypd:hfToken: null removes the token)",
+        "properties": {key: {"anyOf": [_patch_ref(schema), {"type": "null"}]} for key, schema in properties.items()},
+        "description": "A JSON Merge Patch (RFC 7396) of Contract 1 keys: an object merges into the "
+                       "current one (name only the sub-keys that change), null resets a key or sub-key "
+                       "to its default (raypd:hfToken: null removes the token), arrays and scalars replace",
     }
-    return {**definitions, "DeploymentConfig": config, "DeploymentConfigPatch": patch}
+    return {**definitions, **patches, "DeploymentConfig": config, "DeploymentConfigPatch": patch}
+
+
+PATCH_SUFFIX = "Patch"
+
+
+def _patch_ref(schema: dict[str, Any]) -> dict[str, Any]:
+    """A property's schema with a reference to an object swapped for its patch form's."""
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        return {**{k: v for k, v in schema.items() if k != "default"}, "$ref": ref + PATCH_SUFFIX}
+    return schema
+
+
+def _patch_form(definition: dict[str, Any]) -> dict[str, Any]:
+    """An object's schema as a merge patch sees it: no key required, each may be null (reset)."""
+    properties = {key: {"anyOf": [_patch_ref(schema), {"type": "null"}]}
+                  for key, schema in definition.get("properties", {}).items()}
+    form = {k: v for k, v in definition.items() if k not in ("properties", "required", "title")}
+    return {**form, "title": f"{definition.get('title', 'object')}{PATCH_SUFFIX}", "properties": properties}

@@ -84,7 +84,10 @@ class Connect(ApiAnswer):
     openaiBaseUrl: str
     externalUrl: str = absent("outputs endpoint.url, the OpenAI base URL ending /v1 (absent before it is deployed, "
                               "or for a stack from before issue 17)")
-    externalCurl: str = absent("a chat completion against externalUrl; the key is read from $RAYPD_API_KEY")
+    externalCurl: str = absent("a chat completion against externalUrl; the key is read from $RAYPD_API_KEY "
+                               "(absent when externalUrl is a placeholder)")
+    externalUrlPlaceholder: str = absent("why externalUrl is no real address (an offline plan made it up); "
+                                         "nothing to run against it, so no externalCurl")
     endpointScope: str = absent("outputs endpoint.scope: cluster, vpc or internet")
     endpointAuth: str = absent("outputs endpoint.auth: apiKey or none")
 
@@ -156,6 +159,9 @@ class DeploymentView(ApiAnswer):
     pending: Optional[PendingSettings] = Field(description=(
         "settings saved since the last successful up (all of them when it never ran); null when nothing is pending"))
     outputs: Optional[dict[str, Any]] = Field(description="Contract 3 outputs; secrets as [secret]")
+    placeholders: dict[str, str] = absent(
+        "offline plans: the outputs the plan made up or assumed (a load balancer's name, an image digest, "
+        "the zone), by dotted path into outputs, with why; none is a real value, none is to be used")
     resources: Optional[list[dict[str, Any]]]
     connect: Optional[Connect] = Field(description=(
         "how to reach what runs (the deployed settings; the stack's when never deployed); null when "

@@ -29,6 +29,7 @@ from webui.deployments.workflow import Work, Workflow
 from webui.engines.base import OPERATIONS, Engine, EngineError, EngineUnavailable, OperationResult
 from webui.engines.select import EngineSet
 from webui.jobs import Busy, Finish, JobRunner
+from webui.merge_patch import merge_patch
 from webui.pending_changes import DEPLOYED_LABEL, deployed_kind, discard_target, left_after_discard
 from webui.resource_steps import config_diff
 from webui.status import CHECK_OPERATIONS, RUNNING_STATUS, Standing
@@ -118,26 +119,25 @@ class Deployments(DeploymentReads):
         return self.get(spec.stack)
 
     def change(self, name: str, patch: Mapping[str, Any], actor: str) -> dict[str, Any]:
-        """Merge Contract 1 keys over the deployment's config (`None` resets a key to its default)
-        and write it to the stack: validated first, refused while a job runs, no cloud action."""
+        """Apply Contract 1 keys to the deployment's config as a JSON Merge Patch (webui.merge_patch:
+        an object merges into the current one, `None` resets a key to its default) and write it to
+        the stack: validated first, refused while a job runs, no cloud action."""
         record = self.record(name)
         engine: Optional[Engine] = self.engines.get(record["engine"])
         if engine is None:
             raise EngineUnavailable(f"the {record['engine']} engine of {name} is not available here")
         check_config_keys(patch)
-        merged = dict(record["config"])
-        for key, value in patch.items():
-            if value is None:
-                merged.pop(key, None)
-            elif key != HF_TOKEN_KEY or value != SECRET_PLACEHOLDER:
-                merged[key] = value
+        # The token is not merged: the stored config holds only "[secret]" for it (handled below).
+        merged = merge_patch(record["config"], {k: v for k, v in patch.items() if k != HF_TOKEN_KEY})
+        if HF_TOKEN_KEY in patch and patch[HF_TOKEN_KEY] is None:
+            merged.pop(HF_TOKEN_KEY, None)
         new_token = patch.get(HF_TOKEN_KEY)
         if new_token is not None and (not isinstance(new_token, str) or not new_token.strip()):
             raise SpecError.single(HF_TOKEN_KEY, "must be the new token, or null to remove it")
         if new_token == SECRET_PLACEHOLDER:
             new_token = None  # "[secret]" as shown: keep the token the stack has
         if new_token is not None:
-            merged[HF_TOKEN_KEY] = SECRET_PLACEHOLDER  # the spec only needs to know one is set
+            merged[HF_TOKEN_KEY] = new_token  # judged by the spec's one token rule, as on create
         spec = DeploymentSpec.from_config(merged, name, strict=True)
         public = spec.public_config()
         removed = sorted(set(record["config"]) - set(public))

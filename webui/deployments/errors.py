@@ -30,6 +30,11 @@ def busy_conflict(name: str, busy: Busy, advice: str) -> Conflict:
                     job=busy.job_id, field="job")
 
 
+# The deployment page's box that deploys despite a failed preflight (beside each Deploy button); the
+# refusal below names it, so the words live once, here.
+FORCE_LABEL = "Deploy anyway (the preflight failed)"
+
+
 class PreflightBlocked(EngineError):
     """A launch stopped before any cloud action because a preflight check failed."""
 
@@ -38,6 +43,7 @@ class PreflightBlocked(EngineError):
     def __init__(self, report: Report):
         ids = ", ".join(check.id for check in report.failed)
         super().__init__(
-            f"preflight failed ({ids}): nothing was launched. Fix what the report says, or launch "
-            "anyway (\"force\": true in the API, \"Launch anyway\" on the page)"
+            f"preflight failed ({ids}): nothing was launched. Fix what the report says, or deploy "
+            f"anyway (\"force\": true in the API; on the deployment page, tick “{FORCE_LABEL}” beside "
+            "Deploy)"
         )

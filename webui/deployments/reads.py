@@ -22,6 +22,7 @@ from webui.deployments.errors import NotFound
 from webui.engines.base import OFFLINE_NOTICE, Engine, EngineError, EngineUnavailable
 from webui.engines.select import EngineSet
 from webui.jobs import JobRunner
+from webui.pending_changes import settings_digest
 from webui.status import Standing
 from webui.store import ACTIVE_STATUSES, FINAL_STATUSES, STORE_ERRORS, Store
 from webui.store.records import DeploymentRecord, JobRecord
@@ -186,8 +187,10 @@ class DeploymentReads:
 
     def checks(self, name: str) -> dict[str, Any]:
         """The last report of each kind (None where that kind never ran), with its job and time."""
-        self.record(name)
-        return views.checks_view(self.store.last_checks(name))
+        record = self.record(name)
+        current = {"preflight": settings_digest(record["config"]),
+                   "verify": settings_digest(self.store.deployed_config(name))}
+        return views.checks_view(self.store.last_checks(name), current)
 
     def pending(self, name: str) -> dict[str, Any]:
         """Operations a crashed update left pending in the state, read now (real engine)."""

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional, Union
 from components.config import defaults
 from components.config.spec import DeploymentSpec
 from components.plan.topology import DeploymentPlan, as_plan
-from components.render.outputs import render_stack_outputs
+from components.render.outputs import offline_placeholders, render_stack_outputs
 from webui.api_models import (
     ChecksView,
     DeployedSettings,
@@ -26,8 +26,10 @@ from webui.api_models import (
 from webui.engines.base import OFFLINE_NOTICE
 from webui.pending_changes import (
     DEPLOYED_LABEL,
+    REPORT_SETTINGS_KEY,
     deployed_kind,
     pending_changes,
+    report_staleness,
     settings_kind,
     token_replaced,
 )
@@ -49,10 +51,21 @@ def engine_fields(engine: str) -> dict[str, Any]:
     return fields
 
 
+def placeholders_of(engine: str, plan: Optional[DeploymentPlan],
+                    outputs: Optional[Mapping[str, Any]]) -> dict[str, str]:
+    """The outputs an offline plan made up ({dotted path: why}, components.render.outputs); {} for a
+    real deployment, whose outputs are what AWS answered. `plan`: the settings the outputs are of."""
+    if engine != "offline" or plan is None or not outputs:
+        return {}
+    return offline_placeholders(plan.spec, outputs)
+
+
 def connect_info(shown: Union[DeploymentPlan, DeploymentSpec],
-                 outputs: Optional[Mapping[str, Any]]) -> dict[str, str]:
+                 outputs: Optional[Mapping[str, Any]],
+                 placeholders: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """How to reach the endpoint: the port-forward command and a chat completion with curl.
-    Pass the plan when the request has one (given a spec, it is planned here)."""
+    Pass the plan when the request has one (given a spec, it is planned here). No command is
+    offered against a value in `placeholders` (an offline plan's made-up load balancer)."""
     plan = as_plan(shown)
     spec = plan.spec
     planned = render_stack_outputs(
@@ -73,8 +86,13 @@ def connect_info(shown: Union[DeploymentPlan, DeploymentSpec],
         f"aws eks update-kubeconfig --region {shlex.quote(spec.region)} "
         f"--name {shlex.quote(spec.effective_cluster_name)}"
     )
+    external = external_connect(outputs, payload)
+    invented = (placeholders or {}).get("endpoint.url")
+    if invented and "externalUrl" in external:
+        external.pop("externalCurl", None)
+        external["externalUrlPlaceholder"] = invented
     return {"portForward": port_forward, "curl": curl, "kubeconfig": kubeconfig,
-            "openaiBaseUrl": planned["openaiBaseUrl"], **external_connect(outputs, payload)}
+            "openaiBaseUrl": planned["openaiBaseUrl"], **external}
 
 
 def external_connect(outputs: Optional[Mapping[str, Any]], payload: str) -> dict[str, str]:
@@ -164,6 +182,7 @@ def deployment_view(record: Mapping[str, Any], *, warnings: list[str],
                     plan: Optional[DeploymentPlan], jobs: list[Mapping[str, Any]]) -> dict[str, Any]:
     """One deployment (GET /deployments/<name>, the deployment page); `plan` is the one the page
     draws (the deployed settings' when something is deployed, else the stack's own)."""
+    placeholders = placeholders_of(record["engine"], plan, record["outputs"])
     return dump(DeploymentView(
         name=record["name"],
         **engine_fields(record["engine"]),
@@ -175,8 +194,9 @@ def deployment_view(record: Mapping[str, Any], *, warnings: list[str],
         deployed=deployed,
         pending=pending,
         outputs=record["outputs"],
+        **({"placeholders": placeholders} if placeholders else {}),
         resources=record["resources"],
-        connect=connect_info(plan, record["outputs"]) if plan is not None else None,
+        connect=connect_info(plan, record["outputs"], placeholders) if plan is not None else None,
         pendingChanges=(
             {"config": pending.changes, "usdPerHour": pending.usdPerHour}
             if pending is not None and deployed is not None else None),
@@ -188,13 +208,23 @@ def deployment_view(record: Mapping[str, Any], *, warnings: list[str],
     ))
 
 
-def checks_view(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The last report of each kind (None where that kind never ran), with its job and time."""
+def checks_view(stored: Mapping[str, Mapping[str, Any]],
+                current: Optional[Mapping[str, Optional[str]]] = None) -> dict[str, Any]:
+    """The last report of each kind (None where that kind never ran), with its job and time, and
+    whether it is stale: made for other settings than `current` (kind -> settings_digest of the
+    settings it would be made for now: the stack's for a preflight, the deployed ones for verify)."""
     answer: dict[str, Any] = {}
     for kind in CHECK_OPERATIONS:
         item = stored.get(kind)
-        answer[kind] = None if item is None else LastReport.model_validate(
-            {**item["report"], "job": item["job"], "at": iso_time(item["time"])})
+        if item is None:
+            answer[kind] = None
+            continue
+        report = dict(item["report"])
+        made_for = report.pop(REPORT_SETTINGS_KEY, None)
+        why = report_staleness(kind, made_for, (current or {}).get(kind)) if current is not None else None
+        answer[kind] = LastReport.model_validate(
+            {**report, "job": item["job"], "at": iso_time(item["time"]), "stale": why is not None,
+             **({"staleReason": why} if why else {})})
     return dump(ChecksView(**answer))
 
 

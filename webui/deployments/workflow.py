@@ -13,6 +13,7 @@ from components.plan.topology import plan_deployment
 from webui.deployments.errors import PreflightBlocked
 from webui.deployments.reads import DeploymentReads
 from webui.engines.base import Engine, EngineError, JobContext, OperationResult, PendingOperations
+from webui.pending_changes import REPORT_SETTINGS_KEY, settings_digest
 from webui.progress import ProgressPlan, durations_for, planned_total
 from webui.resource_steps import consequences
 from webui.status import RUNNING_STATUS, Standing, settle
@@ -62,15 +63,18 @@ class Workflow:
         last = self.store.deployed(name) if operation == "preview" and not engine.real else None
         deployed_plan = last["plan"] if last is not None else None
 
+        # The settings the preflight checks: the stack's, as this job found them.
+        settings = record["config"]
+
         def work(ctx: JobContext) -> OperationResult:
             if operation == "preflight":
-                self._preflight(ctx, name, spec, deployed, problem, counted=True)
+                self._preflight(ctx, name, spec, deployed, problem, settings, counted=True)
                 return OperationResult()
             if operation == "verify":
-                self._verify(ctx, name, engine, counted=True)
+                self._verify(ctx, name, engine, self.store.deployed_config(name), counted=True)
                 return OperationResult()
             if operation in ("preview", "up") and not ctx.cancelled:
-                report = self._preflight(ctx, name, spec, deployed, problem, counted=False)
+                report = self._preflight(ctx, name, spec, deployed, problem, settings, counted=False)
                 if operation == "up" and not report.ok:
                     if not force:
                         self._blocked_jobs.add(ctx.job_id)
@@ -88,7 +92,7 @@ class Workflow:
             if operation == "preview":
                 self._describe_change(name, result, spec, record["outputs"])
             if operation == "up" and engine.real and not ctx.cancelled:
-                self._verify(ctx, name, engine, counted=False)
+                self._verify(ctx, name, engine, settings, counted=False)  # what this up deployed
             return result
 
         return work
@@ -137,18 +141,22 @@ class Workflow:
         ctx.emit(progress.opening_record())
         ctx.decorate(progress.decorate)
 
-    def _record_report(self, ctx: JobContext, name: str, report: Report, counted: bool) -> Report:
-        """Stream the checks, keep the report with the job, and as the deployment's last of its kind."""
+    def _record_report(self, ctx: JobContext, name: str, report: Report, counted: bool,
+                       made_for: Optional[Mapping[str, Any]]) -> Report:
+        """Stream the checks, keep the report with the job, and as the deployment's last of its
+        kind, with the settings it was made for (`made_for`), so a report for settings changed or
+        discarded since is shown as stale (webui.pending_changes.report_staleness)."""
         for event in check_events(report, counted):
             ctx.emit(event)
         document = report.as_dict()
         ctx.findings.setdefault("reports", {})[report.kind] = document
-        self.store.save_check(name, document, ctx.job_id)
+        self.store.save_check(name, {**document, REPORT_SETTINGS_KEY: settings_digest(made_for)}, ctx.job_id)
         return report
 
     def _preflight(
         self, ctx: JobContext, name: str, spec: Optional[DeploymentSpec],
-        deployed: Optional[DeploymentSpec], problem: Optional[str], counted: bool,
+        deployed: Optional[DeploymentSpec], problem: Optional[str],
+        settings: Mapping[str, Any], counted: bool,
     ) -> Report:
         ctx.emit({"kind": "status", "status": RUNNING_STATUS["preflight"],
                   "message": "preflight: checking AWS and the model fit"})
@@ -162,12 +170,14 @@ class Workflow:
             deployed_zone = zone.get("availabilityZone") if deployed is not None else None
             report = self.checker.preflight(
                 spec, deployed, deployed_zone if isinstance(deployed_zone, str) else None)
-        return self._record_report(ctx, name, report, counted)
+        return self._record_report(ctx, name, report, counted, settings)
 
-    def _verify(self, ctx: JobContext, name: str, engine: Engine, counted: bool) -> Report:
+    def _verify(self, ctx: JobContext, name: str, engine: Engine,
+                runs: Optional[Mapping[str, Any]], counted: bool) -> Report:
+        """Check what runs; `runs`: its settings (the deployed ones)."""
         ctx.emit({"kind": "status", "status": RUNNING_STATUS["verify"], "message": "verify: checking what really runs"})
         self.checker.forget(name)
-        return self._record_report(ctx, name, self.checker.verify(engine, name), counted)
+        return self._record_report(ctx, name, self.checker.verify(engine, name), counted, runs)
 
     def finish(
         self, job_id: str, name: str, operation: str, engine: Engine, status: str,

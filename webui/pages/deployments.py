@@ -129,12 +129,16 @@ def render_deployment(name: str, new_key: Optional[dict[str, str]] = None) -> An
         job = app.reads.job(detail["jobs"][0]["id"])
     events = app.reads.events_after(job["id"], 0, limit=2000) if job else []
     job_summary = (job.get("summary") or {}) if job else {}
+    job_reports = dict(job_summary.get("reports") or {})
+    for kind, last in checks.items():  # the job's report is the last of its kind: say if it is stale
+        if job is not None and last and last["job"] == job["id"] and kind in job_reports:
+            job_reports[kind] = last
     # A preview says what an update would do while settings are pending; once they are deployed
     # or discarded an update would do none of it.
     preview = job_summary if job and job["operation"] == "preview" and detail["pending"] else None
     return render_template(
         "deployment.html", d=detail, job=job, events=events, checks=checks,
-        job_reports=job_summary.get("reports") or {},
+        job_reports=job_reports,
         pending=job_summary.get("pendingOperations") or [],
         job_steps=preview.get("steps") if preview is not None else None,
         job_consequences=job_summary.get("consequences") or [],

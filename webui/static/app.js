@@ -30,6 +30,28 @@
     apply();
   }
 
+  // Copy buttons next to commands and YAML (the `copyable` macro): the text of the element named by
+  // data-copy-target, to the clipboard; where the clipboard is refused, the text is selected instead.
+  function setupCopyButtons() {
+    document.querySelectorAll("button[data-copy-target]").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var target = document.getElementById(button.getAttribute("data-copy-target"));
+        if (!target) return;
+        var text = target.value !== undefined ? target.value : target.textContent;
+        function selected() {
+          var range = document.createRange();
+          range.selectNodeContents(target);
+          var selection = window.getSelection();
+          selection.removeAllRanges();
+          selection.addRange(range);
+          button.textContent = "Selected: press Ctrl+C";
+        }
+        if (!navigator.clipboard) { selected(); return; }
+        navigator.clipboard.writeText(text).then(function () { button.textContent = "Copied"; }, selected);
+      });
+    });
+  }
+
   // Forms that ask first (cancel a job).
   function setupConfirms() {
     document.querySelectorAll("form[data-confirm]").forEach(function (form) {
@@ -61,6 +83,7 @@
     var count = document.getElementById("job-count");
     var percent = document.getElementById("job-percent");
     var log = document.getElementById("event-log");
+    var logCount = document.getElementById("event-count");
     var errorLine = document.getElementById("job-error");
     var badge = job.querySelector(".job-head .badge");
     var unit = (job.querySelector(".progress-row") || job).getAttribute("data-unit") || "resources";
@@ -85,6 +108,7 @@
         item.textContent = record.message;
         log.appendChild(item);
         log.scrollTop = log.scrollHeight;
+        if (logCount) logCount.textContent = String(log.children.length);
       }
       if (typeof record.done === "number" && typeof record.total === "number") {
         setProgress(record.done, record.total);
@@ -103,6 +127,11 @@
       if (record.kind === "end") {
         source.close();
         if (eta) eta.textContent = "";
+        // Nothing is left to cancel; and the title's badge says where the job left the deployment
+        // (not "updating", nor "destroying" after a tear-down) in the moment before the page moves on.
+        var cancel = document.getElementById("cancel-job");
+        if (cancel) cancel.closest("form").remove();
+        showDeploymentStatus(job, record.status);
         if (badge) {
           badge.textContent = record.status;
           badge.className = "badge badge-" + (record.status === "succeeded" ? "ok" : (record.status === "failed" ? "bad" : "warn"));
@@ -131,6 +160,29 @@
     };
   }
 
+  // The deployment's status in the title badge, read again when its job ends (the runner settles
+  // the deployment before it ends the job). A tear-down that succeeded leaves no deployment.
+  function showDeploymentStatus(job, jobStatus) {
+    var title = document.querySelector("h1 .badge[data-status]");
+    var url = job.getAttribute("data-deployment-url");
+    if (!title || !url || !window.fetch) return;
+    function show(status) {
+      title.textContent = status;
+      title.setAttribute("data-status", status);
+      title.className = "badge badge-neutral";
+    }
+    window.fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+      .then(function (response) {
+        if (response.status === 404 && job.getAttribute("data-operation") === "destroy" && jobStatus === "succeeded") {
+          show("destroyed");
+          return null;
+        }
+        return response.ok ? response.json() : null;
+      })
+      .then(function (deployment) { if (deployment && deployment.status) show(deployment.status); })
+      .catch(function () {});
+  }
+
   // "Launch anyway": the guarded button stays disabled until the box is ticked.
   function setupForceBoxes() {
     document.querySelectorAll("input[data-guards]").forEach(function (box) {
@@ -141,6 +193,12 @@
       box.addEventListener("change", apply);
       apply();
     });
+  }
+
+  // Where the app serves raypd's docs (the footer's docs link says), ending with "/".
+  function docsBase() {
+    var footer = document.querySelector("a[data-docs-base]");
+    return footer ? footer.getAttribute("data-docs-base") : "/docs/";
   }
 
   function element(tag, text, className) {
@@ -256,7 +314,18 @@
       var t = table(["Alert", "State", "Severity", "What", "Runbook"], alerts.map(function (a) {
         return [a.name, a.state, a.severity || "", a.summary || "", a.runbook || ""];
       }));
-      t.querySelectorAll("tbody tr").forEach(function (row, index) { row.setAttribute("data-alert", alerts[index].name); });
+      t.querySelectorAll("tbody tr").forEach(function (row, index) {
+        row.setAttribute("data-alert", alerts[index].name);
+        // A runbook in raypd's docs (docs/<page>.md#anchor) is a page of this app: link it.
+        var runbook = /^docs\/([a-z0-9-]+\.md)(#[a-z0-9-]+)?$/.exec(alerts[index].runbook || "");
+        if (runbook) {
+          var cell = row.lastChild;
+          var link = element("a", alerts[index].runbook);
+          link.href = docsBase() + runbook[1] + (runbook[2] || "");
+          cell.textContent = "";
+          cell.appendChild(link);
+        }
+      });
       list.appendChild(t);
     }
     section.appendChild(list);
@@ -359,6 +428,7 @@
     setupModeSections();
     setupTeardown();
     setupConfirms();
+    setupCopyButtons();
     setupProgress();
     setupForceBoxes();
     setupStatus();
