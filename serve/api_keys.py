@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from components.config.safe_documents import shown_name
+from components.config.safe_documents import FileRefused, read_file, shown_name
 from components.render.endpoint_names import (
     KEY_NAME_PATTERN,
     api_keys_secret_name,
@@ -253,14 +253,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _read_outputs(source: str) -> dict[str, Any]:
     name = "the outputs on stdin" if source == "-" else f"the outputs file {shown_name(source)}"
-    try:
-        if source == "-":
-            text = sys.stdin.read(MAX_OUTPUTS_BYTES + 1)
-        else:
-            with open(source, encoding="utf-8", errors="replace") as handle:
-                text = handle.read(MAX_OUTPUTS_BYTES + 1)
-    except OSError as exc:
-        raise VerifyInputError(f"cannot read {name}: {exc.strerror}") from None
+    if source == "-":
+        text = sys.stdin.read(MAX_OUTPUTS_BYTES + 1)
+    else:  # read by components.config.safe_documents: bounded, never a FIFO
+        try:
+            text = read_file(source, MAX_OUTPUTS_BYTES).decode("utf-8", errors="replace")
+        except FileRefused as exc:
+            raise VerifyInputError(exc.about(name)) from None
     return parse_outputs_text(text, name)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -65,17 +65,6 @@ def pytest_unconfigure(config: object) -> None:
         _suite_hub.stop()
     if _suite_pulumi_home is not None:
         shutil.rmtree(_suite_pulumi_home, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_redaction_set() -> Iterator[None]:
-    """The web app's set of secrets to mask is process-wide: each test starts and ends without
-    another test's secrets in it, so a masking test cannot pass on a secret it did not plant."""
-    from webui.redact import forget_secrets
-
-    forget_secrets()
-    yield
-    forget_secrets()
 
 
 # The real engines (tests/real) share one vLLM pair and one Ray cluster per process and hold the

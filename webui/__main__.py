@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from webui.app import close_app, create_app
+from webui.db import is_disk_full
 from webui.redact import RedactingFilter
 from webui.server import make_server
 from webui.settings import DEFAULT_HOST, DEFAULT_PORT, Settings, SettingsError, prepare_home
@@ -60,6 +61,15 @@ def _lock_home(home: Path) -> Optional[int]:
     return fd
 
 
+def _start_problem(exc: BaseException) -> str:
+    """What stopped the start, as one line: a full disk says so (RAYPD_HOME is then as it was:
+    nothing to move or delete), whatever file the system refused to write first."""
+    if isinstance(exc, OSError) and is_disk_full(exc):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"the disk is full{where}: free space and start again ({exc.strerror or exc})"
+    return str(exc)
+
+
 def _stop(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM ends the server like Ctrl-C: jobs stop, the database closes
 
@@ -73,16 +83,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         settings = Settings.from_env()
         prepare_home(settings)
+        locked = _lock_home(settings.home)
     except (SettingsError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_start_problem(exc)}", file=sys.stderr)
         return 2
-    if _lock_home(settings.home) is None:
+    if locked is None:
         print(f"error: another raypd web app is already using {settings.home}", file=sys.stderr)
         return 2
     try:
         app = create_app(settings)
-    except (SettingsError, StoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (SettingsError, StoreError, OSError) as exc:
+        print(f"error: {_start_problem(exc)}", file=sys.stderr)
         return 2
     try:
         server = make_server(app, args.host, args.port, settings.trusted_proxies)

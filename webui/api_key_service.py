@@ -33,7 +33,6 @@ from webui.api_models import BodyRefused
 from webui.deployments.commands import Deployments
 from webui.deployments.errors import NotFound
 from webui.engines.base import OFFLINE_NOTICE
-from webui.redact import remember_secret
 
 KUBE_TIMEOUT = 8.0  # one Secret read or write, in a request: bounded well under a browser's patience
 OFFLINE_HAS_NO_CLUSTER = (f"{OFFLINE_NOTICE}: an offline plan has no cluster, so it has no endpoint "
@@ -107,7 +106,6 @@ class ApiKeyService:
     def create(self, name: str, key_name: Any, actor: str) -> dict[str, str]:
         """{name, created, key}: the caller shows the value once and keeps it nowhere."""
         created: dict[str, str] = self._call(name, lambda keys: keys.create(key_name))
-        remember_secret(created["key"])  # masked in any event, error or log line that ever echoes it
         self.deployments.audit(actor, "api key created", name, "succeeded", f"key {created['name']}")
         return created
 

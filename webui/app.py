@@ -27,7 +27,6 @@ from webui.engines.workdir import sweep_stale_work_dirs
 from webui.errors import api_error, render_error
 from webui.jobs import JobRunner
 from webui.pages.docs import doc_url
-from webui.redact import remember_secret
 from webui.security import init_security
 from webui.settings import Settings, drop_empty_passphrase, prepare_home
 from webui.state import Raypd
@@ -87,7 +86,7 @@ def create_app(
 
 
 def _prepare(settings: Settings) -> None:
-    """RAYPD_HOME made ready, what a killed server left swept, the secrets known to `redact`."""
+    """RAYPD_HOME made ready, and what a killed server left swept."""
     prepare_home(settings)
     swept = sweep_stale_work_dirs(settings.work_root)
     if swept:
@@ -95,9 +94,6 @@ def _prepare(settings: Settings) -> None:
                     swept, settings.work_root)
     for name in drop_empty_passphrase():
         logger.warning("ignoring the empty %s in the environment (it would override the passphrase file)", name)
-    # Neither may ever be shown again; mask them should a CLI or a library echo one.
-    remember_secret(settings.token)
-    remember_secret(settings.passphrase)
 
 
 def _state(settings: Settings, engines: EngineSet) -> Raypd:

@@ -25,7 +25,6 @@ from serve.live_metrics import dashboard_links
 from serve.live_status import cluster_status
 from serve.verify import VerifyInputError, run_verify
 from webui.engines.base import OFFLINE_NOTICE
-from webui.redact import remember_secret
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +85,6 @@ class Checker:
         if not outputs:
             return nothing_to_verify("the stack has no outputs yet: run Deploy first")
         kubeconfig = outputs.get("kubeconfig")
-        api_key = outputs.get("apiKey")  # endpoint-external tests with it; it must never be echoed
-        remember_secret(api_key if isinstance(api_key, str) else None)
         return self.verify_fn(outputs, kubeconfig if isinstance(kubeconfig, str) else None)
 
     def status(self, engine: Any, stack: str, deployed: bool) -> dict[str, Any]:

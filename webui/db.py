@@ -6,16 +6,17 @@ PostgreSQL database (team mode): deployments, jobs and the per-deployment lock a
 all of them. The schema is owned by Alembic (webui/migrations), applied at start-up, so a store
 written by an older raypd is upgraded in place instead of being refused or silently misread.
 
-A database URL may carry a password: it is registered with webui.redact at once, and only the
-URL with its password hidden is ever put in a message.
+A database URL may carry a password: only the URL with its password hidden is ever put in a
+message (and webui.redact masks a URL's `user:password@` in any text that quotes one).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import sqlite3
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from sqlalchemy import (
     BigInteger,
@@ -37,8 +38,6 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from webui.redact import remember_secret
-
 logger = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -55,6 +54,32 @@ except ImportError:  # pragma: no cover - requirements.txt pins it
 STORE_ERRORS: tuple[type[BaseException], ...] = (
     DBAPIError, PoolTimeout, sqlite3.Error, *_PSYCOPG_ERRORS, OSError,
 )
+
+
+# The OS's ways of saying "no space": a full disk, a full quota.
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_DISK_FULL_WORDS = ("disk is full", "no space left on device", "disk full", "quota exceeded")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether a store error means the disk (or the quota) is full: the file is fine, and the
+    same call works once space is freed. SQLite says "database or disk is full" (SQLITE_FULL);
+    PostgreSQL "could not extend file ...: No space left on device" (SQLSTATE 53100, disk_full);
+    the OS ENOSPC or EDQUOT. Looks through SQLAlchemy's wrapper and the exception's causes."""
+    seen: set[int] = set()
+    current: Optional[BaseException] = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        inner = current.orig if isinstance(current, DBAPIError) and current.orig is not None else current
+        if isinstance(inner, OSError) and inner.errno in NO_SPACE_ERRNOS:
+            return True
+        if getattr(inner, "sqlstate", None) == "53100":
+            return True
+        words = str(inner).lower()
+        if any(word in words for word in _DISK_FULL_WORDS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class DatabaseUrlError(ValueError):
@@ -81,10 +106,6 @@ def parse_url(value: Union[str, Path, URL]) -> URL:
             raise DatabaseUrlError(
                 "RAYPD_DATABASE_URL is not a database URL (expected postgresql://user:password@host:port/db)"
             ) from None
-    remember_secret(url.password if isinstance(url.password, str) else None)
-    query_password = url.query.get("password")
-    for secret in (query_password if isinstance(query_password, tuple) else (query_password,)):
-        remember_secret(secret)
     backend = url.get_backend_name()
     if backend == "postgres":  # the old spelling some hosting providers still hand out
         url = url.set(drivername="postgresql")

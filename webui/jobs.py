@@ -138,11 +138,23 @@ class JobRunner:
         self, deployment: str, operation: str, engine: str, actor: str, running_status: str,
         work: Work, finish: Finish,
     ) -> str:
+        return self.submit_prepared(deployment, operation, engine, actor, running_status, lambda: (work, finish))
+
+    def submit_prepared(
+        self, deployment: str, operation: str, engine: str, actor: str, running_status: str,
+        prepare: Callable[[], tuple[Work, Finish]],
+    ) -> str:
+        """Queue the job `prepare` makes. `prepare` runs under the job lock, once nothing runs on
+        the deployment and before the job is recorded: a config change holds the same lock
+        (`idle`) and, after it, finds the job active. So what `prepare` reads (the config an `up`
+        will deploy and record as deployed) is what the job runs with (issue 29 §3: a PATCH that
+        landed between reading the config and taking the lock was deployed but recorded as not)."""
         self._record_ended_on(deployment)
         with self._lock:
             active = self.store.active_job(deployment)
             if active is not None:
                 raise Busy(active)
+            work, finish = prepare()
             try:
                 job_id = self.store.create_job(deployment, operation, engine, actor, running_status)
             except JobActive as taken:  # another server on the same store got there first

@@ -2,74 +2,89 @@
 
 The HF token is never handed to the store, the event log or a template on purpose; this is the
 second line of defence for text that comes from elsewhere (Pulumi diagnostics, CLI stderr, error
-messages): Hugging Face tokens (`hf_...`), kubeconfig credentials and bearer tokens are masked
-wherever they appear, so a provider echoing a value back cannot leak it into SQLite or a page.
+messages, plans and reports). A secret is known by WHERE it is, never by remembering its value:
+
+- by its field: a value under a key that holds a credential (`raypd:hfToken`, `apiKey`,
+  `kubeconfig`, `password`, `passphrase`, ...) in a JSON-like value, or written after such a name in
+  text (`hfToken=...`, `"password": "..."`, `Bearer ...`, `--secret raypd:hfToken=...`, a URL's
+  `user:password@`);
+- by its format: Hugging Face tokens (`hf_...`) and raypd's own API keys (`rpd_...`, serve/api_keys.py)
+  wherever they appear.
+
+Matching remembered values instead (issue 29 §3) masked ordinary data: an HF token `us-east-2`
+turned every other deployment's region into "[secret]" and its subnets into
+`network-private-[secret]a`, in the store every server shares, and the set of values grew for the
+life of the process. Nothing here keeps state, so redaction is the same in every process and costs
+no memory however many secrets pass through.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import threading
-from typing import Any, Optional
+from typing import Any
 
 from components.config.stack_file import SECRET_PLACEHOLDER
+from serve.api_keys import KEY_PREFIX
 
 MASK = SECRET_PLACEHOLDER  # what the spec and stack files show for a secret, so one word everywhere
 
-_PATTERNS = (
+# Credentials known by their format alone, wherever they appear.
+_FORMATS = (
     re.compile(r"\bhf_[A-Za-z0-9]{8,}"),  # Hugging Face user/org tokens
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"(?i)((?:token|client-key-data|client-certificate-data|password|passphrase)\s*[:=]\s*)"
-               r"[\"']?[^\s\"',}]{6,}"),
+    re.compile(rf"\b{re.escape(KEY_PREFIX)}[A-Za-z0-9_-]{{16,}}"),  # raypd API keys (new_key_value)
 )
+# The names of fields that hold a credential, as they are written in text: `raypd:hfToken`, `HF_TOKEN`
+# and `token` all end in "token"; kubeconfig's `client-key-data`; AWS's `aws_secret_access_key`.
+_FIELD_NAME = (r"(?:token|api[-_]?key|client-key-data|client-certificate-data|password|passphrase"
+               r"|secret[-_]?access[-_]?key)")
+# Credentials known by the field they are written in: `name: value`, `name=value`, JSON's
+# `"name": "value"`, an HTTP `Bearer value`, a URL's `scheme://user:password@`.
+_FIELDS = (
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(rf"(?i)({_FIELD_NAME}\s*[:=]\s*[\"']?)[^\s\"',}}]{{6,}}"),
+    re.compile(rf"(?i)({_FIELD_NAME}[\"']\s*:\s*[\"'])[^\s\"']{{6,}}"),  # JSON (a quoted value only)
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s/@]+(?=@)"),
+)
+# Keys of a JSON-like value whose value is a credential, whole. Compared after the config namespace
+# and without case or punctuation (`raypd:hfToken`, `hf_token` and `HF-TOKEN` are `hftoken`): the
+# spec's token, the stack outputs' kubeconfig and API key, kubeconfig credentials, and any key that
+# ends in password or passphrase (KubeRay's GCS `redisPassword`, a database's). Exact names
+# otherwise: `hasHfToken` or `output_tokens_per_s` are not secrets.
+SECRET_KEYS = frozenset({
+    "hftoken", "huggingfacehubtoken", "apikey", "kubeconfig", "token", "accesstoken", "clientkeydata",
+    "clientcertificatedata", "awssecretaccesskey", "authorization",
+})
+SECRET_KEY_ENDINGS = ("password", "passphrase")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|<\{%[a-z]+%\}>")
 
 
-# Secret values this process has been handed (HF tokens typed in, a passphrase from the
-# environment): masked wherever they appear, even when they do not look like a credential (an HF
-# token without its `hf_` prefix). Process-wide on purpose, like the logging it protects.
-_KNOWN_SECRETS: set[str] = set()
-_KNOWN_LOCK = threading.Lock()
-MIN_KNOWN_SECRET = 8  # shorter values would mask ordinary words
-
-
-def remember_secret(value: Optional[str]) -> None:
-    """Mask this exact value from now on (values shorter than MIN_KNOWN_SECRET are ignored)."""
-    if value and len(value) >= MIN_KNOWN_SECRET:
-        with _KNOWN_LOCK:
-            _KNOWN_SECRETS.add(value)
-
-
-def forget_secrets() -> None:
-    """Drop every remembered secret: the set is process-wide, and a process that builds one app
-    after another (the test suite) must not let one app's secrets shape another's answers."""
-    with _KNOWN_LOCK:
-        _KNOWN_SECRETS.clear()
-
-
 def redact(text: str) -> str:
-    """Mask anything that looks like a credential; strip terminal colour codes."""
+    """Mask every credential `text` holds in a known format or field; strip terminal colour codes."""
     text = _ANSI.sub("", text)
-    with _KNOWN_LOCK:
-        known = sorted(_KNOWN_SECRETS, key=len, reverse=True)
-    for value in known:
-        if value in text:
-            text = text.replace(value, MASK)
-    for pattern in _PATTERNS:
-        if pattern.groups:
-            text = pattern.sub(lambda m: m.group(1) + MASK, text)
-        else:
-            text = pattern.sub(MASK, text)
+    for pattern in _FORMATS:
+        text = pattern.sub(MASK, text)
+    for pattern in _FIELDS:
+        text = pattern.sub(lambda m: m.group(1) + MASK, text)
     return text
 
 
+def is_secret_key(key: Any) -> bool:
+    """Whether a JSON-like value's key names a credential (see SECRET_KEYS)."""
+    if not isinstance(key, str):
+        return False
+    name = re.sub(r"[^a-z0-9]", "", key.rpartition(":")[2].lower())
+    return name in SECRET_KEYS or name.endswith(SECRET_KEY_ENDINGS)
+
+
 def redact_value(value: Any) -> Any:
-    """`redact` applied to every string inside a JSON-like value."""
+    """`redact` applied to every string inside a JSON-like value, and every value under a key that
+    holds a credential masked whole (an empty or absent one stays as it is: "none set" is no secret)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {key: redact_value(item) for key, item in value.items()}
+        return {key: MASK if is_secret_key(key) and item not in (None, "", MASK) else redact_value(item)
+                for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_value(item) for item in value]
     return value

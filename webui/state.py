@@ -22,6 +22,11 @@ from webui.store import Store
 
 DRAFT_TTL_SECONDS = 30 * 60
 MAX_DRAFTS = 200
+# Said at the token field when the form comes back with a draft this server no longer holds: a
+# launch without it would deploy a gated model that cannot be downloaded (issue 29 §3).
+DRAFT_LOST = (f"the Hugging Face token typed earlier is no longer held here (a preview keeps it for "
+              f"{DRAFT_TTL_SECONDS // 60} minutes, for at most {MAX_DRAFTS} previews at once, and a "
+              "restart forgets it): type it again, or leave the field empty to go on without a token")
 
 
 class TokenDrafts:
@@ -44,6 +49,10 @@ class TokenDrafts:
                 self._drafts.pop(next(iter(self._drafts)))
             self._drafts[draft] = (token, now + DRAFT_TTL_SECONDS)
         return draft
+
+    def lost(self, draft: Optional[str]) -> bool:
+        """A draft the form carries that is no longer held (expired, pushed out, or a restart)."""
+        return bool(draft) and self.peek(draft) is None
 
     def peek(self, draft: Optional[str]) -> Optional[str]:
         if not draft:

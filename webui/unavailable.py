@@ -10,14 +10,13 @@ Everything else a database can raise (a constraint, a bad statement) is a bug an
 
 from __future__ import annotations
 
-import errno
 import sqlite3
 from typing import Optional
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from webui.db import error_text
+from webui.db import error_text, is_disk_full
 from webui.redact import redact
 
 try:  # psycopg is what team mode needs; an embedded-only install may lack it
@@ -29,25 +28,10 @@ except ImportError:  # pragma: no cover - requirements.txt pins it
 # How long a client should wait before asking again: long enough not to hammer a database that is
 # starting up, short enough that a user retrying by hand does not notice.
 RETRY_AFTER_SECONDS = 5
-# The OS's ways of saying "no space": a full disk, a full quota.
-_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
-_DISK_FULL_WORDS = ("disk is full", "no space left on device", "disk full", "quota exceeded")
 # sqlite3.OperationalError messages (sqlite3.c's sqlite3ErrStr) that pass once the disk or the
 # lock holder does: full, locked or busy, a file that cannot be opened or read for now.
 _SQLITE_TRANSIENT_WORDS = ("disk is full", "database is locked", "database table is locked",
                            "unable to open database file", "disk i/o error", "readonly database")
-
-
-def _is_disk_full(exc: BaseException) -> bool:
-    if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
-        return True
-    inner = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-    if isinstance(inner, OSError) and inner.errno in _NO_SPACE:
-        return True
-    words = str(inner).lower()
-    # SQLite says "database or disk is full" (SQLITE_FULL); PostgreSQL "could not extend file ...:
-    # No space left on device" (SQLSTATE 53100, disk_full).
-    return getattr(inner, "sqlstate", None) == "53100" or any(word in words for word in _DISK_FULL_WORDS)
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -61,7 +45,7 @@ def _is_transient(exc: BaseException) -> bool:
         # SQLite raises OperationalError for mistakes too ("no such table"): only these pass.
         words = str(inner).lower()
         return any(word in words for word in _SQLITE_TRANSIENT_WORDS)
-    return _is_disk_full(exc)
+    return is_disk_full(exc)
 
 
 def unavailable_reason(exc: BaseException) -> Optional[str]:
@@ -73,7 +57,7 @@ def unavailable_reason(exc: BaseException) -> Optional[str]:
     if not _is_transient(exc):
         return None
     detail = redact(error_text(exc))
-    if _is_disk_full(exc):
+    if is_disk_full(exc):
         return (f"the server's disk is full, so nothing can be saved ({detail}). Free some space: "
                 f"raypd carries on by itself, no restart needed; try again in a few seconds")
     return (f"the job store (database) is not reachable right now ({detail}). raypd reconnects by "

@@ -15,14 +15,21 @@ bodies) goes through here, so each refuses the same things with the same words:
 
 Errors are one line, `DocumentError`, worded to follow the document's name ("<file> is nested
 ...") and never quote the document: kubeconfigs and outputs hold credentials.
+
+Every FILE a raypd CLI is given (stack files, outputs, kubeconfigs and the files they name: token,
+certificate authority, client certificate and key; API key files, prompts, benchmark runs) is read
+by `read_file` here, the one bounded, regular-file-only reader: a FIFO never hangs a CLI, a device
+such as /dev/zero is refused instead of read without end, and no file is read past its limit.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from typing import Any, Optional
+import stat
+from typing import Any, Optional, Union
 
 import yaml
 from yaml.events import AliasEvent
@@ -260,3 +267,64 @@ def load_json(text: str | bytes, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
     except ValueError as exc:  # anything else the decoder refuses
         raise DocumentError(f"is not valid JSON ({type(exc).__name__})") from None
     return _objects(raw, "", 0)
+
+
+# ---- files ----
+
+class FileRefused(DocumentError):
+    """A file a CLI was given that cannot be read as one: `str()` reads after the file's name ("is
+    not a regular file ..."), `about(name)` is the whole line. `os_error` is the system's reason
+    when the system refused (`missing`: there is no such file)."""
+
+    def __init__(self, problem: str, os_error: Optional[str] = None, missing: bool = False):
+        super().__init__(problem)
+        self.os_error = os_error
+        self.missing = missing
+
+    def about(self, name: str) -> str:
+        return f"cannot read {name}: {self.os_error}" if self.os_error else f"{name} {self.problem}"
+
+
+def read_file(path: Union[str, "os.PathLike[str]"], max_bytes: int) -> bytes:
+    """The bytes of the regular file at `path`, at most `max_bytes`; FileRefused otherwise.
+
+    Opened non-blocking, since opening a FIFO for reading otherwise waits for a writer for ever
+    (reads of a regular file are unaffected), and judged on the open descriptor (fstat: nothing can
+    be swapped in between the check and the read). Not a regular file (a FIFO, a device such as
+    /dev/zero, a directory) is refused; the read stops one byte past the limit, whatever the file's
+    size claims (a file can grow while it is read)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise FileRefused("cannot be read", exc.strerror or type(exc).__name__,
+                          missing=isinstance(exc, FileNotFoundError)) from None
+    except ValueError:  # a NUL in the name: no file is called that
+        raise FileRefused("cannot be read", "the name holds a NUL character", missing=True) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileRefused("is not a regular file (a FIFO, a device or a directory): give the file itself")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise FileRefused("cannot be read", exc.strerror or type(exc).__name__) from None
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise FileRefused(f"is larger than {_shown_bytes(max_bytes)}, more than such a file holds")
+    return b"".join(chunks)
+
+
+def read_text_file(path: Union[str, "os.PathLike[str]"], max_bytes: int) -> str:
+    """`read_file`, as UTF-8 text (FileRefused when it is not)."""
+    try:
+        return read_file(path, max_bytes).decode("utf-8")
+    except UnicodeDecodeError:
+        raise FileRefused("is not UTF-8 text") from None

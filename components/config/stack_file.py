@@ -3,7 +3,8 @@
 Used by the offline plan and `serve.render`. Values stored as ``{secure: <ciphertext>}`` were
 encrypted by a secrets provider these tools do not have: they are kept as present-but-secret
 placeholders, never decrypted and never printed. The file is read by components.config.safe_documents
-(no YAML aliases, bounded size, nesting and numbers), so a hostile file is one `--config` line.
+(a regular file only, no YAML aliases, bounded size, nesting and numbers), so a hostile file is one
+`--config` line.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from components.config.errors import SpecError
 from components.config.rules import ascii_pattern, validate_stack_name
-from components.config.safe_documents import DocumentError, load_yaml, shown_name
+from components.config.safe_documents import DocumentError, FileRefused, load_yaml, read_text_file, shown_name
 from components.config.spec import SECRET_PLACEHOLDER
 
 DEFAULT_STACK = "dev"
@@ -42,15 +43,9 @@ def load_stack_file(path: str | Path) -> tuple[dict[str, Any], set[str]]:
     file = Path(path)
     shown = shown_name(file)
     try:
-        with file.open("rb") as handle:
-            data = handle.read(MAX_STACK_FILE_BYTES + 1)
-        document = load_yaml(data.decode("utf-8"), max_bytes=MAX_STACK_FILE_BYTES) or {}
-    except FileNotFoundError:
-        raise SpecError.single("--config", f"no such file: {shown}") from None
-    except OSError as exc:
-        raise SpecError.single("--config", f"cannot read {shown}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise SpecError.single("--config", f"{shown} is not UTF-8 text") from None
+        document = load_yaml(read_text_file(file, MAX_STACK_FILE_BYTES), max_bytes=MAX_STACK_FILE_BYTES) or {}
+    except FileRefused as exc:
+        raise SpecError.single("--config", f"no such file: {shown}" if exc.missing else exc.about(shown)) from None
     except DocumentError as exc:
         raise SpecError.single("--config", f"{shown} {exc}") from None
     if not isinstance(document, dict):

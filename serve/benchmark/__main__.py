@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import math
 import sys
@@ -220,14 +219,23 @@ def _unreachable(records: Sequence[dict[str, Any]]) -> bool:
 
 
 def _read_outputs(source: str) -> dict[str, Any]:
+    """The stack outputs from stdin or a file, read as every file a raypd CLI reads
+    (components.config.safe_documents: a regular file, bounded, JSON nested at most MAX_DEPTH)."""
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--outputs: cannot read {source}: {exc}") from None
+        # Imported here: a pod running `run` has only job.RUN_FILES (and is given no --outputs).
+        from components.config.safe_documents import DocumentError, FileRefused, load_json, read_file, shown_name
+        from serve.evidence import MAX_OUTPUTS_BYTES
+    except ImportError:
+        raise UsageError("--outputs needs the raypd checkout; in a pod, use --endpoint") from None
     try:
-        outputs = json.loads(text)
-    except ValueError:
-        raise UsageError("--outputs: not JSON (give `pulumi stack output --json`)") from None
+        data = (sys.stdin.buffer.read(MAX_OUTPUTS_BYTES + 1) if source == "-"
+                else read_file(source, MAX_OUTPUTS_BYTES))
+        outputs = load_json(data, max_bytes=MAX_OUTPUTS_BYTES)
+    except FileRefused as exc:
+        raise UsageError(f"--outputs: {exc.about(shown_name(source))}") from None
+    except DocumentError as exc:
+        raise UsageError(f"--outputs: {'stdin' if source == '-' else shown_name(source)} {exc} "
+                         "(give `pulumi stack output --json`)") from None
     if not isinstance(outputs, dict):
         raise UsageError("--outputs: must be a JSON object of stack outputs")
     return outputs

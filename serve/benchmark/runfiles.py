@@ -7,7 +7,8 @@ parse to infinity, like 1e400, and integers too long to be a count, like a 5000-
 
 `read_run` also checks the shapes `compare` computes with, so a hand-edited, truncated or hostile
 file is one line naming the file, the line and the key (a CompareError: exit 2), never a traceback
-from deep inside a plot. Standard library only (one of job.RUN_FILES: `run` writes with it).
+from deep inside a plot. Standard library only at import (one of job.RUN_FILES: `run` writes with
+it); reading a run uses the project's safe reader, imported when a run is read.
 """
 
 from __future__ import annotations
@@ -201,18 +202,26 @@ def check_record(record: Any, place: str) -> dict[str, Any]:
     return record
 
 
+def _read_run_file(path: Path, max_bytes: int, directory: Path) -> str:
+    """One file of a run, read as every file a raypd CLI reads (components.config.safe_documents:
+    a regular file, bounded: a FIFO named summary.json hung `compare`)."""
+    # Imported here: this module is one of job.RUN_FILES (a pod running `run` writes with it, and
+    # has no raypd checkout); only `compare`, outside any pod, reads a run back.
+    from components.config.safe_documents import FileRefused, read_text_file
+
+    try:
+        return read_text_file(path, max_bytes)
+    except FileRefused as exc:
+        if exc.missing:
+            raise CompareError(f"{directory} is not a benchmark run directory: {exc.about(path.name)}") from None
+        raise CompareError(exc.about(str(path))) from None
+
+
 def read_run(directory: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """summary.json and requests.jsonl of one run directory, checked; CompareError names file and line."""
     summary_path, records_path = directory / "summary.json", directory / "requests.jsonl"
-    try:
-        if summary_path.stat().st_size > MAX_SUMMARY_BYTES:
-            raise CompareError(f"{summary_path}: larger than {MAX_SUMMARY_BYTES} bytes")
-        if records_path.stat().st_size > MAX_RECORDS_BYTES:
-            raise CompareError(f"{records_path}: larger than {MAX_RECORDS_BYTES} bytes")
-        summary_text = summary_path.read_text(encoding="utf-8")
-        records_text = records_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CompareError(f"{directory} is not a benchmark run directory: {exc}") from None
+    summary_text = _read_run_file(summary_path, MAX_SUMMARY_BYTES, directory)
+    records_text = _read_run_file(records_path, MAX_RECORDS_BYTES, directory)
     try:
         summary = check_summary(loads(summary_text), str(summary_path))
     except CompareError:

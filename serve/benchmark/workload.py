@@ -8,7 +8,6 @@ the summary uses.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,21 +76,31 @@ def synthetic_workload(count: int, input_tokens: int, output_tokens: int, *, see
 
 def file_workload(path: Path, count: int, output_tokens: int, *, seed: int = 0,
                   output_dist: str = "fixed") -> list[RequestSpec]:
-    """Requests from a JSONL file of {"prompt": str, "max_tokens"?: int}, cycled to reach `count`."""
+    """Requests from a JSONL file of {"prompt": str, "max_tokens"?: int}, cycled to reach `count`.
+
+    Read by components.config.safe_documents, as every file a raypd CLI reads: a regular file of at
+    most MAX_PROMPT_FILE_BYTES (a FIFO hung, /dev/zero ran out of memory), each line JSON nested at
+    most MAX_DEPTH deep (deeper ended in a RecursionError traceback)."""
     try:
-        if path.stat().st_size > MAX_PROMPT_FILE_BYTES:
-            raise WorkloadError(f"--prompts: {path} is larger than {MAX_PROMPT_FILE_BYTES} bytes")
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkloadError(f"--prompts: cannot read {path}: {exc}") from exc
+        # Imported here: this module is one of job.RUN_FILES, and a pod running `run` has no raypd
+        # checkout (nor a prompts file to read).
+        from components.config.safe_documents import DocumentError, FileRefused, load_json, read_text_file
+    except ImportError:
+        raise WorkloadError("--prompts needs the raypd checkout (components/); in a pod, use synthetic "
+                            "prompts (--input-tokens)") from None
+    shown = f"{path}" if str(path).isprintable() else ascii(str(path))
+    try:
+        lines = read_text_file(path, MAX_PROMPT_FILE_BYTES).splitlines()
+    except FileRefused as exc:
+        raise WorkloadError(f"--prompts: {exc.about(shown)}") from None
     entries: list[tuple[str, Optional[int]]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-        except ValueError as exc:
-            raise WorkloadError(f"--prompts: line {number} is not JSON") from exc
+            item = load_json(line, max_bytes=MAX_PROMPT_FILE_BYTES)
+        except DocumentError as exc:
+            raise WorkloadError(f"--prompts: line {number} {exc.problem}") from None
         if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
             raise WorkloadError(f"--prompts: line {number} has no string 'prompt'")
         max_tokens = item.get("max_tokens")

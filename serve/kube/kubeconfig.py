@@ -7,16 +7,22 @@ from __future__ import annotations
 import base64
 import os
 import ssl
-import stat
 import tempfile
 from typing import Any, Mapping, Optional
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from components.config.safe_documents import DocumentError, load_yaml, shown_name
+from components.config.safe_documents import (
+    DocumentError,
+    FileRefused,
+    load_yaml,
+    read_file,
+    read_text_file,
+    shown_name,
+)
 from serve.kube.client import KubeClient
 from serve.kube.eks import eks_token_source
 from serve.kube.errors import KubeConfigError
-from serve.kube.limits import DEFAULT_TIMEOUT, MAX_KUBECONFIG_BYTES, MAX_TOKEN_FILE_BYTES
+from serve.kube.limits import DEFAULT_TIMEOUT, MAX_KUBECONFIG_BYTES, MAX_PEM_FILE_BYTES, MAX_TOKEN_FILE_BYTES
 
 ALLOW_HTTP_CREDENTIALS_EXTENSION = "raypd.io/allow-credentials-over-http"
 
@@ -79,28 +85,35 @@ def _ssl_context(cluster: Mapping[str, Any], user: Mapping[str, Any]) -> ssl.SSL
             raise KubeConfigError("the kubeconfig's certificate-authority-data is not a PEM "
                                   "certificate") from None
     elif cluster.get("certificate-authority"):
+        pem = _read_pem_file(cluster["certificate-authority"], "certificate-authority")
         try:
-            context.load_verify_locations(cafile=str(cluster["certificate-authority"]))
-        except (OSError, ssl.SSLError):
-            raise KubeConfigError("cannot read the kubeconfig's certificate-authority file") from None
+            context.load_verify_locations(cadata=pem.decode("ascii", errors="replace"))
+        except (ssl.SSLError, ValueError):
+            raise KubeConfigError("the kubeconfig's certificate-authority file is not a PEM certificate") from None
     cert_data, key_data = user.get("client-certificate-data"), user.get("client-key-data")
     cert_file, key_file = user.get("client-certificate"), user.get("client-key")
+    if cert_data and key_data:
+        _load_client_pair(context, _decode_b64(cert_data, "client-certificate-data"),
+                          _decode_b64(key_data, "client-key-data"))
+    elif cert_file and key_file:
+        _load_client_pair(context, _read_pem_file(cert_file, "client-certificate"),
+                          _read_pem_file(key_file, "client-key"))
+    return context
+
+
+def _load_client_pair(context: ssl.SSLContext, certificate: bytes, key: bytes) -> None:
+    """ssl only loads a client certificate from files: both written to a private temp dir (so the
+    files ssl opens are ours, whatever the kubeconfig named)."""
     try:
-        if cert_data and key_data:
-            # ssl only loads a client certificate from files: write both to a private temp dir.
-            with tempfile.TemporaryDirectory() as directory:
-                cert_path, key_path = os.path.join(directory, "c.pem"), os.path.join(directory, "k.pem")
-                for path, data, what in ((cert_path, cert_data, "client-certificate-data"),
-                                         (key_path, key_data, "client-key-data")):
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                    with os.fdopen(fd, "wb") as handle:
-                        handle.write(_decode_b64(data, what))
-                context.load_cert_chain(cert_path, key_path)
-        elif cert_file and key_file:
-            context.load_cert_chain(str(cert_file), str(key_file))
+        with tempfile.TemporaryDirectory() as directory:
+            cert_path, key_path = os.path.join(directory, "c.pem"), os.path.join(directory, "k.pem")
+            for path, data in ((cert_path, certificate), (key_path, key)):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+            context.load_cert_chain(cert_path, key_path)
     except (OSError, ssl.SSLError):
         raise KubeConfigError("the kubeconfig's client certificate or key cannot be loaded") from None
-    return context
 
 
 def client_from_kubeconfig(
@@ -203,46 +216,32 @@ def bearer_token(raw: str, what: str) -> str:
 
 
 def read_token_file(path: str) -> str:
-    """The text of a kubeconfig `tokenFile`: a regular file of at most MAX_TOKEN_FILE_BYTES.
+    """The text of a kubeconfig `tokenFile`: a regular file of at most MAX_TOKEN_FILE_BYTES (read by
+    components.config.safe_documents: a FIFO must not hang verify); errors name the field, never
+    the contents."""
+    try:
+        return read_text_file(path, MAX_TOKEN_FILE_BYTES)
+    except FileRefused as exc:
+        raise KubeConfigError(exc.about("the kubeconfig's tokenFile")) from None
 
-    Opened non-blocking (a FIFO must not hang verify) and checked with fstat on the open descriptor
-    (no race between the check and the read); errors name the field, never the contents."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+def _read_pem_file(path: Any, what: str) -> bytes:
+    """A PEM file the kubeconfig names, read by the one safe reader before ssl sees it: ssl's own
+    `load_verify_locations(cafile=)` and `load_cert_chain(certfile=)` open the path themselves,
+    and a FIFO there hung verify and api_keys for ever."""
     try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise KubeConfigError(f"cannot read the kubeconfig's tokenFile: {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise KubeConfigError("the kubeconfig's tokenFile is not a regular file (a device, FIFO "
-                                  "or directory): point it at the file that holds the token")
-        if info.st_size > MAX_TOKEN_FILE_BYTES:
-            raise KubeConfigError(f"the kubeconfig's tokenFile is larger than "
-                                  f"{MAX_TOKEN_FILE_BYTES // 1024} KiB; that is not a token")
-        data = os.read(fd, MAX_TOKEN_FILE_BYTES + 1)
-    except OSError as exc:
-        raise KubeConfigError(f"cannot read the kubeconfig's tokenFile: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_TOKEN_FILE_BYTES:
-        raise KubeConfigError(f"the kubeconfig's tokenFile is larger than "
-                              f"{MAX_TOKEN_FILE_BYTES // 1024} KiB; that is not a token")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise KubeConfigError("the kubeconfig's tokenFile is not UTF-8 text") from None
+        return read_file(str(path), MAX_PEM_FILE_BYTES)
+    except FileRefused as exc:
+        raise KubeConfigError(exc.about(f"the kubeconfig's {what} file")) from None
 
 
 def read_kubeconfig_file(path: str) -> str:
-    """The text of a --kubeconfig file; KubeConfigError when it cannot be read."""
+    """The text of a --kubeconfig file; KubeConfigError when it cannot be read (read by
+    components.config.safe_documents: a regular file of at most MAX_KUBECONFIG_BYTES)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_KUBECONFIG_BYTES + 1)
-    except OSError as exc:
-        raise KubeConfigError(f"cannot read the kubeconfig file {shown_name(path)}: {exc.strerror}") from None
-    if len(data) > MAX_KUBECONFIG_BYTES:
-        raise KubeConfigError(f"the kubeconfig file {shown_name(path)} is larger than 1 MiB; that is not a kubeconfig")
+        data = read_file(path, MAX_KUBECONFIG_BYTES)
+    except FileRefused as exc:
+        raise KubeConfigError(exc.about(f"the kubeconfig file {shown_name(path)}")) from None
     text = data.decode("utf-8", errors="replace")
     parse_kubeconfig_text(text, f"the kubeconfig file {shown_name(path)}")  # refused here, naming the file
     return text

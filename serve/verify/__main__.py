@@ -11,7 +11,7 @@ import sys
 from typing import Optional, Sequence
 
 from components.config.checks import write_report
-from components.config.safe_documents import shown_name
+from components.config.safe_documents import FileRefused, read_file, shown_name
 from serve.evidence import MAX_OUTPUTS_BYTES, VerifyInputError, parse_outputs_text
 from serve.kube import KubeConfigError, read_kubeconfig_file
 from serve.verify.external import read_api_key
@@ -41,13 +41,14 @@ def _outputs_name(source: str) -> str:
 
 
 def _read_outputs(source: str) -> str:
+    """stdin, or a regular file read by components.config.safe_documents (bounded, never a FIFO);
+    parse_outputs_text refuses what is over MAX_OUTPUTS_BYTES."""
+    if source == "-":
+        return sys.stdin.read(MAX_OUTPUTS_BYTES + 1)
     try:
-        if source == "-":
-            return sys.stdin.read(MAX_OUTPUTS_BYTES + 1)
-        with open(source, encoding="utf-8", errors="replace") as handle:
-            return handle.read(MAX_OUTPUTS_BYTES + 1)
-    except OSError as exc:
-        raise VerifyInputError(f"cannot read the outputs file {shown_name(source)}: {exc.strerror}") from None
+        return read_file(source, MAX_OUTPUTS_BYTES).decode("utf-8", errors="replace")
+    except FileRefused as exc:
+        raise VerifyInputError(exc.about(f"the outputs file {shown_name(source)}")) from None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

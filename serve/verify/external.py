@@ -29,13 +29,12 @@ import os
 import secrets
 import socket
 import ssl
-import stat
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 from urllib.parse import urlsplit
 
 from components.config.checks import Check
-from components.config.safe_documents import shown_name
+from components.config.safe_documents import FileRefused, read_file, shown_name
 from components.config.spec import SECRET_PLACEHOLDER
 from components.render.endpoint_names import API_KEY_HEADER
 from serve.evidence import VerifyInputError, shorten
@@ -226,23 +225,11 @@ def api_key_from(outputs: Mapping[str, Any], given: Optional[str]) -> Optional[s
 
 
 def _read_small_file(path: str) -> bytes:
-    """Opened non-blocking and checked on the open descriptor (a FIFO must not hang verify)."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    """Read by components.config.safe_documents (a regular file only: a FIFO must not hang verify)."""
     try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise VerifyInputError(f"cannot read --api-key-file {shown_name(path)}: {exc.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise VerifyInputError(f"--api-key-file {shown_name(path)} is not a regular file")
-        raw = os.read(fd, MAX_KEY_FILE_BYTES + 1)
-    except OSError as exc:
-        raise VerifyInputError(f"cannot read --api-key-file {shown_name(path)}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(raw) > MAX_KEY_FILE_BYTES:
-        raise VerifyInputError(f"--api-key-file {shown_name(path)} is larger than 4 KiB; that is not a key")
-    return raw
+        return read_file(path, MAX_KEY_FILE_BYTES)
+    except FileRefused as exc:
+        raise VerifyInputError(exc.about(f"--api-key-file {shown_name(path)}")) from None
 
 
 def read_api_key(path: Optional[str], environ: Mapping[str, str] = os.environ) -> Optional[str]:

@@ -8,7 +8,8 @@ report of a cluster that answered nothing must not read "ok" (`nothing_checked_f
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
 
 from components.config.checks import Check
 from serve.evidence import Evidence, shorten
@@ -40,14 +41,41 @@ def api_unavailable(check_id: str, exc: KubeError) -> Check:
                          f"no evidence: the Kubernetes API did not answer ({exc})")
 
 
-def nothing_checked_fails(ev: Evidence, checks: list[Check]) -> list[Check]:
+@dataclass
+class ApiGate:
+    """Runs the checks that need the Kubernetes API while it answers. Once one finds it unreachable,
+    the others are not run: each is one short `skip` pointing at the check that says why, instead
+    of every check repeating "connection refused" (14 times, issue 29 §2); `stopped` lists them for
+    the report's first line."""
+
+    ev: Evidence
+    found_by: Optional[str] = None
+    stopped: list[str] = field(default_factory=list)
+
+    def check(self, check_id: str, check: Callable[..., Check], *args: Any) -> Check:
+        if self.ev.down is not None:
+            self.stopped.append(check_id)
+            why = f"{self.found_by} says why" if self.found_by else str(self.ev.down)
+            return Check.skipped(check_id, TITLES[check_id],
+                                 f"not run: the Kubernetes API cannot be reached ({why})")
+        result = guarded(self.ev, check_id, check, *args)
+        if self.ev.down is not None and self.found_by is None:
+            self.found_by = check_id
+        return result
+
+
+def nothing_checked_fails(ev: Evidence, checks: list[Check], stopped: Sequence[str] = ()) -> list[Check]:
     """When the cluster answered nothing verify could use, the report must not read "ok" (nor
-    hide why under warnings): the first check (gpu-nodes) fails and says so."""
-    if ev.answered or checks[0].status == "fail":
+    hide why under warnings): the first check (gpu-nodes) fails and says so, once, with the checks
+    that did not run for want of the API (`stopped`)."""
+    if ev.answered or (checks[0].status == "fail" and not stopped):
         return checks
     why = str(ev.down) if ev.down is not None else "no call to the Kubernetes API got a usable answer"
     first = checks[0]
-    replaced = Check.failed(first.id, first.title, f"nothing was checked: {why} ({first.detail})",
+    detail = f"nothing was checked: {first.detail if why in first.detail else f'{why} ({first.detail})'}"
+    if stopped:
+        detail += f"; not run without the Kubernetes API: {', '.join(stopped)}"
+    replaced = Check.failed(first.id, first.title, detail,
                             "check the kubeconfig and that the cluster's API endpoint is reachable")
     return [replaced, *checks[1:]]
 

@@ -35,7 +35,7 @@ from serve.verify.external import endpoint_checks
 from serve.verify.kv_transfer import check_kv_transfer, read_kv
 from serve.verify.nixl import check_nixl_backend
 from serve.verify.nodes import check_efa_devices, check_gpu_nodes, check_one_zone
-from serve.verify.report import guarded, nothing_checked_fails
+from serve.verify.report import ApiGate, guarded, nothing_checked_fails
 from serve.verify.serve_app import check_rayservice_ready, check_replica_placement, check_serve_app
 
 log = logging.getLogger(__name__)
@@ -81,20 +81,22 @@ def run_verify(
             raise VerifyInputError(str(exc)) from None
     ev = Evidence(client, plan, log_lines=log_lines)
     target = direct_endpoint(endpoint) if endpoint else proxied_endpoint(ev)
-    checks = [guarded(ev, "gpu-nodes", check_gpu_nodes, ev),
-              guarded(ev, "efa-devices", check_efa_devices, ev),
-              guarded(ev, "one-zone", check_one_zone, ev),
-              guarded(ev, "rayservice-ready", check_rayservice_ready, ev),
-              guarded(ev, "serve-app-running", check_serve_app, ev),
-              guarded(ev, "replica-placement", check_replica_placement, ev),
-              guarded(ev, "nixl-backend", check_nixl_backend, ev),
-              guarded(ev, "endpoint-models", check_endpoint_models, target, ev, timeout)]
+    api = ApiGate(ev)  # the checks that need the Kubernetes API; an --endpoint is reached without it
+    via_target = functools.partial(guarded, ev) if endpoint else api.check
+    checks = [api.check("gpu-nodes", check_gpu_nodes, ev),
+              api.check("efa-devices", check_efa_devices, ev),
+              api.check("one-zone", check_one_zone, ev),
+              api.check("rayservice-ready", check_rayservice_ready, ev),
+              api.check("serve-app-running", check_serve_app, ev),
+              api.check("replica-placement", check_replica_placement, ev),
+              api.check("nixl-backend", check_nixl_backend, ev),
+              via_target("endpoint-models", check_endpoint_models, target, ev, timeout)]
     disaggregated = plan.kv_backend is not None
-    before = _guarded_reading(ev) if disaggregated else None
+    before = _guarded_reading(ev) if disaggregated and ev.down is None else None
     started = time.monotonic()
-    chat = send_chat(target, ev, chat_timeout)
+    chat = send_chat(target, ev, chat_timeout) if endpoint or ev.down is None else None
     after = None
-    if disaggregated and chat.status is not None and before is not None:
+    if disaggregated and chat is not None and chat.status is not None and before is not None:
         deadline = started + max(0.0, kv_wait_seconds)
         while True:  # bounded: ends at the deadline, and at once when there is news
             after = _guarded_reading(ev)
@@ -103,15 +105,14 @@ def run_verify(
                 break
             time.sleep(kv_poll_seconds)
     waited = time.monotonic() - started
-    checks += [guarded(ev, "endpoint-chat", check_endpoint_chat, chat, target),
-               guarded(ev, "kv-transfer", check_kv_transfer, plan.kv_backend, before, after, chat,
-                        waited)]
-    checks += endpoint_checks(outputs, api_key, timeout)
-    checks.append(guarded(ev, exposure.CHECK_ID, exposure.check_exposure, ev))
-    checks.append(guarded(ev, metrics_flowing.CHECK_ID, functools.partial(
+    checks += [via_target("endpoint-chat", check_endpoint_chat, chat, target),
+               api.check("kv-transfer", check_kv_transfer, plan.kv_backend, before, after, chat, waited)]
+    checks += endpoint_checks(outputs, api_key, timeout)  # the public endpoint, never through the API
+    checks.append(api.check(exposure.CHECK_ID, exposure.check_exposure, ev))
+    checks.append(api.check(metrics_flowing.CHECK_ID, functools.partial(
         metrics_flowing.check_metrics_flowing, wait_seconds=metrics_wait_seconds,
         poll_seconds=metrics_poll_seconds, timeout=timeout), ev, outputs))
-    return Report.of("verify", nothing_checked_fails(ev, checks))
+    return Report.of("verify", nothing_checked_fails(ev, checks, api.stopped))
 
 
 def _guarded_reading(ev: Evidence) -> Optional[KvReading]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import io
 import json
 import os
 import stat
@@ -271,16 +272,43 @@ def test_pinned_engine_on_the_other_group_fails_placement() -> None:
     assert "instead of node group prefill" in text and "share node" in text
 
 
-def test_unreachable_api_fails_gpu_nodes_and_skips_what_needs_it() -> None:
+# Every check that needs the Kubernetes API (all but the public endpoint's two).
+NEEDS_API = [check for check in VERIFY_IDS if check not in ("gpu-nodes", *ENDPOINT_IDS)]
+
+
+def test_unreachable_api_is_said_once_with_the_checks_it_stopped() -> None:
+    """Issue 29 §2: an unreachable cluster repeated "connection refused" in 14 checks. The first
+    check says why, once, and names the checks that did not run; each of those says "not run"."""
+    from serve.verify.__main__ import write_report
+
     kube = FakeKubeApi("healthy").start()
     outputs = kube.outputs()
     kube.stop()
     report = run_verify(outputs, **FAST)
     got = statuses(report)
-    assert got["gpu-nodes"] == "fail" and "cannot reach the Kubernetes API" in detail(report, "gpu-nodes")
-    assert got["one-zone"] == "skip" and got["rayservice-ready"] == "skip"
-    assert got["endpoint-models"] == "fail"
-    assert "pass" not in got.values()
+    assert got["gpu-nodes"] == "fail" and not report.ok
+    first = detail(report, "gpu-nodes")
+    assert "cannot reach the Kubernetes API" in first
+    assert first.endswith("not run without the Kubernetes API: " + ", ".join(NEEDS_API))
+    for check in NEEDS_API:
+        assert got[check] == "skip"
+        assert detail(report, check) == "not run: the Kubernetes API cannot be reached (gpu-nodes says why)"
+    printed = io.StringIO()
+    write_report(report, False, printed)
+    assert printed.getvalue().count("connection refused") == 1, printed.getvalue()
+    assert json.dumps(report.as_dict()).count("connection refused") == 1
+
+
+def test_an_endpoint_given_is_still_checked_when_the_api_is_unreachable() -> None:
+    kube = FakeKubeApi("healthy").start()
+    outputs = kube.outputs()
+    kube.stop()
+    with OpenAIServer("qwen3.5-9b") as openai:
+        report = run_verify(outputs, endpoint=openai.base_url, **FAST)
+    got = statuses(report)
+    assert got["endpoint-models"] == "pass" and got["endpoint-chat"] == "pass"
+    stopped = [check for check in NEEDS_API if check not in ("endpoint-models", "endpoint-chat")]
+    assert detail(report, "gpu-nodes").endswith("not run without the Kubernetes API: " + ", ".join(stopped))
 
 
 def test_a_silent_api_costs_one_timeout_and_every_check_still_reports() -> None:
@@ -297,7 +325,7 @@ def test_a_silent_api_costs_one_timeout_and_every_check_still_reports() -> None:
     got = statuses(report)
     assert list(got) == list(VERIFY_IDS)
     assert got["gpu-nodes"] == "fail" and "did not answer within 0.5 s" in detail(report, "gpu-nodes")
-    assert "did not answer within 0.5 s" in detail(report, "endpoint-chat")
+    assert got["endpoint-chat"] == "skip" and "gpu-nodes says why" in detail(report, "endpoint-chat")
     assert "pass" not in got.values()
 
 

@@ -106,6 +106,22 @@ def test_redact_masks_credentials_and_colour_codes():
     assert redact_value({"a": ["hf_abcdefghijklmnop"], "n": 3}) == {"a": ["[secret]"], "n": 3}
 
 
+def test_secrets_are_known_by_their_field_and_format_not_their_value():
+    key = "rpd_" + "A1b2" * 11
+    text = (f'set-all --secret raypd:hfToken=us-east-2 {{"password": "hunter22"}} key {key} '
+            "postgresql://raypd:s3cretpw@db:5432/raypd")
+    assert redact(text) == ('set-all --secret raypd:hfToken=[secret] {"password": "[secret]"} key [secret] '
+                            "postgresql://raypd:[secret]@db:5432/raypd")
+    # The same words where no field says they are a secret stay as they are.
+    assert redact("network-private-us-east-2a hunter22") == "network-private-us-east-2a hunter22"
+    value = {"raypd:hfToken": "us-east-2", "aws:region": "us-east-2", "hasHfToken": True,
+             "outputs": {"kubeconfig": "apiVersion: v1", "apiKey": None, "region": "us-east-2"},
+             "gcs": {"redisPassword": "us-east-2", "output_tokens_per_s": 3}}
+    assert redact_value(value) == {"raypd:hfToken": "[secret]", "aws:region": "us-east-2", "hasHfToken": True,
+                                   "outputs": {"kubeconfig": "[secret]", "apiKey": None, "region": "us-east-2"},
+                                   "gcs": {"redisPassword": "[secret]", "output_tokens_per_s": 3}}
+
+
 def test_ordinary_text_is_left_alone():
     text = "create aws:ec2/vpc:Vpc network-vpc (10.0.0.0/16); tokens per second: 35"
     assert redact(text) == text

@@ -116,19 +116,74 @@ def test_echoed_tokens_are_masked_before_they_are_stored(make_app, caplog):
     assert_nowhere(HF_TOKEN, answers, app.extensions["raypd"].settings.home, caplog.text)
 
 
-def test_a_token_that_does_not_look_like_one_is_masked_too(make_app, caplog):
-    # No `hf_` prefix and only plain words around it: no pattern can spot it, only its value.
+class FieldEchoingEngine(FakeEngine):
+    """An engine whose tool echoes a token in the forms a CLI or provider writes it: as an
+    argument (`pulumi config set-all --secret raypd:hfToken=...`), an environment line and JSON."""
+
+    def __init__(self, secret: str):
+        super().__init__()
+        self.secret = secret
+
+    def run(self, stack: str, operation: str, ctx: JobContext,
+            known_resources: Any = None, deployed_plan: Any = None) -> OperationResult:
+        for message in (f"running pulumi config set-all --secret raypd:hfToken={self.secret}",
+                        f"env: HF_TOKEN={self.secret}", f'config: {{"raypd:hfToken": "{self.secret}"}}'):
+            ctx.emit({"kind": "diagnostic", "severity": "info", "message": message})
+        return super().run(stack, operation, ctx, known_resources, deployed_plan)
+
+
+def test_a_token_that_does_not_look_like_one_is_masked_where_it_is_named(make_app, caplog):
+    # No `hf_` prefix: its format cannot give it away, the field it is written in does.
     secret = "OrgToken5b1f0c3e9d"
     caplog.set_level(logging.DEBUG)
-    app = make_app(engine=EchoingEngine(secret))
+    app = make_app(engine=FieldEchoingEngine(secret))
     client = app.test_client()
     client.post("/api/v1/deployments", headers=AUTH, json={"name": "plain", "config": {"raypd:hfToken": secret}})
     up = client.post("/api/v1/deployments/plain/up", headers=AUTH).get_json()["job"]
     assert wait_for_job(client, up)["status"] == "succeeded"
     events = client.get(f"/api/v1/jobs/{up}/events", headers=AUTH).get_data(as_text=True)
-    assert "using token [secret]" in events
+    assert "--secret raypd:hfToken=[secret]" in events and "HF_TOKEN=[secret]" in events
     answers = [events, client.get("/api/v1/deployments/plain", headers=AUTH).get_data(as_text=True)]
     assert_nowhere(secret, answers, app.extensions["raypd"].settings.home, caplog.text)
+
+
+@pytest.mark.slow
+def test_a_token_never_masks_the_same_words_in_another_deployment(app, client):
+    """Issue 29 §3: with redaction by remembered values, A's token "us-east-2" became "[secret]" in
+    B's region (then refused as not a region) and in B's subnet names, in the store every server shares."""
+    for name in ("tokenholder", "neighbour"):
+        assert client.post("/api/v1/deployments", headers=AUTH, json={"name": name, "config": {}}).status_code == 201
+    patched = client.patch("/api/v1/deployments/tokenholder", headers=AUTH,
+                           json={"config": {"raypd:hfToken": "us-east-2"}})
+    assert patched.status_code == 200
+    changed = client.patch("/api/v1/deployments/neighbour", headers=AUTH,
+                           json={"config": {"aws:region": "us-east-2", "raypd:decode": {"replicas": 2}}})
+    assert changed.status_code == 200, changed.get_json()
+    assert changed.get_json()["spec"]["aws:region"] == "us-east-2"
+    stored = app.extensions["raypd"].store.get_deployment("neighbour")
+    assert stored["config"]["aws:region"] == "us-east-2"
+    preview = client.post("/api/v1/deployments/neighbour/preview", headers=AUTH).get_json()["job"]
+    assert wait_for_job(client, preview)["status"] == "succeeded"
+    events = client.get(f"/api/v1/jobs/{preview}/events", headers=AUTH).get_data(as_text=True)
+    assert "network-private-us-east-2a" in events and "[secret]" not in events
+
+
+def test_redaction_keeps_nothing_however_many_tokens_pass(fake_app):
+    """Memory stays bounded: 300 PATCHes with 300 tokens leave webui.redact holding nothing, and no
+    token of them is masked in text that does not say it is a secret."""
+    import webui.redact as redaction
+
+    client = fake_app.test_client()
+    assert client.post("/api/v1/deployments", headers=AUTH, json={"name": "many", "config": {}}).status_code == 201
+    tokens = [f"plainTokenNumber{index:04d}" for index in range(300)]
+    for token in tokens:
+        assert client.patch("/api/v1/deployments/many", headers=AUTH,
+                            json={"config": {"raypd:hfToken": token}}).status_code == 200
+    state = {name: value for name, value in vars(redaction).items()
+             if isinstance(value, (set, dict, list)) and not name.startswith("__")}
+    assert state == {}, "webui.redact keeps values between calls"
+    text = " ".join(tokens)
+    assert redaction.redact(text) == text
 
 
 def test_log_tracebacks_are_masked_too():

@@ -80,9 +80,6 @@ def test_the_token_flag_is_set_with_the_config_and_cleared_by_the_next_up(store)
 
 
 def test_secrets_in_a_plan_are_masked_before_they_are_stored(store):
-    from webui.redact import remember_secret
-
-    remember_secret("hf_StorePlanSecret0123456789abcdef")
     store.set_deployed_config("demo", CONFIG, SUMMARY,
                               plan={**PLAN, "echo": "token hf_StorePlanSecret0123456789abcdef"})
     assert "hf_StorePlanSecret" not in str(store.deployed("demo")["plan"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from components.config.errors import FieldError, SpecError
 from components.config.spec import (
@@ -28,10 +28,9 @@ from webui.deployments.reads import DeploymentReads, validated
 from webui.deployments.workflow import Work, Workflow
 from webui.engines.base import OPERATIONS, Engine, EngineError, EngineUnavailable, OperationResult
 from webui.engines.select import EngineSet
-from webui.jobs import Busy, JobRunner
+from webui.jobs import Busy, Finish, JobRunner
 from webui.merge_patch import merge_patch
 from webui.pending_changes import DEPLOYED_LABEL, deployed_kind, discard_target, left_after_discard
-from webui.redact import remember_secret
 from webui.resource_steps import config_diff
 from webui.status import CHECK_OPERATIONS, RUNNING_STATUS, Standing
 from webui.store import STORE_ERRORS, NameTaken, Store
@@ -40,6 +39,8 @@ from webui.summary import summarize
 
 logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")
+# What an up that succeeds records as deployed: the (config, summary) it ran with.
+Deploys = tuple[dict[str, Any], dict[str, Any]]
 
 # What may refuse Discard's writes: the engine (the stack's config) or the store.
 WRITE_BACK_ERRORS: tuple[type[BaseException], ...] = (EngineError, *STORE_ERRORS)
@@ -91,7 +92,6 @@ class Deployments(DeploymentReads):
             problems.extend(exc.errors)
         if problems:
             raise SpecError(problems)
-        remember_secret(token)  # from now on masked in every event, error and log line
         return spec, token
 
     def create(self, name: Any, config: Mapping[str, Any], actor: str) -> dict[str, Any]:
@@ -139,8 +139,6 @@ class Deployments(DeploymentReads):
         if new_token is not None:
             merged[HF_TOKEN_KEY] = new_token  # judged by the spec's one token rule, as on create
         spec = DeploymentSpec.from_config(merged, name, strict=True)
-        if new_token is not None:
-            remember_secret(new_token)
         public = spec.public_config()
         removed = sorted(set(record["config"]) - set(public))
         changed = [item["key"] for item in config_diff(record["config"], public)]
@@ -242,25 +240,39 @@ class Deployments(DeploymentReads):
                 raise SpecError.single("confirm", (
                     f"type the deployment name ({name}) to confirm that you checked the pending "
                     "resources in the AWS console: clearing drops them from the state"))
-        # What an up that succeeds will have deployed: the config it started from.
-        deploys = (record["config"], record["summary"]) if operation == "up" else None
-        work = self.workflow.work(name, operation, record, engine, force)
-        return self.submit(name, operation, engine, actor, work,
-                           " (force)" if force and operation == "up" else "", deploys=deploys)
 
-    def submit(self, name: str, operation: str, engine: Engine, actor: str, work: Work, note: str = "",
-               deploys: Optional[tuple[dict[str, Any], dict[str, Any]]] = None) -> str:
+        def prepare() -> tuple[Work, Optional[Deploys]]:
+            # Under the job lock (JobRunner.submit_prepared): a change waits for it and then finds
+            # this job active, so the config read here is the one the engine runs with, and the
+            # one an up that succeeds records as deployed.
+            current = self.record(name)
+            deploys = (current["config"], current["summary"]) if operation == "up" else None
+            return self.workflow.work(name, operation, current, engine, force), deploys
+
+        return self.submit(name, operation, engine, actor, prepare=prepare,
+                           note=" (force)" if force and operation == "up" else "")
+
+    def submit(self, name: str, operation: str, engine: Engine, actor: str, work: Optional[Work] = None,
+               note: str = "", prepare: Optional[Callable[[], tuple[Work, Optional[Deploys]]]] = None) -> str:
         """Queue `work` as the deployment's one job: the deployment's status follows it, the list
-        is refreshed, the audit log says who asked. `deploys`: an up's (config, summary) at its
-        start, recorded as deployed if it succeeds."""
+        is refreshed, the audit log says who asked. `prepare` instead of `work`: it makes the job's
+        body, under the job lock, with an up's (config, summary) to record as deployed if it succeeds."""
 
-        def finish(job_id: str, status: str, result: Optional[OperationResult]) -> None:
-            self.workflow.finish(job_id, name, operation, engine, status, result, deploys)
+        def made() -> tuple[Work, Finish]:
+            if prepare is not None:
+                body, deploys = prepare()
+            elif work is not None:
+                body, deploys = work, None
+            else:
+                raise TypeError("submit needs work or prepare")
+
+            def finish(job_id: str, status: str, result: Optional[OperationResult]) -> None:
+                self.workflow.finish(job_id, name, operation, engine, status, result, deploys)
+
+            return body, finish
 
         try:
-            job_id = self.runner.submit(
-                name, operation, engine.name, actor, RUNNING_STATUS[operation], work, finish,
-            )
+            job_id = self.runner.submit_prepared(name, operation, engine.name, actor, RUNNING_STATUS[operation], made)
         except Busy as busy:
             raise busy_conflict(name, busy, "wait for it or cancel it") from None
         self.stale_listing()

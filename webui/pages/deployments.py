@@ -17,7 +17,7 @@ from webui.diagram import architecture_svg
 from webui.engines.base import EngineError
 from webui.errors import render_error
 from webui.pages.blueprint import FORCE_FIELD, OPERATION_LABELS, bp
-from webui.state import raypd
+from webui.state import DRAFT_LOST, raypd
 from webui.summary import rayservice_yaml, summarize
 
 # ---- list ----
@@ -60,6 +60,8 @@ def new_deployment_post() -> Any:
     if typed.strip():
         app.drafts.drop(draft)
         draft = app.drafts.put(typed.strip())
+    elif app.drafts.lost(draft):  # never go on without the token silently: say so, ask again
+        return _render_form(values, [FieldError(forms.TOKEN_FIELD, DRAFT_LOST)], None, status=409)
     token = app.drafts.peek(draft)
     if action == "edit":
         return _render_form(values, [], draft)

@@ -107,11 +107,19 @@ class StoreBase:
                 "(host, port, database, user and password) and that the database server is reachable"
             )
         path = str(self.path)
+        if db.is_disk_full(exc):
+            # Not damage: the file is as it was, and it holds every stack's settings (the secrets'
+            # encryption salt among them). Moving it aside, as for a damaged file, would lose them.
+            return (f"cannot open the job store {path}: the disk is full ({reason}). Free space on the "
+                    f"disk that holds {shlex.quote(str(self.path.parent) if self.path else path)} and "
+                    "start again; the store file is not damaged: keep it as it is")
         return (
             f"cannot open the job store {path}: {reason}. If the file is damaged, move it "
             f"aside (mv {shlex.quote(path)} {shlex.quote(path + '.broken')}) "
-            "and start again: deployments are listed again from a new store, the Pulumi state "
-            "is not in this file"
+            "and start again: deployments are listed again from a new store (the Pulumi state "
+            "is not in this file), but each stack's settings (its config and its secrets' "
+            "encryption salt) were: keep the .broken file, they can be recovered from it "
+            f"(sqlite3 {shlex.quote(path + '.broken')} .recover)"
         )
 
     @property
