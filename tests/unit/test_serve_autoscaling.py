@@ -131,14 +131,17 @@ def test_every_worker_group_can_hold_its_phases_at_their_maximum() -> None:
             assert planned.max_nodes <= rendered_group["maxReplicas"]
 
 
-def test_turning_autoscaling_on_keeps_the_ray_cluster() -> None:
-    """KubeRay builds a new RayCluster when the digest changes; autoscaling must not change it (its
-    worker bounds and idle timeout are the same either way)."""
+def test_only_the_stacks_first_autoscaled_phase_changes_the_ray_cluster() -> None:
+    """KubeRay builds a new RayCluster when the digest changes. The worker bounds and idle timeout
+    are the same either way; what changes is the node autoscaler's do-not-evict annotation, on the
+    workers of an autoscaled stack only (a fixed stack keeps its template): the stack's first
+    autoscaled phase changes the digest, the bounds and which phases scale do not."""
     def digest(config: dict[str, Any]) -> str:
         manifest = render_rayservice(plan_of(config), "us-east-2a")
         return manifest["metadata"]["annotations"][RAY_CLUSTER_DIGEST_ANNOTATION]
 
-    assert digest({}) == digest({"raypd:decode": {"autoscaling": BLOCK}}) == digest(
+    assert digest({}) != digest({"raypd:decode": {"autoscaling": BLOCK}})
+    assert digest({"raypd:decode": {"autoscaling": BLOCK}}) == digest(
         {"raypd:prefill": {"autoscaling": {**BLOCK, "maxReplicas": 9}}})
     cluster = render_rayservice(plan_of({"raypd:decode": {"autoscaling": BLOCK}}))["spec"]["rayClusterConfig"]
     assert cluster["enableInTreeAutoscaling"] is True
