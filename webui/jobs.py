@@ -2,8 +2,10 @@
 
 A request never waits for an operation: `submit` records a queued job and returns its id, a small
 thread pool runs it. The per-deployment lock is the job table itself (checked and written under one
-in-process lock), so "is something running on this stack?" has one answer that survives restarts:
-on start-up, jobs left queued or running are marked interrupted, with what to do next.
+in-process lock, and in the store under a lock on the deployment's row that a settings change also
+takes, so servers sharing a store agree), so "is something running on this stack?" has one answer
+that survives restarts: on start-up, jobs left queued or running are marked interrupted, with what
+to do next.
 
 Every job ends with an "end" event, which is what the SSE stream waits for: the store writes it in
 the same transaction as the final status and the audit line (`Store.finish_job`), so a reader that
@@ -32,7 +34,7 @@ from webui.store import (
     Store,
     error_text,
 )
-from webui.store.records import JobRecord
+from webui.store.records import DeploymentRecord, JobRecord
 
 logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")
@@ -126,39 +128,49 @@ class JobRunner:
     @contextmanager
     def idle(self, deployment: str) -> Iterator[None]:
         """Hold the job lock while nothing runs on `deployment` (raise Busy otherwise): a config
-        change must not land under a running update, and no job may start during the change."""
+        change must not land under a running update, and no job may start during the change.
+        That lock is this server's; the change's write itself (Store.set_config) is refused by
+        the store when another server started a job meanwhile, and that is Busy too."""
         self._record_ended_on(deployment)
         with self._lock:
             active = self.store.active_job(deployment)
             if active is not None:
                 raise Busy(active)
-            yield
+            try:
+                yield
+            except JobActive as taken:
+                raise Busy(taken.job_id or "unknown") from None
 
     def submit(
         self, deployment: str, operation: str, engine: str, actor: str, running_status: str,
         work: Work, finish: Finish,
     ) -> str:
-        return self.submit_prepared(deployment, operation, engine, actor, running_status, lambda: (work, finish))
+        return self.submit_prepared(deployment, operation, engine, actor, running_status,
+                                    lambda record: (work, finish))
 
     def submit_prepared(
         self, deployment: str, operation: str, engine: str, actor: str, running_status: str,
-        prepare: Callable[[], tuple[Work, Finish]],
+        prepare: Callable[[Optional[DeploymentRecord]], tuple[Work, Finish]],
     ) -> str:
-        """Queue the job `prepare` makes. `prepare` runs under the job lock, once nothing runs on
-        the deployment and before the job is recorded: a config change holds the same lock
-        (`idle`) and, after it, finds the job active. So what `prepare` reads (the config an `up`
-        will deploy and record as deployed) is what the job runs with (issue 29 §3: a PATCH that
-        landed between reading the config and taking the lock was deployed but recorded as not)."""
+        """Queue the job `prepare` makes from the deployment's record. `prepare` runs in the
+        store's transaction that inserts the job (Store.create_job), with the deployment's row
+        locked: a config change, on this server or another, either committed before (and
+        `prepare` reads it) or finds the job and is refused. So what `prepare` reads (the config
+        an `up` will deploy and record as deployed) is what the job runs with (issue 29 §3: a
+        PATCH that landed between reading the config and starting the job was deployed but
+        recorded as not)."""
         self._record_ended_on(deployment)
         with self._lock:
             active = self.store.active_job(deployment)
             if active is not None:
                 raise Busy(active)
-            work, finish = prepare()
+            made: list[tuple[Work, Finish]] = []
             try:
-                job_id = self.store.create_job(deployment, operation, engine, actor, running_status)
+                job_id = self.store.create_job(deployment, operation, engine, actor, running_status,
+                                               prepare=lambda record: made.append(prepare(record)))
             except JobActive as taken:  # another server on the same store got there first
                 raise Busy(taken.job_id or "unknown") from None
+            work, finish = made[0]
             ctx = JobContext(job_id, lambda record: self._record(job_id, record))
             self._contexts[job_id] = ctx
         self.store.add_event(job_id, {"kind": "status", "status": JobStatus.QUEUED.value,

@@ -9,6 +9,7 @@ needed (statuses of a "real" deployment).
 from __future__ import annotations
 
 import html
+import json
 import re
 import threading
 import time
@@ -27,6 +28,7 @@ from webui.engines.base import (
     PendingOperations,
     resource_record,
 )
+from webui.engines.workdir import StackFiles
 
 TOKEN = "test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -105,6 +107,49 @@ class FakeEngine:
 
     def pending_operations(self, stack: str) -> list[dict[str, Any]]:
         return list(self.pending)
+
+
+class StoredStackEngine(FakeEngine):
+    """A fake engine that keeps each stack's config in the store's settings files, as the real
+    engines do (so every server sharing the store reads the same), and says which config each up
+    ran with. An up reads the file only once `may_read` is set (not "real": no offline plan for
+    an ETA, no verify after the up)."""
+
+    def __init__(self) -> None:
+        super().__init__(real=False)
+        self.files: Optional[StackFiles] = None
+        self.ran_with: list[dict[str, Any]] = []
+        self.may_read = threading.Event()
+        self.may_read.set()
+
+    def attach(self, files: StackFiles) -> None:  # the app hands every engine its store
+        self.files = files
+
+    def stack_config(self, stack: str) -> Optional[dict[str, Any]]:
+        """The stack's config as its settings file in the store says, or None without one."""
+        assert self.files is not None
+        text = self.files.stack_file(stack)
+        return None if text is None else json.loads(text)
+
+    def _write(self, spec: Any) -> None:
+        assert self.files is not None
+        self.files.save_stack_file(spec.stack, json.dumps(spec.public_config()))
+
+    def create(self, spec: Any, hf_token: Optional[str]) -> None:
+        super().create(spec, hf_token)
+        self._write(spec)
+
+    def configure(self, spec: Any, hf_token: Optional[str], removed: list[str]) -> None:
+        super().configure(spec, hf_token, removed)  # (raises when refuse_configure is set)
+        self._write(spec)
+
+    def run(self, stack: str, operation: str, ctx: JobContext,
+            known_resources: Optional[list[dict[str, Any]]] = None,
+            deployed_plan: Optional[dict[str, Any]] = None) -> OperationResult:
+        if operation == "up":
+            assert self.may_read.wait(PATIENCE_S)
+            self.ran_with.append(self.stack_config(stack) or {})
+        return super().run(stack, operation, ctx, known_resources, deployed_plan)
 
 
 def wait_for_job(client: FlaskClient, job_id: str, timeout: float = PATIENCE_S,

@@ -1,6 +1,7 @@
 """Pending changes are not the current state (issue 14): the list, the deployment page, the
 Benchmark tab and the API keep what is deployed (offline: planned) apart from settings saved since,
-and Discard puts the deployed settings back, through the engine, then the store, or not at all.
+and Discard puts the deployed settings back, the stack's settings file and the store's config in one
+write, or not at all.
 
 Most tests use the offline engine as users get it (the real plan in a subprocess); the fake "real"
 engine of tests/web/support.py stands in where a test must see what reaches `configure` (the HF
@@ -22,7 +23,16 @@ from components.config.checks import Report
 from components.config.spec import DeploymentSpec
 from components.plan.topology import estimate_cost
 from tests.patience import PATIENCE_S
-from tests.web.support import AUTH, HF_TOKEN, create, extract_csrf, login, text_of, wait_for_job
+from tests.web.support import (
+    AUTH,
+    HF_TOKEN,
+    StoredStackEngine,
+    create,
+    extract_csrf,
+    login,
+    text_of,
+    wait_for_job,
+)
 from webui.pending_changes import TOKEN_ADDED, TOKEN_REMOVED, TOKEN_REPLACED
 
 NEW_TOKEN = "hf_SecondTokenReplacesTheFirst0123456789"
@@ -213,35 +223,40 @@ def test_discard_is_refused_while_a_job_runs_and_changes_nothing(fake_app, fake_
     assert _discard(client, "busy").status_code == 200
 
 
-def test_an_engine_that_refuses_leaves_the_store_as_it_was_and_the_stack_is_put_back(fake_app, fake_engine, caplog):
-    client = fake_app.test_client()
+def test_an_engine_that_refuses_leaves_the_store_and_the_stack_file_as_they_were(make_app):
+    engine = StoredStackEngine()
+    app = make_app(engine=engine)
+    client = app.test_client()
     create(client, "stuck")
     _up(client, "stuck")
     _patch(client, "stuck", GROWN)
     before = _detail(client, "stuck")
-    fake_engine.configured.clear()
-    fake_engine.refuse_configure = "error: the backend is read-only"
+    engine.configured.clear()
+    engine.refuse_configure = "error: the backend is read-only"
     answer = _discard(client, "stuck")
     assert answer.status_code == 500 and answer.get_json()["errors"][0]["field"] == "engine"
     assert "read-only" in answer.get_json()["errors"][0]["message"]
     after = _detail(client, "stuck")
     assert (after["spec"], after["pending"]) == (before["spec"], before["pending"])
-    # First the discard's write, then the attempt to put the stack's config back as the store has it.
-    assert [spec.decode.replicas for spec, _, _ in fake_engine.configured] == [1, 2]
-    assert "so did putting the stack's config back" in caplog.text
-    audit = fake_app.extensions["raypd"].store.audit_entries()
+    # One attempt, and nothing to put back: the settings file is written with the store's config or not at all.
+    assert [spec.decode.replicas for spec, _, _ in engine.configured] == [1]
+    assert engine.stack_config("stuck")["raypd:decode"]["replicas"] == 2
+    audit = app.extensions["raypd"].store.audit_entries()
     assert next(e for e in audit if e["action"] == "discard")["result"] == "failed"
-    fake_engine.refuse_configure = None
+    engine.refuse_configure = None
     assert _discard(client, "stuck").status_code == 200
+    assert engine.stack_config("stuck")["raypd:decode"]["replicas"] == 1
 
 
-def test_a_store_that_refuses_the_write_gets_the_stack_put_back(fake_app, fake_engine):
-    client = fake_app.test_client()
+def test_a_store_that_refuses_the_write_leaves_the_stack_file_as_it_was(make_app):
+    engine = StoredStackEngine()
+    app = make_app(engine=engine)
+    client = app.test_client()
     create(client, "disk")
     _up(client, "disk")
     _patch(client, "disk", GROWN)
-    store = fake_app.extensions["raypd"].store
-    fake_engine.configured.clear()
+    store = app.extensions["raypd"].store
+    engine.configured.clear()
 
     def full_disk(*args: Any, **kwargs: Any) -> None:
         raise sqlite3.OperationalError("database or disk is full")
@@ -252,7 +267,8 @@ def test_a_store_that_refuses_the_write_gets_the_stack_put_back(fake_app, fake_e
     assert answer.status_code == 503 and answer.headers.get("Retry-After")
     assert "Traceback" not in answer.get_data(as_text=True)
     del store.set_config
-    assert [spec.decode.replicas for spec, _, _ in fake_engine.configured] == [1, 2]  # written, then put back
+    assert [spec.decode.replicas for spec, _, _ in engine.configured] == [1]  # staged, never written
+    assert engine.stack_config("disk")["raypd:decode"]["replicas"] == 2
     assert _detail(client, "disk")["spec"]["raypd:decode"]["replicas"] == 2
 
 

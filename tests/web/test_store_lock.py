@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Optional
 
 import pytest
 
@@ -27,6 +28,31 @@ def test_two_stores_on_one_file_cannot_queue_two_jobs_for_one_deployment(make_st
     assert first.set_job_running(job)
     assert first.finish_job(job, "succeeded")
     assert second.create_job("demo", "refresh", "offline", "b", "refreshing")
+
+
+def test_a_settings_change_is_refused_while_a_job_of_any_server_is_active_and_writes_nothing(make_store):
+    first, second = make_store(), make_store()
+    first.create_deployment("demo", "offline", {"raypd:decode": {"replicas": 1}}, {})
+    first.save_stack_file("demo", "replicas: 1")
+    job = first.create_job("demo", "up", "offline", "a", "updating")
+    with second.staged_stack_file("demo") as staged:  # what an engine's configure writes, held back
+        second.save_stack_file("demo", "replicas: 2")
+        assert second.stack_file("demo") == "replicas: 2"  # this thread reads what it staged ...
+        elsewhere: list[Optional[str]] = []
+        reader = threading.Thread(target=lambda: elsewhere.append(second.stack_file("demo")))
+        reader.start()
+        reader.join(PATIENCE_S)
+        assert elsewhere == ["replicas: 1"]  # ... no other thread does
+    assert first.stack_file("demo") == "replicas: 1"
+    with pytest.raises(JobActive) as taken:
+        second.set_config("demo", {"raypd:decode": {"replicas": 2}}, {}, stack_file=staged.text)
+    assert taken.value.job_id == job
+    assert first.get_deployment("demo")["config"] == {"raypd:decode": {"replicas": 1}}
+    assert first.stack_file("demo") == "replicas: 1"
+    assert first.set_job_running(job) and first.finish_job(job, "succeeded")
+    second.set_config("demo", {"raypd:decode": {"replicas": 2}}, {}, stack_file=staged.text)
+    assert first.get_deployment("demo")["config"] == {"raypd:decode": {"replicas": 2}}
+    assert first.stack_file("demo") == "replicas: 2"  # with the config, in one transaction
 
 
 def test_racing_runners_of_two_servers_start_exactly_one_job(make_store):

@@ -33,17 +33,16 @@ from webui.merge_patch import merge_patch
 from webui.pending_changes import DEPLOYED_LABEL, deployed_kind, discard_target, left_after_discard
 from webui.resource_steps import config_diff
 from webui.status import CHECK_OPERATIONS, RUNNING_STATUS, Standing
-from webui.store import STORE_ERRORS, NameTaken, Store
-from webui.store.records import JobRecord
+from webui.store import NameTaken, Store
+from webui.store.records import DeploymentRecord, JobRecord
 from webui.summary import summarize
 
 logger = logging.getLogger(__name__)
 audit_logger = logging.getLogger("raypd.audit")
 # What an up that succeeds records as deployed: the (config, summary) it ran with.
 Deploys = tuple[dict[str, Any], dict[str, Any]]
-
-# What may refuse Discard's writes: the engine (the stack's config) or the store.
-WRITE_BACK_ERRORS: tuple[type[BaseException], ...] = (EngineError, *STORE_ERRORS)
+# Makes a job's body (and an up's Deploys) from the deployment's record as its job's start reads it.
+Prepare = Callable[[Optional[DeploymentRecord]], tuple[Work, Optional[Deploys]]]
 
 
 def strip_token(config: Mapping[str, Any]) -> tuple[dict[str, Any], Optional[str]]:
@@ -144,10 +143,14 @@ class Deployments(DeploymentReads):
         changed = [item["key"] for item in config_diff(record["config"], public)]
         try:
             with self.runner.idle(name):
-                engine.configure(spec, new_token, removed)
+                # The engine's settings file is written with the config, in one transaction the store
+                # refuses once a job started, on any server (Store.set_config): nothing half done.
+                with self.store.staged_stack_file(name) as staged:
+                    engine.configure(spec, new_token, removed)
                 # A new token is one the deployed stack did not run with, whatever the configs say.
                 self.store.set_config(name, public, summarize(spec),
-                                      token_replaced=True if new_token is not None else None)
+                                      token_replaced=True if new_token is not None else None,
+                                      stack_file=staged.text)
                 self.stale_listing()
         except Busy as busy:
             raise busy_conflict(name, busy, "change it when it has ended") from None
@@ -155,9 +158,9 @@ class Deployments(DeploymentReads):
         return self.get(name)
 
     def discard(self, name: str, actor: str) -> dict[str, Any]:
-        """Put the stack's config back to the deployed settings (offline: the planned ones): the
-        engine first, then the store, refused while a job runs; no cloud action. Nothing is half
-        done: if the engine or the store refuses, the stack gets the config it had.
+        """Put the stack's config back to the deployed settings (offline: the planned ones), its
+        settings file and the store's config in one write, refused while a job runs; no cloud
+        action. Nothing is half done: if the engine or the store refuses, nothing changed.
 
         The HF token is the exception Discard cannot undo: raypd never keeps a token, so one
         replaced or removed since the deploy stays as it is now, and stays listed as pending."""
@@ -191,39 +194,22 @@ class Deployments(DeploymentReads):
         return self.get(name)
 
     def _write_back(self, engine: Engine, record: Mapping[str, Any], spec: DeploymentSpec, actor: str) -> None:
-        """Discard's writes: the stack's config through its engine (the token left as the stack has
-        it, keys the deployed config lacks removed), then the store. Either failing puts the stack
-        back to the config the store still holds."""
+        """Discard's writes: the stack's settings file as its engine writes it (the token left as the
+        stack has it, keys the deployed config lacks removed) and the store's config, in one
+        transaction (Store.set_config, as for a change): if the engine or the store refuses, both
+        stay as they were, so nothing needs putting back."""
         name = record["name"]
         public = spec.public_config()
         removed = sorted(set(record["config"]) - set(public))
         try:
-            engine.configure(spec, None, removed)
-            self.store.set_config(name, public, summarize(spec),
-                                  token_replaced=False if HF_TOKEN_KEY not in public else None)
-        except WRITE_BACK_ERRORS as exc:
-            self._restore_stack(engine, record, public)
-            if isinstance(exc, EngineError):  # (a store that refuses writes cannot take an audit row either)
-                self.audit(actor, "discard", name, "failed", exc.message)
-            raise
-
-    def _restore_stack(self, engine: Engine, record: Mapping[str, Any], written: Mapping[str, Any]) -> None:
-        """Best effort: the stack's config as the store holds it (a token Discard removed cannot
-        come back: the store never had it, and the log says so)."""
-        name = record["name"]
-        current, problem = self.spec_of(record)
-        if current is None:
-            logger.error("discard of %s failed and the stack's config could not be put back: %s", name, problem)
-            return
-        try:
-            engine.configure(current, None, sorted(set(written) - set(record["config"])))
+            with self.store.staged_stack_file(name) as staged:
+                engine.configure(spec, None, removed)
         except EngineError as exc:
-            logger.error("discard of %s failed, and so did putting the stack's config back (%s): "
-                         "save the settings again with Change settings", name, exc.message)
-            return
-        if HF_TOKEN_KEY in record["config"] and HF_TOKEN_KEY not in written:
-            logger.error("discard of %s failed after the HF token was removed from the stack: "
-                         "set it again with Change settings", name)
+            self.audit(actor, "discard", name, "failed", exc.message)
+            raise
+        self.store.set_config(name, public, summarize(spec),
+                              token_replaced=False if HF_TOKEN_KEY not in public else None,
+                              stack_file=staged.text)
 
     def start(self, name: str, operation: str, actor: str, force: bool = False,
               confirm: Optional[str] = None) -> str:
@@ -241,11 +227,12 @@ class Deployments(DeploymentReads):
                     f"type the deployment name ({name}) to confirm that you checked the pending "
                     "resources in the AWS console: clearing drops them from the state"))
 
-        def prepare() -> tuple[Work, Optional[Deploys]]:
-            # Under the job lock (JobRunner.submit_prepared): a change waits for it and then finds
-            # this job active, so the config read here is the one the engine runs with, and the
-            # one an up that succeeds records as deployed.
-            current = self.record(name)
+        def prepare(current: Optional[DeploymentRecord]) -> tuple[Work, Optional[Deploys]]:
+            # The record as the transaction that inserts the job reads it (JobRunner.submit_prepared):
+            # a change on any server lands before it or is refused, so this config is the one the
+            # engine runs with, and the one an up that succeeds records as deployed.
+            if current is None:
+                raise NotFound(f"no deployment named {name}")
             deploys = (current["config"], current["summary"]) if operation == "up" else None
             return self.workflow.work(name, operation, current, engine, force), deploys
 
@@ -253,14 +240,15 @@ class Deployments(DeploymentReads):
                            note=" (force)" if force and operation == "up" else "")
 
     def submit(self, name: str, operation: str, engine: Engine, actor: str, work: Optional[Work] = None,
-               note: str = "", prepare: Optional[Callable[[], tuple[Work, Optional[Deploys]]]] = None) -> str:
+               note: str = "", prepare: Optional[Prepare] = None) -> str:
         """Queue `work` as the deployment's one job: the deployment's status follows it, the list
         is refreshed, the audit log says who asked. `prepare` instead of `work`: it makes the job's
-        body, under the job lock, with an up's (config, summary) to record as deployed if it succeeds."""
+        body from the record as the job's start reads it, with an up's (config, summary) to record
+        as deployed if it succeeds."""
 
-        def made() -> tuple[Work, Finish]:
+        def made(record: Optional[DeploymentRecord]) -> tuple[Work, Finish]:
             if prepare is not None:
-                body, deploys = prepare()
+                body, deploys = prepare(record)
             elif work is not None:
                 body, deploys = work, None
             else:

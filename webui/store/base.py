@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -19,12 +20,12 @@ from typing import Any, Iterator, Optional, Union
 from sqlalchemy import func, insert, literal, select
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.engine import URL, Connection, Engine, RowMapping
 
 from webui import db
 from webui.db import STORE_ERRORS, DatabaseUrlError, error_text, safe_url
 from webui.redact import redact, redact_value
-from webui.status import JobStatus
+from webui.status import ACTIVE, JobStatus
 
 
 class StoreError(Exception):
@@ -78,6 +79,8 @@ class StoreBase:
     def __init__(self, location: Union[Path, str, URL], pool_size: int = 8):
         self.path: Optional[Path] = None
         self.instance_id = uuid.uuid4().hex[:16]  # this server, as the jobs it owns name it
+        # Stack settings files an engine writes during a change, per thread (DeploymentRows.staged_stack_file).
+        self._staging = threading.local()
         try:
             self.url = db.parse_url(location)
         except DatabaseUrlError as exc:
@@ -166,6 +169,26 @@ class StoreBase:
             return func.extract("epoch", func.clock_timestamp())
         return time.time()
 
+
+    # ---- the per-deployment lock, as a change of settings and a job's start share it ----
+
+    def _hold_deployment(self, conn: Connection, deployment: str) -> Optional[RowMapping]:
+        """The deployment's row, locked until `conn`'s transaction ends: PostgreSQL's SELECT ...
+        FOR UPDATE (SQLite ignores it: its IMMEDIATE transaction already holds the database's write
+        lock). A job's insert (JobRows.create_job) and a change of the settings (set_config) take it
+        first, so on any number of servers one waits for the other, and the second sees what the
+        first committed (issue 29 §3)."""
+        return conn.execute(
+            select(db.deployments).where(db.deployments.c.name == deployment).with_for_update()
+        ).mappings().first()
+
+    def _active_job_in(self, conn: Connection, deployment: str) -> Optional[str]:
+        """The deployment's queued or running job, as `conn` sees it."""
+        j = db.jobs.c
+        return conn.execute(
+            select(j.id).where(j.deployment == deployment, j.status.in_(status_words(ACTIVE)))
+            .order_by(j.created_at).limit(1)
+        ).scalar()
 
     def _append_event(self, conn: Connection, job_id: str, record: dict[str, Any], now: float) -> int:
         # Lock the job's row first (PostgreSQL; SQLite's IMMEDIATE transaction already holds the

@@ -13,7 +13,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from webui import db
 from webui.redact import redact_value
-from webui.store.base import StoreBase, compact_json, json_or
+from webui.store.base import JobActive, StoreBase, compact_json, json_or
 from webui.store.deployments import deployment_values
 from webui.store.records import DeployedRecord
 
@@ -73,13 +73,28 @@ class DeployedRows(StoreBase):
 
     def set_config(
         self, deployment: str, config: dict[str, Any], summary: dict[str, Any],
-        token_replaced: Optional[bool] = None,
+        token_replaced: Optional[bool] = None, stack_file: Optional[str] = None,
     ) -> None:
-        """The stack's settings as a change wrote them (or a discard put them back), and in the same
-        transaction the deployed record's token flag: True when a new HF token went to the stack
-        since the deploy, False when the stack has no token the deploy lacked, None: unchanged."""
+        """The stack's settings as a change wrote them (or a discard put them back): its config, the
+        settings file its engine wrote for it (`stack_file`, from `staged_stack_file`; None: as it
+        is), and the deployed record's token flag (True when a new HF token went to the stack since
+        the deploy, False when the stack has no token the deploy lacked, None: unchanged), in one
+        transaction.
+
+        Refused with JobActive (nothing written) while a job is queued or running on the deployment,
+        on any server: the transaction holds the deployment's row as a job's insert does
+        (JobRows.create_job), so a change lands either before a job reads the settings, or not at
+        all, and an up records as deployed what it ran (issue 29 §3)."""
         now = time.time()
         with self._write() as conn:
+            if self._hold_deployment(conn, deployment) is None:
+                return  # removed meanwhile: there is nothing to change
+            active = self._active_job_in(conn, deployment)
+            if active is not None:
+                raise JobActive(active)
+            if stack_file is not None:
+                self._upsert(conn, db.stack_files, {"stack": deployment, "text": stack_file, "updated_at": now},
+                             ["stack"])
             conn.execute(update(db.deployments).where(db.deployments.c.name == deployment).values(
                 config=compact_json(redact_value(config)), summary=compact_json(redact_value(summary)), updated_at=now))
             if token_replaced is not None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Mapping, Optional, cast
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Optional, cast
 
 from sqlalchemy import case, delete, insert, select, update
 from sqlalchemy.engine import RowMapping
@@ -34,6 +36,36 @@ def deployment_values(fields: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+def deployment_row(row: RowMapping, full: bool) -> dict[str, Any]:
+    """A deployments row as the store hands it back (`full`: with config, outputs, resources)."""
+    record: dict[str, Any] = {
+        "name": row["name"],
+        "engine": row["engine"],
+        "status": row["status"],
+        "summary": json_or(row["summary"], {}),
+        "createdAt": row["created_at"],
+        "updatedAt": row["updated_at"],
+        "lastOperation": row["last_operation"],
+        "lastOperationAt": row["last_operation_at"],
+        "lastResult": row["last_result"],
+        "lastJob": row["last_job"],
+    }
+    if full:
+        record["config"] = json_or(row["config"], {})
+        record["outputs"] = json_or(row["outputs"])
+        record["resources"] = json_or(row["resources"])
+    return record
+
+
+@dataclass
+class StagedFile:
+    """A stack's settings file as an engine wrote it inside `staged_stack_file` (None: it wrote
+    none), waiting for `set_config(..., stack_file=...)` to write it with the config."""
+
+    stack: str
+    text: Optional[str] = None
+
+
 class DeploymentRows(StoreBase):
     """Deployments, and the Pulumi.<stack>.yaml every server reads from here (team mode)."""
 
@@ -51,31 +83,12 @@ class DeploymentRows(StoreBase):
         except IntegrityError:
             raise NameTaken(name) from None
 
-    def _deployment_row(self, row: RowMapping, full: bool) -> dict[str, Any]:
-        record: dict[str, Any] = {
-            "name": row["name"],
-            "engine": row["engine"],
-            "status": row["status"],
-            "summary": json_or(row["summary"], {}),
-            "createdAt": row["created_at"],
-            "updatedAt": row["updated_at"],
-            "lastOperation": row["last_operation"],
-            "lastOperationAt": row["last_operation_at"],
-            "lastResult": row["last_result"],
-            "lastJob": row["last_job"],
-        }
-        if full:
-            record["config"] = json_or(row["config"], {})
-            record["outputs"] = json_or(row["outputs"])
-            record["resources"] = json_or(row["resources"])
-        return record
-
     def get_deployment(self, name: str) -> Optional[DeploymentRecord]:
         with self._read() as conn:
             row = conn.execute(
                 select(db.deployments).where(db.deployments.c.name == name)
             ).mappings().first()
-        return None if row is None else cast(DeploymentRecord, self._deployment_row(row, full=True))
+        return None if row is None else cast(DeploymentRecord, deployment_row(row, full=True))
 
     def list_deployments(self) -> list[ListedDeployment]:
         """Every deployment as the list shows it, in one query: `summary` is the deployed settings'
@@ -99,7 +112,7 @@ class DeploymentRows(StoreBase):
             ).mappings().all()
         listed = []
         for row in rows:
-            record = self._deployment_row(row, full=False)
+            record = deployment_row(row, full=False)
             record["deployed"] = None if not row["deployed"] else {
                 "time": row["deployed_at"], "tokenReplaced": bool(row["token_replaced"]),
                 "configDiffers": row["config"] is not None
@@ -124,16 +137,52 @@ class DeploymentRows(StoreBase):
     # ---- stack settings files (the engines' StackFiles) ----
 
     def stack_file(self, stack: str) -> Optional[str]:
-        """The stack's Pulumi.<stack>.yaml as its engine last wrote it, or None."""
+        """The stack's Pulumi.<stack>.yaml as its engine last wrote it, or None (inside
+        `staged_stack_file`, on its thread: as staged there, once written)."""
+        staged = self._staged(stack)
+        if staged is not None and staged.text is not None:
+            return staged.text
         c = db.stack_files.c
         with self._read() as conn:
             return conn.execute(select(c.text).where(c.stack == stack)).scalar()
 
     def save_stack_file(self, stack: str, text: str) -> None:
-        """Written as given: it holds ciphertext and provider state, which a mask would corrupt."""
+        """Written as given: it holds ciphertext and provider state, which a mask would corrupt.
+        Inside `staged_stack_file`, on its thread, it is only staged."""
+        staged = self._staged(stack)
+        if staged is not None:
+            staged.text = text
+            return
         with self._write() as conn:
             self._upsert(conn, db.stack_files, {"stack": stack, "text": text, "updated_at": time.time()},
                          ["stack"])
+
+    @contextmanager
+    def staged_stack_file(self, stack: str) -> Iterator[StagedFile]:
+        """Keep the settings file an engine writes for `stack` on this thread (its `configure`) in
+        the StagedFile handed out, instead of the store. A change then writes it with the config in
+        one transaction that refuses while a job is active (`set_config(..., stack_file=...)`):
+        written at once, a job that another server started meanwhile could run the new file and
+        record the old config as deployed (issue 29 §3). A failed or refused change leaves the
+        stored file as it was. Per thread, because the engine's calls come back to the store it
+        was attached to, which every request thread shares."""
+        staged = StagedFile(stack)
+        files: Optional[dict[str, StagedFile]] = getattr(self._staging, "files", None)
+        if files is None:
+            files = self._staging.files = {}
+        outer = files.get(stack)
+        files[stack] = staged
+        try:
+            yield staged
+        finally:
+            if outer is None:
+                files.pop(stack, None)
+            else:
+                files[stack] = outer
+
+    def _staged(self, stack: str) -> Optional[StagedFile]:
+        files: Optional[dict[str, StagedFile]] = getattr(self._staging, "files", None)
+        return None if files is None else files.get(stack)
 
     def delete_stack_file(self, stack: str) -> None:
         with self._write() as conn:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union, cast
 
 from sqlalchemy import insert, or_, select, update
 from sqlalchemy.engine import Connection
@@ -17,7 +17,8 @@ from webui import db
 from webui.redact import redact, redact_value
 from webui.status import ACTIVE, FINAL, INITIAL, JobStatus, allowed_from
 from webui.store.base import AuditLine, JobActive, StoreBase, compact_json, json_or, status_words
-from webui.store.records import JobRecord
+from webui.store.deployments import deployment_row
+from webui.store.records import DeploymentRecord, JobRecord
 
 INTERRUPTED_HINT = (
     "the server stopped while this job was running. 1) Close this job: that releases the stack's "
@@ -46,30 +47,36 @@ class JobRows(StoreBase):
     """Jobs and their moves; every final move writes its end event (and audit line) with it."""
 
     def active_job(self, deployment: str) -> Optional[str]:
-        j = db.jobs.c
         with self._read() as conn:
-            return conn.execute(
-                select(j.id).where(j.deployment == deployment, j.status.in_(status_words(ACTIVE)))
-                .order_by(j.created_at).limit(1)
-            ).scalar()
+            return self._active_job_in(conn, deployment)
 
     def create_job(
         self, deployment: str, operation: str, engine: str, actor: str, running_status: str,
+        prepare: Optional[Callable[[Optional[DeploymentRecord]], None]] = None,
     ) -> str:
         """Insert a queued job and mark the deployment busy, in one transaction. The unique index
         on active jobs is the lock: a second job for the deployment, from any server, is refused
-        with JobActive."""
+        with JobActive.
+
+        `prepare` is handed the deployment (None: no such row) as this transaction reads it, with
+        its row locked (`_hold_deployment`), before the job is inserted: a change of its settings
+        (`set_config`) on any server waits for that lock and then finds the job, and refuses. So
+        the settings `prepare` reads (those an up records as deployed) are the ones the job runs
+        with (issue 29 §3). If it raises, nothing is written."""
         job_id = uuid.uuid4().hex[:16]
         now = time.time()
         try:
             with self._write() as conn:
-                previous = conn.execute(
-                    select(db.deployments.c.status).where(db.deployments.c.name == deployment)
-                ).scalar()
+                row = self._hold_deployment(conn, deployment)
+                active = self._active_job_in(conn, deployment)
+                if active is not None:
+                    raise JobActive(active)
+                if prepare is not None:
+                    prepare(None if row is None else cast(DeploymentRecord, deployment_row(row, full=True)))
                 conn.execute(insert(db.jobs).values(
                     id=job_id, deployment=deployment, operation=str(operation), engine=engine,
-                    status=INITIAL.value, previous_status=previous, actor=actor, created_at=now,
-                    owner=self.instance_id,
+                    status=INITIAL.value, previous_status=None if row is None else row["status"],
+                    actor=actor, created_at=now, owner=self.instance_id,
                 ))
                 conn.execute(
                     update(db.deployments).where(db.deployments.c.name == deployment).values(
@@ -77,7 +84,7 @@ class JobRows(StoreBase):
                         last_result=INITIAL.value, last_job=job_id, updated_at=now,
                     )
                 )
-        except IntegrityError:
+        except IntegrityError:  # the index, the backstop: a writer that took no row lock (an older raypd)
             raise JobActive(self.active_job(deployment)) from None
         return job_id
 
