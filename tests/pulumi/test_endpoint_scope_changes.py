@@ -158,6 +158,7 @@ def step_ops(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[tuple[str, 
     return {(s["type"], s["name"]): s["op"] for s in plan_diff(old, new) if not s.get("expanded")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("before, after", [("cluster", "vpc"), ("vpc", "internet"), ("internet", "vpc")])
 def test_after_a_scope_change_the_url_names_the_load_balancer_that_serves_now(plans, before, after):
     live = LiveCluster()

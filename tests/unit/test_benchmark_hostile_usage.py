@@ -80,6 +80,7 @@ def load(server: OpenAIServer, count: int = 3, api: str = "chat") -> list[dict[s
     return asyncio.run(run_load(config, synthetic_workload(count, 20, OUTPUT_TOKENS)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("usage, reason", HOSTILE, ids=[reason[:40] for _, reason in HOSTILE])
 def test_usage_that_cannot_be_right_fails_the_request_with_the_reason(usage: Callable[[dict[str, int]], Any],
                                                                      reason: str) -> None:

@@ -161,6 +161,7 @@ def _open_loop_beside_an_ideal_sender(rate: float, seed: int, count: int, output
     return records, schedule, reference
 
 
+@pytest.mark.slow
 def test_open_loop_sends_on_schedule_whatever_the_answers_take() -> None:
     # 2 s answers at 100 req/s: a closed loop would fall behind by seconds; open loop keeps the schedule.
     specs = synthetic_workload(200, 20, 6)
@@ -265,6 +266,7 @@ def test_fixed_concurrency_keeps_n_in_flight_and_stops_at_the_duration() -> None
     assert ends[-3] >= 0.4 - 0.05
 
 
+@pytest.mark.slow
 def test_an_answer_ends_at_done_and_its_connection_is_reused() -> None:
     # The body's last chunk comes 2 s after [DONE] (a proxy relaying the end late): the answer is
     # complete at [DONE], and reading the rest keeps the connection for the next request.
@@ -287,6 +289,7 @@ def test_a_body_that_never_ends_after_done_costs_its_connection_not_the_answer(
     assert connections == 2  # each unfinished body's connection was dropped, never reused
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pool_idle_s, all_answered", [(0.3, True), (30.0, False)])
 def test_no_request_goes_onto_a_connection_idle_past_the_pool_time(
         monkeypatch: pytest.MonkeyPatch, pool_idle_s: float, all_answered: bool) -> None:

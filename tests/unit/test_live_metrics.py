@@ -34,6 +34,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                "client": client_from_kubeconfig(outputs["kubeconfig"], timeout=10)}
 
 
+@pytest.mark.slow
 def test_the_strip_has_every_number_with_the_values_prometheus_computes(stack: dict[str, Any]) -> None:
     got = live_metrics(stack["client"], stack["outputs"], timeout=10)
     assert got["available"] is True, got

@@ -68,6 +68,7 @@ def _prometheus_here() -> None:
 @pytest.mark.parametrize("config", [{}, {"raypd:mode": "colocated"},
                                     {"raypd:prefill": {"replicas": 2}, "raypd:decode": {"replicas": 2}}],
                          ids=["pd", "colocated", "two-replicas-each"])
+@pytest.mark.slow
 def test_every_engine_that_served_reports_under_its_phase(config: dict[str, Any], tmp_path: Path) -> None:
     with FakeKubeApi("healthy", config=config) as kube, prometheus_scraping(kube, tmp_path):
         check = _verify(kube)
@@ -87,6 +88,7 @@ def test_no_prometheus_behind_the_service_fails_and_says_so() -> None:
     assert "no endpoints available for service" in check.detail and "kubectl -n monitoring" in check.remedy
 
 
+@pytest.mark.slow
 def test_rules_not_loaded_fail_naming_the_phase_series(tmp_path: Path) -> None:
     with FakeKubeApi("healthy") as kube, prometheus_scraping(kube, tmp_path, rule_groups=[]) as base:
         check = _verify_after_prometheus_caught_up(kube, base)
@@ -94,6 +96,7 @@ def test_rules_not_loaded_fail_naming_the_phase_series(tmp_path: Path) -> None:
     assert "replica:raypd_phase:info" in check.detail and "recording rules" in check.detail
 
 
+@pytest.mark.slow
 def test_a_prometheus_that_scrapes_no_worker_pod_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pages = Pages({"/other": [""]})  # some other target, up and empty
     with FakeKubeApi("healthy") as kube, page_server(pages) as target:
@@ -104,6 +107,7 @@ def test_a_prometheus_that_scrapes_no_worker_pod_fails(tmp_path: Path, monkeypat
     assert check.status == "fail" and "does not scrape their worker pods" in check.detail, check.detail
 
 
+@pytest.mark.slow
 def test_a_replica_label_the_join_does_not_match_leaves_engines_without_a_phase(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ray Serve's `replica` label being other than vLLM's ReplicaId (the full replica name, say,
@@ -123,6 +127,7 @@ def test_a_replica_label_the_join_does_not_match_leaves_engines_without_a_phase(
     assert "SERVE_REPLICA::llm#" in check.detail
 
 
+@pytest.mark.slow
 def test_engines_that_never_served_fail_after_the_wait(tmp_path: Path) -> None:
     with FakeKubeApi("healthy") as kube, prometheus_scraping(kube, tmp_path):
         check = _direct(kube, wait_seconds=2)
@@ -137,6 +142,7 @@ def test_a_stack_without_the_metrics_stack_is_skipped() -> None:
     assert check.status == "skip" and "nothing collects metrics" in check.detail
 
 
+@pytest.mark.slow
 def test_the_rules_rendered_for_another_model_label_no_replica(tmp_path: Path) -> None:
     """A PrometheusRule left from an earlier model: its deployment names match no Serve replica."""
     from components.config.spec import DeploymentSpec

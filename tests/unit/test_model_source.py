@@ -247,6 +247,7 @@ def s3_check(source: str) -> Check:
     return by_id(run_preflight(spec_for(source)))["model-source"]
 
 
+@pytest.mark.slow
 def test_s3_prefix_with_config_json_passes(s3_aws: Any) -> None:
     result = s3_check("s3://raypd-weights/qwen3.5-9b/")
     assert result.status == "pass", result.detail
@@ -258,6 +259,7 @@ def test_s3_prefix_with_config_json_passes(s3_aws: Any) -> None:
     ("s3://raypd-weights/nested", "holds no config.json at its top"),
     ("s3://no-such-bucket-raypd/qwen", "bucket no-such-bucket-raypd of s3://no-such-bucket-raypd/qwen/ does not exist"),
 ])
+@pytest.mark.slow
 def test_s3_source_that_cannot_be_loaded_fails(s3_aws: Any, source: str, said: str) -> None:
     result = s3_check(source)
     assert result.status == "fail"
@@ -265,6 +267,7 @@ def test_s3_source_that_cannot_be_loaded_fails(s3_aws: Any, source: str, said: s
     assert "raypd:model.source" in result.remedy or "upload" in result.remedy
 
 
+@pytest.mark.slow
 def test_s3_nested_folder_is_named(s3_aws: Any) -> None:
     assert "sub-folders: qwen/" in s3_check("s3://raypd-weights/nested").detail
 

@@ -351,6 +351,7 @@ def _captured(expr: str) -> bool:
     return not any(name in expr for name in NOT_CAPTURED)
 
 
+@pytest.mark.slow
 def test_every_rule_evaluates_without_error_on_the_server(prometheus: str) -> None:
     groups = api(prometheus, "/api/v1/rules")["data"]["groups"]
     rules = [rule for group in groups for rule in group["rules"]]

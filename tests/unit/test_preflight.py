@@ -512,6 +512,7 @@ def _stack(tmp_path: Path, config: Mapping[str, Any]) -> Path:
     return write_stack(tmp_path, yaml.safe_dump({"config": dict(config)}))
 
 
+@pytest.mark.slow
 def test_cli_json_against_the_emulator(aws: str, tmp_path: Path) -> None:
     result = run_module("components.preflight", "--config", str(_stack(tmp_path, {})), "--json")
     assert result.returncode == 0, result.stderr

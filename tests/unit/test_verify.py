@@ -67,6 +67,7 @@ EXPECTED: dict[str, dict[str, str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
 def test_scenarios_are_reported_in_the_right_check(scenario: str, tmp_path: Path) -> None:
     with FakeKubeApi(scenario) as kube, contextlib.ExitStack() as stack:

@@ -65,6 +65,7 @@ def every_get_answer(app: Flask, client: FlaskClient) -> list[tuple[str, str]]:
     return answers
 
 
+@pytest.mark.slow
 def test_a_new_key_is_in_the_answer_that_created_it_and_nowhere_else(make_app, kube, caplog):
     caplog.set_level(logging.DEBUG)
     env = deploy_live(make_app, kube)

@@ -36,6 +36,7 @@ def cluster(fake_app, fake_engine, monkeypatch) -> Iterator[dict[str, Any]]:
             yield {"client": client, "kube": kube, "openai": openai, "state": state}
 
 
+@pytest.mark.slow
 def test_a_web_benchmark_runs_as_a_job_in_the_cluster_and_its_run_is_kept(cluster):
     client, kube, openai = cluster["client"], cluster["kube"], cluster["openai"]
     # SLOs no loaded machine misses (the stand-in answers in ~20 ms): this checks the SLOs reach the
@@ -85,6 +86,7 @@ def test_a_refused_job_fails_with_the_apis_words_and_leaves_no_config_map(cluste
     assert "403" in job["error"] and kube.objects() == NOTHING
 
 
+@pytest.mark.slow
 def test_a_pod_that_cannot_start_fails_the_job_with_the_kubelets_reason(cluster):
     client, kube = cluster["client"], cluster["kube"]
     kube.job_waiting_reason = "InvalidImageName"
@@ -94,6 +96,7 @@ def test_a_pod_that_cannot_start_fails_the_job_with_the_kubelets_reason(cluster)
     assert kube.objects() == NOTHING
 
 
+@pytest.mark.slow
 def test_one_deployment_runs_one_benchmark_at_a_time(cluster):
     client = cluster["client"]
     cluster["openai"].ttft_s = 0.2
@@ -105,6 +108,7 @@ def test_one_deployment_runs_one_benchmark_at_a_time(cluster):
     assert wait_for_job(client, first)["status"] == "cancelled"
 
 
+@pytest.mark.slow
 def test_outputs_without_the_endpoint_fail_the_job_with_what_to_do(cluster, fake_engine):
     client, kube = cluster["client"], cluster["kube"]
     fake_engine.live = {key: value for key, value in fake_engine.live.items() if key != "openaiBaseUrl"}

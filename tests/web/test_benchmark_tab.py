@@ -155,6 +155,7 @@ def test_a_benchmark_job_reports_progress_keeps_the_run_and_leaves_the_deploymen
     assert client.get("/benchmarks/plots/ttft_cdf.png?runs=missing").status_code == 404
 
 
+@pytest.mark.slow
 def test_runs_of_two_deployments_are_compared_with_a_verdict(live, fake_engine):
     client, state = live
     create(client, "baseline", {"raypd:mode": "colocated"})
@@ -270,6 +271,7 @@ def test_hostile_query_parameters_get_a_page_not_a_traceback(live):
     assert client.get("/api/v1/benchmarks/%3Cscript%3E", headers=AUTH).status_code == 404
 
 
+@pytest.mark.slow
 def test_the_tab_names_the_price_basis_of_every_cost_and_a_stack_in_eu_west_1_is_told_it_is_not_its_own(
         live, fake_engine):
     client, state = live

@@ -302,6 +302,7 @@ def test_a_new_token_goes_to_the_engine_and_nowhere_else(fake_app, fake_engine):
     assert "raypd:hfToken" not in client.get("/api/v1/deployments/tok", headers=AUTH).get_json()["spec"]
 
 
+@pytest.mark.slow
 def test_pending_changes_show_old_and_new_settings_and_cost_until_deployed(client):
     create(client, "grow")
     assert wait_for_job(client, client.post("/api/v1/deployments/grow/up", headers=AUTH).get_json()["job"])[
@@ -320,6 +321,7 @@ def test_pending_changes_show_old_and_new_settings_and_cost_until_deployed(clien
     assert client.get("/api/v1/deployments/grow", headers=AUTH).get_json()["pendingChanges"] is None
 
 
+@pytest.mark.slow
 def test_a_model_change_previews_as_an_engine_restart_and_offers_zero_downtime(client):
     create(client, "model")
     wait_for_job(client, client.post("/api/v1/deployments/model/up", headers=AUTH).get_json()["job"])
@@ -338,6 +340,7 @@ def test_a_model_change_previews_as_an_engine_restart_and_offers_zero_downtime(c
     assert sum(line["nodes"] for line in zero["extraNodes"]) == 2 and zero["extraUsd"] > 0
 
 
+@pytest.mark.slow
 def test_a_replica_change_previews_in_place_with_no_restart_and_no_strategy_to_choose(client):
     create(client, "scale")
     wait_for_job(client, client.post("/api/v1/deployments/scale/up", headers=AUTH).get_json()["job"])
@@ -356,6 +359,7 @@ def test_a_replica_change_previews_in_place_with_no_restart_and_no_strategy_to_c
 
 # ---- pages ----
 
+@pytest.mark.slow
 def test_change_form_is_filled_with_the_current_settings_then_saves_and_previews(app):
     browser = app.test_client()
     login(browser)
@@ -376,6 +380,7 @@ def test_change_form_is_filled_with_the_current_settings_then_saves_and_previews
     assert 'id="job-changes"' in shown and "What this update would do" in shown
 
 
+@pytest.mark.slow
 def test_the_preview_page_offers_both_strategies_and_switching_previews_again(app):
     browser = app.test_client()
     login(browser)
@@ -404,6 +409,7 @@ def test_the_preview_page_offers_both_strategies_and_switching_previews_again(ap
     assert browser.post("/deployments/pick/strategy", data={"strategy": "inPlace"}).status_code == 403
 
 
+@pytest.mark.slow
 def test_the_change_form_is_a_merge_patch_too_and_an_emptied_field_resets_its_sub_key(app):
     # The form sends every field it shows; one emptied must reset its sub-key (a null in the merge
     # patch), and the other mode's sections, which it does not show, keep their values.

@@ -52,6 +52,7 @@ def preview_after(client, patch: dict[str, Any]) -> dict[str, Any]:
     return preview["summary"]
 
 
+@pytest.mark.slow
 def test_a_gpu_instance_type_change_is_previewed_as_a_node_group_replacement(client):
     summary = preview_after(client, {"raypd:decode": {"instanceType": "g6e.8xlarge"}})
     ops = {(step["type"], step["name"]): step["op"] for step in summary["steps"]}
@@ -67,6 +68,7 @@ def test_a_gpu_instance_type_change_is_previewed_as_a_node_group_replacement(cli
     assert [c["name"] for c in assessment["choices"]] == ["inPlace", "newCluster"]
 
 
+@pytest.mark.slow
 def test_a_replica_change_is_previewed_in_place_with_no_restart(client):
     summary = preview_after(client, {"raypd:decode": {"replicas": 2}})
     ops = {(step["type"], step["name"]): step["op"] for step in summary["steps"]}

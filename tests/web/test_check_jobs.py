@@ -77,6 +77,7 @@ def test_preview_runs_the_preflight_but_is_not_blocked_by_it(client):
     assert job["reports"]["preflight"]["ok"] is False
 
 
+@pytest.mark.slow
 def test_verify_of_an_offline_deployment_skips_every_check_and_says_why(client):
     create(client, "demo")
     _start(client, "demo", "up")
@@ -119,6 +120,7 @@ def test_real_up_ends_with_verify_on_the_live_outputs_and_no_secret_leaks(fake_a
     assert not any("kube-secret-token-4242" in answer for answer in answers)
 
 
+@pytest.mark.slow
 def test_live_status_of_a_real_deployment_is_read_once_per_interval(fake_app, fake_engine):
     client = fake_app.test_client()
     service = fake_app.extensions["raypd"].service
@@ -179,6 +181,7 @@ def _form(page: str, **overrides: str) -> dict[str, str]:
     return form_defaults(page) | {"csrf_token": extract_csrf(page), **overrides}
 
 
+@pytest.mark.slow
 def test_new_deployment_preview_shows_the_preflight_and_launch_needs_force(app):
     browser = app.test_client()
     login(browser)
@@ -227,6 +230,7 @@ def test_deployment_page_has_status_panel_and_verify_button(app):
 
 # ---- the real verify and live status, through a Kubernetes API on loopback ----
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario,failing", [("healthy", set()), ("ucx-fallback", {"nixl-backend"})])
 def test_verify_after_a_real_up_reads_the_cluster_through_the_kubernetes_api(
         fake_app, fake_engine, scenario, failing, tmp_path):
@@ -266,6 +270,7 @@ def test_checks_inside_a_deploy_do_not_overwrite_its_resource_progress(fake_app,
     assert job["progress"] == {"done": planned, "total": planned}  # resources, not the 10 checks
 
 
+@pytest.mark.slow
 def test_every_deploy_button_offers_the_box_its_refusal_names(app):
     # Issue 29 §2: the pending box's Deploy failed and pointed to a "Launch anyway" that was not there,
     # and the box beside the head's Deploy read only "anyway".

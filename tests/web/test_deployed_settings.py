@@ -82,6 +82,7 @@ def test_a_deployment_never_deployed_has_only_pending_settings(client):
     assert "decode: 2 replicas" in row["topology"] and row["estimatedUsdPerHour"] == usd(GROWN)
 
 
+@pytest.mark.slow
 def test_a_saved_change_stays_pending_and_what_was_planned_is_what_the_list_and_api_show(client):
     create(client, "grow")
     up = _up(client, "grow")
@@ -116,6 +117,7 @@ def test_a_saved_change_stays_pending_and_what_was_planned_is_what_the_list_and_
     assert after["status"] == "planned (offline)" and after["pending"] is not None
 
 
+@pytest.mark.slow
 def test_discard_puts_the_planned_settings_back_on_the_stack_and_in_the_store(app, client):
     create(client, "back", {"raypd:image": "public.ecr.aws/x/ray:1"})
     _up(client, "back")
@@ -285,6 +287,7 @@ def test_an_engine_this_server_lacks_is_503(make_app, tmp_path, fake_engine):
 
 # ---- the HF token: compared and restored only as far as raypd can know it ----
 
+@pytest.mark.slow
 def test_a_replaced_token_stays_pending_after_discard_and_discard_says_it_cannot_bring_the_old_one_back(
         fake_app, fake_engine):
     client = fake_app.test_client()
@@ -461,6 +464,7 @@ def test_discard_from_the_page_needs_the_csrf_token_then_puts_the_settings_back(
 
 # ---- team mode and older stores ----
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)  # team mode only
 def test_a_second_server_previews_against_the_plan_the_first_one_made(make_app, store_url, tmp_path):
     first = make_app(home=tmp_path / "server-a", RAYPD_DATABASE_URL=store_url).test_client()
@@ -479,6 +483,7 @@ def test_a_second_server_previews_against_the_plan_the_first_one_made(make_app, 
     assert _detail(second, "team")["pending"] is None
 
 
+@pytest.mark.slow
 def test_an_older_raypd_home_is_completed_at_start(make_app, tmp_path, caplog):
     """A home an older raypd wrote: the plan in workspaces/<stack>/last-plan.json, a deployed record
     without summary, and a deployment deployed before deployed records existed."""

@@ -684,6 +684,7 @@ def test_real_cli_export_lists_pending_operations_and_blocks_up(tmp_path):
     engine.remove("pendtest")
 
 
+@pytest.mark.slow
 def test_the_offline_plan_subprocess_gets_only_what_python_needs(tmp_path, monkeypatch):
     import subprocess as real_subprocess
 

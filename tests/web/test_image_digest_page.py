@@ -26,6 +26,7 @@ def launch(browser, name: str, image: str = "") -> str:
     return text_of(browser.get(f"/deployments/{name}"))
 
 
+@pytest.mark.slow
 def test_the_planned_digest_is_shown_and_called_a_placeholder(browser):
     page = launch(browser, "pinned")
     assert 'id="image-digest"' in page

@@ -89,6 +89,7 @@ def test_api_refusals_name_the_field_and_change_nothing(deployed):
     assert data(deployed) == {FIRST_KEY_NAME: FIRST_KEY}
 
 
+@pytest.mark.slow
 def test_the_cluster_down_or_no_secret_is_a_plain_503_or_409(deployed):
     client, kube = deployed["client"], deployed["kube"]
     kube.delete_secret(deployed["ns"], deployed["secret"])  # a stack deployed before keys existed
@@ -127,6 +128,7 @@ def test_an_offline_plan_has_no_cluster_and_no_keys(client):
     assert 'id="api-key-create"' not in page
 
 
+@pytest.mark.slow
 def test_the_page_creates_a_key_shows_it_once_and_revokes_it(deployed, caplog):
     caplog.set_level(logging.DEBUG)
     app, client = deployed["app"], deployed["client"]
@@ -161,6 +163,7 @@ def test_the_page_creates_a_key_shows_it_once_and_revokes_it(deployed, caplog):
         assert key not in client.get(path, headers=AUTH).get_data(as_text=True)
 
 
+@pytest.mark.slow
 def test_a_bad_name_on_the_page_is_a_message_not_a_key(deployed):
     client = deployed["client"]
     login(client)
@@ -171,6 +174,7 @@ def test_a_bad_name_on_the_page_is_a_message_not_a_key(deployed):
     assert set(data(deployed)) == {FIRST_KEY_NAME}
 
 
+@pytest.mark.slow
 def test_connect_box_shows_the_endpoint_and_a_curl_that_reads_the_key_from_the_environment(deployed):
     client = deployed["client"]
     connect = client.get("/api/v1/deployments/live", headers=AUTH).get_json()["connect"]
@@ -198,6 +202,7 @@ def test_a_hostile_endpoint_url_stays_one_shell_word():
     assert external_connect({"modelId": "m"}, "{}") == {}
 
 
+@pytest.mark.slow
 def test_the_verify_job_tests_the_endpoint_with_the_stacks_api_key_and_keeps_it_nowhere(make_app, kube, caplog):
     from tests.fakes.keyed_endpoint import KeyedEndpoint
 
@@ -222,6 +227,7 @@ def test_the_verify_job_tests_the_endpoint_with_the_stacks_api_key_and_keeps_it_
     assert FIRST_KEY not in events + caplog.text + json.dumps(up)
 
 
+@pytest.mark.slow
 def test_a_stack_deployed_before_keys_existed_has_no_box_to_load(fake_app, fake_engine):
     client = fake_app.test_client()
     quiet_checks(fake_app)

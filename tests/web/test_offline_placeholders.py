@@ -33,6 +33,7 @@ def _value(outputs, path):
     return outputs
 
 
+@pytest.mark.slow
 def test_the_api_lists_the_made_up_outputs_and_offers_no_curl_for_the_made_up_endpoint(planned):
     detail = planned.get("/api/v1/deployments/offline", headers=AUTH).get_json()
     assert set(detail["placeholders"]) == INVENTED
@@ -42,6 +43,7 @@ def test_the_api_lists_the_made_up_outputs_and_offers_no_curl_for_the_made_up_en
     assert "externalCurl" not in connect
 
 
+@pytest.mark.slow
 def test_every_made_up_value_on_the_page_is_labelled_and_none_is_in_a_command(planned):
     detail = planned.get("/api/v1/deployments/offline", headers=AUTH).get_json()
     page = text_of(planned.get("/deployments/offline"))

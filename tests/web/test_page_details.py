@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from components.config.checks import VERIFY_IDS, Check, Report
 from tests.web.support import AUTH, create, login, text_of, wait_for_job
 
@@ -15,6 +17,7 @@ def _pres(page: str) -> list[str]:
     return re.findall(r'<pre class="[^"]*" id="([^"]+)"', page)
 
 
+@pytest.mark.slow
 def test_every_command_and_the_yaml_has_a_copy_button(client):
     login(client)
     create(client, "demo")
@@ -32,6 +35,7 @@ def test_the_login_page_names_the_command_users_start_it_with(client):
     assert "<code>make run</code>" in help_text and "RAYPD_TOKEN" in help_text
 
 
+@pytest.mark.slow
 def test_the_event_log_counts_its_lines(client):
     login(client)
     create(client, "demo")

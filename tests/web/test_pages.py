@@ -299,6 +299,7 @@ def test_launch_then_watch_then_tear_down(browser):
     assert 'data-name="web"' not in text_of(browser.get("/"))
 
 
+@pytest.mark.slow
 def test_operation_buttons_start_jobs_and_a_second_one_is_refused(fake_app, fake_engine):
     client = fake_app.test_client()
     login(client)
@@ -391,6 +392,7 @@ def test_admin_roles_from_the_form_become_a_list_and_a_bad_one_is_named_next_to_
                                           "arn:aws:iam::123456789012:role/ci"]
 
 
+@pytest.mark.slow
 def test_the_deployment_page_plans_the_deployment_once_per_request(browser, monkeypatch):
     """The detail's connect commands, the deployed summary, the diagram and the RayService YAML all
     come from one plan (webui/deployments/reads.py get_with_plan): a second plan_deployment is a

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.web.support import AUTH, create, extract_csrf, login, text_of, wait_for_job
 
 PENDING = [{"urn": "urn:pulumi:demo::raypd::eks:index:Cluster::cluster-eks", "type": "eks:index:Cluster",
@@ -32,6 +34,7 @@ def test_pending_operations_block_deploy_and_are_listed_with_where_to_look(fake_
     assert fake_engine.removed == []
 
 
+@pytest.mark.slow
 def test_clearing_needs_the_typed_name_then_deploy_works_again(fake_app, fake_engine):
     client = fake_app.test_client()
     create(client, "demo")
@@ -53,6 +56,7 @@ def test_offline_deployments_have_nothing_pending(client):
     assert refused.status_code == 409
 
 
+@pytest.mark.slow
 def test_the_page_shows_the_pending_operations_and_a_confirmed_clear(fake_app, fake_engine):
     browser = fake_app.test_client()
     login(browser)

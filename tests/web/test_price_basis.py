@@ -48,6 +48,7 @@ def previewed(client):
     return job, text_of(client.get(f"/deployments/europe?job={job['id']}"))
 
 
+@pytest.mark.slow
 def test_the_deployment_page_says_the_price_basis_once(previewed):
     _, page = previewed
     basis = catalogue.price_basis("eu-west-1")
@@ -57,6 +58,7 @@ def test_the_deployment_page_says_the_price_basis_once(previewed):
     assert re.search(r'id="price-basis">Prices on this page: ' + re.escape(basis), page)
 
 
+@pytest.mark.slow
 def test_an_extra_cost_is_a_total_over_its_minutes_not_a_rate(previewed):
     job, page = previewed
     zero = next(c for c in job["summary"]["assessment"]["choices"] if c["name"] == "newCluster")

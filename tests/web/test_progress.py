@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from components.plan.durations import GPU_NODE_GROUP, TYPICAL_SECONDS, critical_path
 from tests.web.support import AUTH, create, wait_for_job
 from webui.progress import ProgressPlan, durations_for, planned_total
@@ -87,6 +89,7 @@ def test_a_real_update_knows_its_total_and_eta_before_the_first_resource(fake_ap
     assert first_resource["total"] == len(reference) and "etaSeconds" in first_resource
 
 
+@pytest.mark.slow
 def test_the_store_measures_step_durations_of_succeeded_updates(fake_app, fake_engine):
     client = fake_app.test_client()
     store = fake_app.extensions["raypd"].store

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.web.support import AUTH, create, login, text_of, wait_for_job
 from webui.pending_changes import STALE_PREFLIGHT, report_staleness, settings_digest
 
@@ -22,6 +24,7 @@ def _checks(client, name: str) -> dict[str, Any]:
     return client.get(f"/api/v1/deployments/{name}/checks", headers=AUTH).get_json()
 
 
+@pytest.mark.slow
 def test_after_discard_the_preflight_of_the_discarded_settings_is_stale(client):
     login(client)
     create(client, "demo")
@@ -44,6 +47,7 @@ def test_after_discard_the_preflight_of_the_discarded_settings_is_stale(client):
     assert "This report no longer applies" not in text_of(client.get("/deployments/demo"))
 
 
+@pytest.mark.slow
 def test_a_verify_of_what_ran_before_a_deploy_is_stale(client):
     create(client, "demo")
     _run(client, "demo", "up")

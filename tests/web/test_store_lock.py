@@ -119,6 +119,7 @@ def test_a_server_starting_in_team_mode_leaves_a_live_peers_job_alone(make_store
     assert second.get_job(job_id)["status"] in (("succeeded",) if second.shared else ("interrupted",))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)  # team mode only
 def test_in_team_mode_the_jobs_of_a_server_that_vanished_are_interrupted_by_a_peer(make_store):
     first, second = make_store(), make_store()

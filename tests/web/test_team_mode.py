@@ -149,6 +149,7 @@ def test_real_deployments_run_with_their_settings_on_every_server(servers, cli, 
     assert fresh.application.extensions["raypd"].store.stack_file("real") is None
 
 
+@pytest.mark.slow
 def test_a_server_with_another_passphrase_fails_the_job_saying_so_and_loses_nothing(servers, cli, store_url,
                                                                                       tmp_path):
     backend = tmp_path / "shared-backend"
@@ -172,6 +173,7 @@ def test_a_server_with_another_passphrase_fails_the_job_saying_so_and_loses_noth
     assert _job(a, "sealed", "up")["status"] == "succeeded"  # the team's servers still can
 
 
+@pytest.mark.slow
 def test_stacks_sealed_by_a_cloud_secrets_provider_need_no_passphrase_anywhere(servers, cli, store_url, tmp_path):
     backend = tmp_path / "shared-backend"
     kms = "awskms://alias/raypd?region=us-west-2"
