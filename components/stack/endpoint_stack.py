@@ -26,12 +26,10 @@ should take a key from whoever manages keys, and treat `apiKey` as the key the s
 from __future__ import annotations
 
 import datetime
-import json
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
@@ -47,9 +45,9 @@ from components.render.endpoint_lb import (
     lb_controller_values,
     nlb_service,
 )
-from components.render.model_access import irsa_trust_policy
 from components.render.network_policy import kubernetes_policy_version
 from components.stack.addons import RELEASE_TIMEOUT_SECONDS, force_crd_ownership
+from components.stack.irsa import irsa_role
 from components.stack.network_policies import label_addon_namespace
 
 GATEWAY_POD_SECURITY = "baseline"
@@ -90,17 +88,11 @@ class LoadBalancerController(pulumi.ComponentResource):
         super().__init__("raypd:endpoint:LoadBalancerController", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, depends_on=list(args.wait_for))
         namespace, account = defaults.LB_CONTROLLER_NAMESPACE, defaults.LB_CONTROLLER_SERVICE_ACCOUNT
-        trust = pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
-            lambda v: json.dumps(irsa_trust_policy(v[0], v[1], namespace, account)))
-        role = aws.iam.Role(f"{name}-role", assume_role_policy=trust, tags=args.tags,
-                            opts=pulumi.ResourceOptions(parent=self))
-        policy = aws.iam.RolePolicy(f"{name}-policy", role=role.name,
-                                    policy=json.dumps(lb_controller_iam_policy()),
-                                    opts=pulumi.ResourceOptions(parent=self))
         crds = _crds(f"{name}-crds", lb_controller_crd_urls(), child)
-        # The role ARN is read once the policy is attached: a controller that starts earlier
-        # fails its first AWS calls with AccessDenied.
-        role_arn = pulumi.Output.all(role.arn, policy.id).apply(lambda v: v[0])
+        role_arn = irsa_role(
+            f"{name}-role", f"{name}-policy", oidc_provider_arn=args.oidc_provider_arn,
+            oidc_issuer=args.oidc_issuer, namespace=namespace, service_account=account,
+            policy=lb_controller_iam_policy(), tags=args.tags, opts=pulumi.ResourceOptions(parent=self))
         values = pulumi.Output.all(args.vpc_id, role_arn).apply(lambda v: lb_controller_values(
             args.cluster_name, args.region, v[0], v[1]))
         self.release = k8s.helm.v3.Release(

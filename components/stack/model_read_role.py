@@ -7,14 +7,13 @@ role and its inline policy from them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
-import pulumi_aws as aws
 
-from components.render.model_access import S3Location, irsa_trust_policy, read_policy
+from components.render.model_access import S3Location, read_policy
+from components.stack.irsa import irsa_role
 
 
 @dataclass(frozen=True)
@@ -36,19 +35,9 @@ class ModelReadRole(pulumi.ComponentResource):
     def __init__(self, name: str, args: ModelReadRoleArgs,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("raypd:serving:ModelReadRole", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        trust = pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
-            lambda values: json.dumps(irsa_trust_policy(
-                values[0], values[1], args.namespace, args.service_account
-            ))
-        )
-        role = aws.iam.Role(f"{name}-role", assume_role_policy=trust, tags=args.tags, opts=child)
-        policy = aws.iam.RolePolicy(
-            f"{name}-s3-read",
-            role=role.name,
-            policy=json.dumps(read_policy(args.partition, args.location)),
-            opts=child,
-        )
-        # Published once the policy is attached: a pod that starts earlier gets AccessDenied.
-        self.role_arn = pulumi.Output.all(role.arn, policy.id).apply(lambda values: values[0])
+        self.role_arn = irsa_role(
+            f"{name}-role", f"{name}-s3-read", oidc_provider_arn=args.oidc_provider_arn,
+            oidc_issuer=args.oidc_issuer, namespace=args.namespace,
+            service_account=args.service_account, policy=read_policy(args.partition, args.location),
+            tags=args.tags, opts=pulumi.ResourceOptions(parent=self))
         self.register_outputs({"roleArn": self.role_arn})

@@ -8,18 +8,16 @@ node groups' ASG tags, which it discovers them by, are the groups' own (componen
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.config import defaults
-from components.render.model_access import irsa_trust_policy
 from components.render.node_autoscaler import cluster_autoscaler_iam_policy, cluster_autoscaler_values
 from components.stack.addons import RELEASE_TIMEOUT_SECONDS
+from components.stack.irsa import irsa_role
 
 
 @dataclass(frozen=True)
@@ -43,14 +41,11 @@ class NodeAutoscaler(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodeAutoscalerArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("raypd:cluster:NodeAutoscaler", name, None, opts)
         namespace, account = defaults.CLUSTER_AUTOSCALER_NAMESPACE, defaults.CLUSTER_AUTOSCALER_SERVICE_ACCOUNT
-        trust = pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
-            lambda v: json.dumps(irsa_trust_policy(v[0], v[1], namespace, account)))
-        role = aws.iam.Role(f"{name}-role", assume_role_policy=trust, tags=args.tags,
-                            opts=pulumi.ResourceOptions(parent=self))
-        policy = aws.iam.RolePolicy(f"{name}-policy", role=role.name,
-                                    policy=json.dumps(cluster_autoscaler_iam_policy(args.cluster_name)),
-                                    opts=pulumi.ResourceOptions(parent=self))
-        self.role_arn = pulumi.Output.all(role.arn, policy.id).apply(lambda v: v[0])
+        self.role_arn = irsa_role(
+            f"{name}-role", f"{name}-policy", oidc_provider_arn=args.oidc_provider_arn,
+            oidc_issuer=args.oidc_issuer, namespace=namespace, service_account=account,
+            policy=cluster_autoscaler_iam_policy(args.cluster_name), tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self))
         values = self.role_arn.apply(lambda arn: cluster_autoscaler_values(
             args.cluster_name, args.region, arn, args.kubernetes_version))
         self.release = k8s.helm.v3.Release(
