@@ -26,18 +26,32 @@ class VerifyInputError(ValueError):
 @dataclass(frozen=True)
 class GroupPlan:
     name: str
-    nodes: int
+    nodes: int  # where it starts
     gpus_per_node: Optional[int]
     instance_type: str
     phases: tuple[str, ...]
+    # The node autoscaler keeps the group between these (both `nodes` when no phase autoscales).
+    min_nodes: int = 0
+    max_nodes: int = 0
 
 
 @dataclass(frozen=True)
 class PhasePlan:
     name: str
     deployment: str
-    replicas: int
+    replicas: int  # where it starts
     group: str
+    # Serve keeps an autoscaled phase between these (both `replicas` for a fixed count).
+    min_replicas: int = 0
+    max_replicas: int = 0
+
+
+def _nodes_for(entry: Mapping[str, Any], replicas: int) -> int:
+    """Whole nodes for `replicas` engines of a topology entry (the rule of the spec's
+    PhaseSpec.nodes_for, read back from the outputs: each engine on one node)."""
+    gpus = max(1, int(entry.get("tensorParallelSize", 1)) * int(entry.get("pipelineParallelSize", 1)))
+    per_node = max(1, int(entry.get("gpusPerNode") or gpus) // gpus)
+    return -(-replicas // per_node)
 
 
 @dataclass(frozen=True)
@@ -78,12 +92,16 @@ class VerifyPlan:
         phases: dict[str, PhasePlan] = {}
         for phase, entry in outputs["topology"].items():
             group = groups.setdefault(entry["nodeGroup"], {
-                "nodes": 0, "gpus": entry.get("gpusPerNode"), "type": entry["instanceType"],
-                "phases": []})
+                "nodes": 0, "min": 0, "max": 0, "gpus": entry.get("gpusPerNode"),
+                "type": entry["instanceType"], "phases": []})
+            low, high = entry.get("minReplicas", entry["replicas"]), entry.get("maxReplicas", entry["replicas"])
+            autoscaled = "minReplicas" in entry
             group["nodes"] += entry["nodes"]
+            group["min"] += _nodes_for(entry, low) if autoscaled else entry["nodes"]
+            group["max"] += _nodes_for(entry, high) if autoscaled else entry["nodes"]
             group["phases"].append(phase)
             phases[phase] = PhasePlan(phase, serve_deployment_name(phase, outputs["modelId"]), entry["replicas"],
-                                      entry["nodeGroup"])
+                                      entry["nodeGroup"], low, high)
         kv = outputs.get("kvTransfer")
         return cls(
             namespace=outputs["namespace"],
@@ -96,7 +114,8 @@ class VerifyPlan:
             availability_zone=outputs["availabilityZone"],
             region=outputs["region"],
             kv_backend=kv.get("backend") if isinstance(kv, Mapping) else None,
-            groups={name: GroupPlan(name, g["nodes"], g["gpus"], g["type"], tuple(g["phases"]))
+            groups={name: GroupPlan(name, g["nodes"], g["gpus"], g["type"], tuple(g["phases"]),
+                                    g["min"], g["max"])
                     for name, g in groups.items()},
             phases=phases,
         )

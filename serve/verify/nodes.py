@@ -32,8 +32,12 @@ def check_gpu_nodes(ev: Evidence) -> Check:
             stray.append(name_of(node))
     for name, planned in ev.plan.groups.items():
         members = by_group[name]
-        if len(members) < planned.nodes:
-            problems.append(f"node group {name}: {len(members)} of {planned.nodes} planned "
+        # The node autoscaler keeps an autoscaled group between its limits, not at its start.
+        low = planned.min_nodes or planned.nodes
+        count = str(planned.nodes) if low == (planned.max_nodes or planned.nodes) else (
+            f"{low}..{planned.max_nodes}")
+        if len(members) < low:
+            problems.append(f"node group {name}: {len(members)} of {count} planned "
                             f"{planned.instance_type} node(s) registered")
         not_ready = [name_of(n) for n in members if not node_ready(n)]
         if not_ready:
@@ -45,7 +49,7 @@ def check_gpu_nodes(ev: Evidence) -> Check:
             problems.append(f"node group {name}: {GPU_RESOURCE} allocatable is not "
                             f"{want or '>= 1'} on {name_list(short)}")
         if members:
-            evidence.append(f"{name}: {len(members)}/{planned.nodes} Ready node(s) "
+            evidence.append(f"{name}: {len(members)}/{count} Ready node(s) "
                             f"({name_list([name_of(n) for n in members], 4)}), {GPU_RESOURCE}="
                             f"{want or allocatable(members[0], GPU_RESOURCE)} each")
     if stray and ev.plan.pinned:
@@ -56,7 +60,8 @@ def check_gpu_nodes(ev: Evidence) -> Check:
                             "look at the node groups in the EKS console (capacity, health); a "
                             "missing nvidia.com/gpu means the NVIDIA device plugin is not running "
                             "on the node")
-    extra = sum(len(m) for m in by_group.values()) - sum(g.nodes for g in ev.plan.groups.values())
+    extra = sum(len(m) for m in by_group.values()) - sum(
+        g.max_nodes or g.nodes for g in ev.plan.groups.values())
     if extra > 0:
         return Check.warned(cid, title, "; ".join(evidence) + f"; {extra} more GPU node(s) than "
                             "planned", "an earlier node group may still be draining")

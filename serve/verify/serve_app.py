@@ -91,10 +91,13 @@ def check_replica_placement(ev: Evidence) -> Check:
     phases_on_node: dict[str, set[str]] = {}
     for phase, plan in ev.plan.phases.items():
         running = [r for r in replicas.get(phase, []) if r.get("state") == "RUNNING"]
-        if len(running) < plan.replicas:
-            problems.append(f"{plan.deployment}: {len(running)} of {plan.replicas} replica(s) RUNNING")
-        elif len(running) > plan.replicas:
-            warnings.append(f"{plan.deployment}: {len(running)} RUNNING, {plan.replicas} planned")
+        # An autoscaled phase may run anywhere between its bounds; a fixed one exactly its count.
+        low, high = plan.min_replicas or plan.replicas, plan.max_replicas or plan.replicas
+        planned = str(plan.replicas) if low == high else f"{low}..{high}"
+        if len(running) < low:
+            problems.append(f"{plan.deployment}: {len(running)} of {planned} replica(s) RUNNING")
+        elif len(running) > high:
+            warnings.append(f"{plan.deployment}: {len(running)} RUNNING, {planned} planned")
         places = []
         for replica in running:
             ip = str(replica.get("node_ip"))
@@ -113,7 +116,7 @@ def check_replica_placement(ev: Evidence) -> Check:
             phases_on_node.setdefault(node_name, set()).add(phase)
             places.append(f"{node_name} ({group})")
         if running:
-            evidence.append(f"{plan.deployment}: {len(running)}/{plan.replicas} RUNNING on "
+            evidence.append(f"{plan.deployment}: {len(running)}/{planned} RUNNING on "
                             f"{name_list(places, 4)}")
     # The plan gives every phase nodes of its own (components.plan.topology sizes each group as the sum
     # of its phases' nodes): two phases on one node halve its GPUs and take PD's gain away.

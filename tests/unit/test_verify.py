@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import pytest
 
 from components.config.checks import VERIFY_IDS, Report
+from serve.evidence import VerifyPlan
 from serve.verify import cluster_status, run_verify
 from serve.verify.external import ENDPOINT_IDS
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
@@ -271,6 +272,34 @@ def test_pinned_engine_on_the_other_group_fails_placement() -> None:
     assert statuses(report)["replica-placement"] == "fail"
     text = detail(report, "replica-placement")
     assert "instead of node group prefill" in text and "share node" in text
+
+
+SCALED_DECODE = {"raypd:decode": {"replicas": 2, "autoscaling": {
+    "minReplicas": 1, "maxReplicas": 3, "targetOngoingRequests": 8, "downscaleDelaySeconds": 1200}}}
+
+
+def test_an_autoscaled_phase_passes_anywhere_between_its_bounds() -> None:
+    """Issue 30: Serve moves an autoscaled phase between minReplicas and maxReplicas; verify judges
+    the count against those bounds (from the outputs), not the starting `replicas`."""
+    with FakeKubeApi("healthy", config=SCALED_DECODE) as kube:
+        plan = VerifyPlan.from_outputs(kube.outputs())
+        assert (plan.phases["decode"].min_replicas, plan.phases["decode"].max_replicas) == (1, 3)
+        assert (plan.groups["gpu"].min_nodes, plan.groups["gpu"].nodes, plan.groups["gpu"].max_nodes) == (2, 3, 4)
+        kube.replicas["decode"] = kube.replicas["decode"][:1]  # scaled down to its minimum
+        report = run_verify(kube.outputs(), **FAST)
+    got = statuses(report)
+    assert got["replica-placement"] == "pass", detail(report, "replica-placement")
+    assert "1/1..3 RUNNING" in detail(report, "replica-placement")
+    assert got["gpu-nodes"] == "pass" and "3/2..4 Ready" in detail(report, "gpu-nodes")
+
+
+def test_an_autoscaled_phase_below_its_minimum_fails() -> None:
+    with FakeKubeApi("healthy", config=SCALED_DECODE) as kube:
+        for replica in kube.replicas["decode"]:
+            replica["state"] = "STARTING"
+        report = run_verify(kube.outputs(), **FAST)
+    assert statuses(report)["replica-placement"] == "fail"
+    assert "0 of 1..3 replica(s) RUNNING" in detail(report, "replica-placement")
 
 
 # Every check that needs the Kubernetes API (all but the public endpoint's two).
