@@ -74,6 +74,11 @@ def pytest_unconfigure(config: object) -> None:
 REAL_ENGINES_GROUP = "real-engines"
 
 
+# tryfirst: pytest-xdist's worker reads the group marks in its own pytest_collection_modifyitems
+# (xdist/remote.py, it suffixes each node id with "@group"); that plugin registers after this
+# conftest, so pluggy would call it first and the marks would come too late: the real tests then
+# spread over both workers, one waiting up to an hour for the other's machine lock.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     real = os.path.join("tests", "real") + os.sep
     for item in items:
