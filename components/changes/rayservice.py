@@ -85,7 +85,7 @@ def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[E
             + (f"; {_toggled(old.plan, new.plan)}, so the workers "
                + ("gain" if new.plan.autoscaling else "lose")
                + " the node autoscaler's do-not-evict annotation"
-               if _turned(old.plan, new.plan) and old.plan.autoscaling != new.plan.autoscaling else "")
+               if old.plan.autoscaling != new.plan.autoscaling else "")
             + "): KubeRay needs a new Ray cluster, started "
             + ("on the new nodes" if cold else "on the nodes already there")
             + f"; every engine loads the model again ({minutes(cold_cluster if cold else warm_cluster)})",
@@ -100,16 +100,11 @@ def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[E
     return effects, rebuild
 
 
-def _turned(old: DeploymentPlan, new: DeploymentPlan) -> list[str]:
-    """The phases whose autoscaling is turned on or off, as "on for decode"."""
-    return [f"{'on' if phase.settings.autoscaling else 'off'} for {name}"
-            for name, phase in new.phases.items() if name in old.phases
-            and (old.phases[name].settings.autoscaling is None) != (phase.settings.autoscaling is None)]
-
-
 def _toggled(old: DeploymentPlan, new: DeploymentPlan) -> str:
     """The phases whose autoscaling is turned on or off (or whose policy changes), in words."""
-    turned = _turned(old, new)
+    turned = [f"{'on' if phase.settings.autoscaling else 'off'} for {name}"
+              for name, phase in new.phases.items() if name in old.phases
+              and (old.phases[name].settings.autoscaling is None) != (phase.settings.autoscaling is None)]
     return f"autoscaling is turned {' and '.join(turned)}" if turned else "a phase's autoscaling policy changes"
 
 

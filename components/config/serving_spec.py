@@ -122,7 +122,7 @@ class PhaseSpec(SpecModel):
 
     @property
     def replicas_per_node(self) -> int:
-        return max(1, self.hardware.gpus // self.gpus_per_replica)
+        return replicas_per_node(self.hardware.gpus, self.gpus_per_replica)
 
     @model_serializer(mode="wrap")
     def _fixed_count_has_no_block(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -163,6 +163,13 @@ class PhaseSpec(SpecModel):
     @property
     def gpus(self) -> int:
         return self.replicas * self.gpus_per_replica
+
+
+def replicas_per_node(gpus_per_node: int, gpus_per_replica: int) -> int:
+    """Engines one node holds: each engine on one node, so TP/PP traffic stays on NVLink/PCIe (an
+    engine wider than a node still counts one per node). One home for the rule: serve.verify reads
+    it back from the outputs' topology."""
+    return max(1, gpus_per_node // gpus_per_replica)
 
 
 def colocated_default() -> PhaseSpec:

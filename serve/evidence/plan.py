@@ -8,6 +8,7 @@ from typing import Any, Mapping, Optional
 
 from components.config import defaults
 from components.config.safe_documents import DocumentError, load_json
+from components.config.serving_spec import replicas_per_node
 from components.config.spec import SECRET_PLACEHOLDER
 from components.render.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
 from components.render.serve_config import APP_NAME, serve_deployment_name
@@ -47,11 +48,10 @@ class PhasePlan:
 
 
 def _nodes_for(entry: Mapping[str, Any], replicas: int) -> int:
-    """Whole nodes for `replicas` engines of a topology entry (the rule of the spec's
-    PhaseSpec.nodes_for, read back from the outputs: each engine on one node)."""
+    """Whole nodes for `replicas` engines of a topology entry (the spec's rule, read back from
+    the outputs)."""
     gpus = max(1, int(entry.get("tensorParallelSize", 1)) * int(entry.get("pipelineParallelSize", 1)))
-    per_node = max(1, int(entry.get("gpusPerNode") or gpus) // gpus)
-    return -(-replicas // per_node)
+    return -(-replicas // replicas_per_node(int(entry.get("gpusPerNode") or gpus), gpus))
 
 
 @dataclass(frozen=True)
