@@ -17,7 +17,8 @@ The build task is a Ray task with no node affinity (`num_cpus=0`), so it can run
 the file goes on every Ray container's Python path. A runtime_env `py_modules` would need a remote
 URI (an S3 or HTTPS zip) that raypd does not have; a ConfigMap mounted read-only at POLICY_DIR with
 PYTHONPATH pointing there needs nothing beyond the cluster, and Ray passes the container's
-environment to every worker it starts (tests/real/serve_updates relies on the same).
+environment to every worker it starts (tests/real/serve_updates relies on the same; raypd's benchmark Job
+already runs the DLC image with its code mounted from a ConfigMap on PYTHONPATH, serve/benchmark/job.py).
 
 Changes (ray/serve/_private/deploy_utils.py `get_app_code_version` hashes `autoscaling_policy`
 beside import_path, runtime_env and args): adding, removing or changing this block rebuilds the
