@@ -1,0 +1,125 @@
+"""Issue 30 §4 on the real Ray Serve LLM 2.60 + vLLM CPU stack: each phase follows its own load.
+
+The small stack runs autoscaled (each phase min 1, max 2; targets prefill 1, decode 4; tests/real/
+autoscaled_stack.py) under raypd's PD policy (components/render/scaling_policy/), and raypd's own
+load generator drives it until what the test waits for has happened:
+- a decode-bound load (short prompts, 128 streamed tokens each, 8 at a time) grows decode to 2
+  serving replicas while prefill's target stays 1; once the load stops, decode returns to 1;
+- a prefill-bound load (long prompts, ~750 tokens, queueing at a prefill that takes one sequence
+  at a time; 1 token each; 8 at a time) grows prefill to 2 while decode's target stays 1, and
+  prefill returns to 1 afterwards. Under Serve's default policy decode grows too (measured here
+  with Ray 2.60): decode's ongoing requests include the ones waiting on prefill. Decode's own work
+  per request (the KV pull and one token) is short, so it stays far below decode's target;
+- every request of both runs is answered: no 5xx while replicas start or stop.
+Serve's application status is sampled every 2 s (each deployment's target and RUNNING replicas);
+the samples go to test-artifacts/real/scaling/ with how long each scale-up took. Each test starts
+from and leaves both phases at 1 replica. About 10-15 minutes on an idle 2-core machine (two CPU
+engine starts under load, ~150 s each measured here, and two downscale delays).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from tests.real.autoscaled_stack import AUTOSCALING
+from tests.real.processes import wait_until
+from tests.real.ray_serve import RayServe
+from tests.real.scaling.load import answered, start_load
+
+PREFILL = "Prefill:tiny"
+DECODE = "Decode:tiny"
+SCALE_UP_DEADLINE_S = 1200.0  # a second CPU engine under load: ~150 s measured, far more on a busy machine
+SAMPLE_EVERY_S = 2.0
+
+
+def counts(ray: RayServe) -> dict[str, dict[str, int]]:
+    """Per phase: Serve's target replicas and the replicas RUNNING now (its application REST API)."""
+    app = (ray.applications().get("applications") or {}).get(ray.app_name) or {}
+    result = {}
+    for name in (PREFILL, DECODE):
+        deployment = (app.get("deployments") or {}).get(name) or {}
+        result[name] = {"target": int(deployment.get("target_num_replicas") or 0),
+                        "running": sum(r.get("state") == "RUNNING" for r in deployment.get("replicas") or [])}
+    return result
+
+
+class Samples:
+    """Serve's counts over a test, as the test polls them."""
+
+    def __init__(self, ray: RayServe) -> None:
+        self.ray = ray
+        self.start = time.monotonic()
+        self.rows: list[dict[str, Any]] = []
+
+    def take(self) -> dict[str, dict[str, int]]:
+        """Serve's counts now; a dashboard too busy to answer this once reads as no replica (asked again)."""
+        try:
+            now = counts(self.ray)
+        except (requests.RequestException, ValueError):
+            return {name: {"target": 0, "running": 0} for name in (PREFILL, DECODE)}
+        self.rows.append({"t": round(time.monotonic() - self.start, 1), **now})
+        return now
+
+    def most(self, deployment: str, key: str) -> int:
+        return max((row[deployment][key] for row in self.rows), default=0)
+
+    def first(self, deployment: str, key: str, value: int) -> float:
+        return next((row["t"] for row in self.rows if row[deployment][key] >= value), float("nan"))
+
+    def save(self, path: Path, **extra: Any) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**extra, "samples": self.rows}, indent=1))
+
+
+def at_min(ray: RayServe, samples: Samples) -> bool:
+    now = samples.take()
+    return all(now[name] == {"target": 1, "running": 1} for name in (PREFILL, DECODE))
+
+
+def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str, **load_shape: int) -> None:
+    """Drive `load_shape` until `grows` serves on 2 replicas; check `stays` never left 1, every request
+    was answered, and `grows` returned to 1 after the load (the delays are Serve's, from AUTOSCALING)."""
+    samples = Samples(ray)
+    facts: dict[str, Any] = {"load": load_shape, "autoscaling": AUTOSCALING}
+    wait_until("both phases at 1 replica before the load", lambda: at_min(ray, samples),
+               deadline_s=300 + AUTOSCALING["downscale_delay_s"], watch=[ray.process], interval_s=SAMPLE_EVERY_S)
+    started = facts["load_started_s"] = samples.rows[-1]["t"]
+    load = start_load(ray.serve_url, ray.model_id, **load_shape)
+    try:
+        wait_until(f"{grows} serving on 2 replicas under the {name} load",
+                   lambda: samples.take()[grows]["running"] >= 2, deadline_s=SCALE_UP_DEADLINE_S,
+                   watch=[ray.process], interval_s=SAMPLE_EVERY_S)
+    finally:
+        records = load.finish()
+        stopped = facts["load_stopped_s"] = round(time.monotonic() - samples.start, 1)
+        facts.update(requests=len(records), target_2_after_s=samples.first(grows, "target", 2) - started,
+                     serving_on_2_after_s=samples.first(grows, "running", 2) - started)
+        samples.save(artifacts / f"{name}.json", **facts)
+    message = f"{ray.describe()}\nsamples: {samples.rows}"
+    failed = [r for r in records if not answered(r)]
+    assert records and not failed, f"{len(failed)} of {len(records)} requests not answered: {failed[:3]}\n{message}"
+    assert samples.most(stays, "target") == 1, f"{stays} was scaled by the {name} load\n{message}"
+    assert facts["target_2_after_s"] >= AUTOSCALING["upscale_delay_s"], f"scaled before upscale_delay_s\n{message}"
+    wait_until(f"{grows} back to 1 replica after the load", lambda: at_min(ray, samples),
+               deadline_s=300 + AUTOSCALING["downscale_delay_s"], watch=[ray.process], interval_s=SAMPLE_EVERY_S)
+    facts["back_to_1_after_stop_s"] = round(samples.rows[-1]["t"] - stopped, 1)
+    samples.save(artifacts / f"{name}.json", **facts)
+    assert facts["back_to_1_after_stop_s"] >= AUTOSCALING["downscale_delay_s"], f"scaled down early\n{message}"
+    assert samples.most(stays, "target") == 1, f"{stays} was scaled after the {name} load\n{message}"
+
+
+def test_a_decode_bound_load_grows_decode_and_leaves_prefill_alone(scaling_ray: RayServe,
+                                                                    real_artifacts: Path) -> None:
+    run_burst(scaling_ray, real_artifacts / "scaling", "decode-bound", grows=DECODE, stays=PREFILL,
+              concurrency=8, input_words=16, output_tokens=128)
+
+
+def test_a_prefill_bound_load_grows_prefill_and_leaves_decode_alone(scaling_ray: RayServe,
+                                                                     real_artifacts: Path) -> None:
+    run_burst(scaling_ray, real_artifacts / "scaling", "prefill-bound", grows=PREFILL, stays=DECODE,
+              concurrency=8, input_words=280, output_tokens=1)
