@@ -23,7 +23,7 @@ from components.changes.effects import Effect, Kind, minutes
 from components.plan.durations import CHANGE_TIMES, TYPICAL_SECONDS
 from components.plan.topology import DeploymentPlan, PhasePlan, plan_deployment
 from components.render.rayservice import RAY_CLUSTER_DIGEST_ANNOTATION, render_rayservice
-from components.render.serve_autoscaling import code_version_policies
+from components.render.serve_autoscaling import serve_code_version
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,8 @@ def _rendered(side: Side) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _serve_code(app: dict[str, Any]) -> str:
-    """What Ray Serve hashes into an application's code version (Ray 2.58 ray/serve/_private/
-    deploy_utils.py get_app_code_version: import path, runtime_env, args and the deployments'
-    autoscaling policies; raypd renders no request router or deployment actors, its other parts):
-    a change here rebuilds the application and restarts every engine."""
-    code = {k: app.get(k) for k in ("import_path", "runtime_env", "args")}
-    code["deployment_autoscaling_policies"] = code_version_policies(app)
-    return json.dumps(code, sort_keys=True)
+    """Ray Serve's code version of a rendered application: a change rebuilds it, restarting every engine."""
+    return json.dumps(serve_code_version(app), sort_keys=True)
 
 
 def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[Effect], bool]:
@@ -93,7 +88,7 @@ def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[E
         ))
     elif _serve_code(old_app) != _serve_code(new_app):
         rebuild = True
-        same_engines = all(old_app.get(k) == new_app.get(k) for k in ("import_path", "runtime_env", "args"))
+        same_engines = all(old_app.get(k) == new_app.get(k) for k in ("import_path", "args"))
         effects.append(_engines_restart(new.plan, _toggled(old.plan, new.plan) if same_engines else None))
     if not rebuild:
         effects += _replica_effects(old.plan, new.plan)

@@ -49,7 +49,8 @@ from components.render.model_access import service_account_name
 from components.render.node_autoscaler import busy_engine_annotations
 from components.render.ray_autoscaler import autoscaler_options, worker_group_bounds
 from components.render.rollout import rayservice_await_annotations
-from components.render.serve_autoscaling import code_version_policies
+from components.render.scaling_policy.rendering import mount_policy_file
+from components.render.serve_autoscaling import serve_code_version
 from components.render.serve_config import render_application, to_yaml
 
 API_VERSION = "ray.io/v1"
@@ -174,7 +175,8 @@ def _pre_stop() -> dict[str, Any]:
     return {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}}
 
 
-def _head_group(spec: DeploymentSpec) -> dict[str, Any]:
+def _head_group(plan: DeploymentPlan) -> dict[str, Any]:
+    spec = plan.spec
     ports = [
         {"containerPort": defaults.GCS_PORT, "name": "gcs"},
         {"containerPort": defaults.DASHBOARD_PORT, "name": "dashboard"},
@@ -194,20 +196,19 @@ def _head_group(spec: DeploymentSpec) -> dict[str, Any]:
         "env": env,
         "lifecycle": _pre_stop(),
     }
+    pod_spec = {
+        **_pod_identity(spec),
+        # The system group's type too: after a system node type change the head must not
+        # start on the old node that Pulumi drains at the end of the update.
+        "nodeSelector": {**defaults.SYSTEM_LABELS,
+                         defaults.INSTANCE_TYPE_LABEL: spec.system_nodes.instance_type},
+        "containers": [container],
+    }
+    mount_policy_file(plan, container, pod_spec)
     return {
         # num-gpus 0: the head runs on a CPU node; no engine may be scheduled on it.
         "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},
-        "template": {
-            "metadata": {"labels": pod_labels(spec)},
-            "spec": {
-                **_pod_identity(spec),
-                # The system group's type too: after a system node type change the head must not
-                # start on the old node that Pulumi drains at the end of the update.
-                "nodeSelector": {**defaults.SYSTEM_LABELS,
-                                 defaults.INSTANCE_TYPE_LABEL: spec.system_nodes.instance_type},
-                "containers": [container],
-            }
-        },
+        "template": {"metadata": {"labels": pod_labels(spec)}, "spec": pod_spec},
     }
 
 
@@ -267,6 +268,20 @@ def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan, zone: Optional[str]
     }
     if spec.observability.enabled:
         container["ports"] = metrics.worker_metrics_ports()  # the worker PodMonitor's port
+    pod_spec: dict[str, Any] = {
+        **_pod_identity(spec),
+        "nodeSelector": worker_node_selector(group, zone, node_set),
+        # Harmless where GPU nodes are untainted; needed where they carry the usual taint.
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [container],
+        "volumes": [
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+            # Survives container restarts within the pod, so a crashed engine does not
+            # download the checkpoint again.
+            {"name": "hf-cache", "emptyDir": {}},
+        ],
+    }
+    mount_policy_file(plan, container, pod_spec)
     return {
         "groupName": group.name,
         # Where the cluster starts; from then on the autoscaler owns the count (module docstring).
@@ -277,19 +292,7 @@ def _worker_group(plan: DeploymentPlan, group: GpuGroupPlan, zone: Optional[str]
             # engine) to remove the node under it; without, the template stays as it was.
             "metadata": {"labels": pod_labels(spec),
                          **({"annotations": busy_engine_annotations()} if plan.autoscaling else {})},
-            "spec": {
-                **_pod_identity(spec),
-                "nodeSelector": worker_node_selector(group, zone, node_set),
-                # Harmless where GPU nodes are untainted; needed where they carry the usual taint.
-                "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-                "containers": [container],
-                "volumes": [
-                    {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-                    # Survives container restarts within the pod, so a crashed engine does not
-                    # download the checkpoint again.
-                    {"name": "hf-cache", "emptyDir": {}},
-                ],
-            }
+            "spec": pod_spec,
         },
     }
 
@@ -330,7 +333,7 @@ def _ray_cluster_config(plan: DeploymentPlan, zone: Optional[str],
         # docstring): the Ray autoscaler adds and removes workers as Serve asks for engines.
         "enableInTreeAutoscaling": True,
         "autoscalerOptions": autoscaler_options(),  # components.render.ray_autoscaler
-        "headGroupSpec": _head_group(spec),
+        "headGroupSpec": _head_group(plan),
         "workerGroupSpecs": [_worker_group(plan, group, zone, node_set) for group in plan.groups],
     }
 
@@ -347,11 +350,14 @@ def node_set(plan: DeploymentPlan, zone: Optional[str] = None) -> Optional[str]:
     if plan.spec.upgrade_strategy != "newCluster":
         return None
     base = cluster_rebuild_digest(_ray_cluster_config(plan, zone, None))
-    application = render_application(plan)
-    args = json.dumps(application["args"], sort_keys=True)
-    policies = code_version_policies(application)
-    if policies:  # absent for fixed counts: their node sets stay what they were before issue 30
-        args += "\n" + json.dumps(policies, sort_keys=True)
+    version = serve_code_version(render_application(plan))
+    args = json.dumps(version["args"], sort_keys=True)
+    # The autoscaling parts only where there are some: a fixed stack's node set stays what it was
+    # before issue 30 (the import path goes with the args: the mode changes both).
+    scaling = {key: value for key, value in version.items()
+               if key not in ("args", "import_path") and value not in (None, [])}
+    if scaling:
+        args += "\n" + json.dumps(scaling, sort_keys=True)
     return hashlib.sha256(f"{base}\n{args}".encode("utf-8")).hexdigest()[:10]
 
 

@@ -30,32 +30,29 @@ How the override reaches the running deployment (Ray 2.58, read in the wheel's s
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from components.config.autoscaling_spec import AutoscalingSpec, engine_max_num_seqs
 from components.plan.topology import DeploymentPlan, PhasePlan
+from components.render.scaling_policy.rendering import uses_pd_policy
 
 
-def code_version_policies(application: dict[str, Any]) -> list[Any]:
-    """The part of a rendered application's Serve code version that comes from autoscaling: the
-    `policy` of every `deployments` override with an autoscaling_config (None: Serve's default),
-    listed as Ray 2.58's get_app_code_version lists them. Its length says how many phases
-    autoscale, so turning one on or off changes it; empty for fixed counts."""
-    return [override["autoscaling_config"].get("policy") for override in application.get("deployments") or []
-            if isinstance(override.get("autoscaling_config"), dict)]
-
-
-def autoscaling_policy(plan: DeploymentPlan, phase_name: str) -> Optional[dict[str, Any]]:
-    """The Serve autoscaling policy of a phase's deployment, or None for Serve's default.
-
-    Serve's default (`ray.serve.autoscaling_policy:default_autoscaling_policy`) scales on ongoing
-    requests per replica. HOOK for the per-phase policy of issue 30 (a decode that scales on its own
-    engines' running sequences rather than on requests that include the prefill wait): return
-    `{"policy_function": "package.module:function", "policy_kwargs": {...}}` (Ray 2.58
-    ray/serve/config.py `AutoscalingPolicy`) for the phases that use it. A policy is part of Serve's
-    code version (module docstring): adding, changing or removing one restarts every engine.
-    """
-    return None
+def serve_code_version(application: dict[str, Any]) -> dict[str, Any]:
+    """What Ray Serve hashes into a rendered application's code version (Ray 2.58/2.60
+    ray/serve/_private/deploy_utils.py `get_app_code_version`): import path, runtime_env, args, the
+    application's `autoscaling_policy`, and the `policy` of every `deployments` override with an
+    autoscaling_config (None: Serve's default), listed as Serve lists them, so turning a phase's
+    autoscaling on or off changes it. raypd renders no request router or deployment actors, the
+    other parts. A change here rebuilds the application and restarts every engine."""
+    return {
+        "import_path": application.get("import_path"),
+        "runtime_env": application.get("runtime_env"),
+        "args": application.get("args"),
+        "autoscaling_policy": application.get("autoscaling_policy"),
+        "deployment_autoscaling_policies": [
+            override["autoscaling_config"].get("policy") for override in application.get("deployments") or []
+            if isinstance(override.get("autoscaling_config"), dict)],
+    }
 
 
 def max_ongoing_requests(phase: PhasePlan) -> int:
@@ -79,7 +76,7 @@ def autoscaling_config(plan: DeploymentPlan, phase_name: str) -> dict[str, Any]:
     phase = plan.phases[phase_name]
     scaling = phase.settings.autoscaling
     assert isinstance(scaling, AutoscalingSpec)
-    config: dict[str, Any] = {
+    return {
         "min_replicas": scaling.minimum,
         "max_replicas": scaling.maximum,
         "initial_replicas": phase.replicas,
@@ -88,16 +85,27 @@ def autoscaling_config(plan: DeploymentPlan, phase_name: str) -> dict[str, Any]:
         "upscale_delay_s": scaling.upscale_delay,
         "downscale_delay_s": scaling.downscale_delay,
     }
-    policy = autoscaling_policy(plan, phase_name)
-    if policy is not None:
-        config["policy"] = policy
-    return config
+
+
+def pinned_config(phase: PhasePlan) -> dict[str, Any]:
+    """A fixed phase of an app under the PD policy: autoscaling between `replicas` and `replicas`.
+
+    Serve hands an application-level policy the contexts of its autoscaling deployments only
+    (autoscaling_state.py), and decode's signal subtracts prefill's ongoing requests: a fixed
+    prefill must still be one of them, or decode would scale on the prefill wait again. Min = max
+    keeps the count fixed whatever the policy answers; the target only has to be valid (positive,
+    not above max_ongoing_requests), so it is one engine's full load."""
+    return {"min_replicas": phase.replicas, "max_replicas": phase.replicas, "initial_replicas": phase.replicas,
+            "target_ongoing_requests": max_ongoing_requests(phase)}
 
 
 def deployment_override(plan: DeploymentPlan, phase_name: str, deployment_name: str) -> dict[str, Any]:
     """One entry of the application's `deployments:` list for a phase's Serve deployment."""
     phase = plan.phases[phase_name]
-    if phase.settings.autoscaling is None:
+    if phase.settings.autoscaling is not None:
+        config = autoscaling_config(plan, phase_name)
+    elif uses_pd_policy(plan):
+        config = pinned_config(phase)
+    else:
         return {"name": deployment_name, "num_replicas": phase.replicas}
-    return {"name": deployment_name, "autoscaling_config": autoscaling_config(plan, phase_name),
-            "max_ongoing_requests": max_ongoing_requests(phase)}
+    return {"name": deployment_name, "autoscaling_config": config, "max_ongoing_requests": max_ongoing_requests(phase)}

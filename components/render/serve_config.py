@@ -38,6 +38,7 @@ import yaml
 from components.config import defaults
 from components.config.spec import DeploymentSpec
 from components.plan.topology import DeploymentPlan, PhasePlan
+from components.render.scaling_policy.rendering import application_scaling
 from components.render.serve_autoscaling import deployment_override
 
 APP_NAME = "llm"
@@ -147,7 +148,7 @@ def render_application(plan: DeploymentPlan) -> dict[str, Any]:
     deployments = [deployment_override(plan, name, serve_deployment_name(name, plan.spec.model.id))
                    for name in plan.phases]
     return {"name": APP_NAME, "route_prefix": ROUTE_PREFIX, "import_path": import_path, "args": args,
-            "deployments": deployments}
+            "deployments": deployments, **application_scaling(plan)}
 
 
 def render_serve_config(plan: DeploymentPlan) -> dict[str, Any]:

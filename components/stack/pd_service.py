@@ -65,6 +65,8 @@ class PdServiceArgs:
     network_policies: Optional[NetworkPoliciesArgs] = None
     # The Pod Security version label ("v1.35"): the cluster's Kubernetes minor.
     pod_security_version: str = "latest"
+    # ConfigMaps the Ray pods mount (components.render.rayservice.mounted_config_maps).
+    config_maps: tuple[dict[str, Any], ...] = ()
 
 
 class PdService(pulumi.ComponentResource):
@@ -96,31 +98,7 @@ class PdService(pulumi.ComponentResource):
                 f"{name}-network", dataclasses.replace(args.network_policies, wait_for=(namespace,)),
                 opts=pulumi.ResourceOptions(parent=self))
             needs.append(policies)
-        if args.hf_token is not None:
-            token = k8s.core.v1.Secret(
-                f"{name}-hf-token",
-                metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name=args.hf_token_secret_name, namespace=args.namespace
-                ),
-                # Secret end to end: encrypted in the Pulumi state, masked in every output.
-                string_data={
-                    HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token.get_secret_value())
-                },
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
-            )
-            needs.append(token)
-        if args.service_account_name is not None and args.service_account_role_arn is not None:
-            account = k8s.core.v1.ServiceAccount(
-                f"{name}-model-reader",
-                metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name=args.service_account_name,
-                    namespace=args.namespace,
-                    # EKS's pod identity webhook gives pods of this account the role's credentials.
-                    annotations={ROLE_ARN_ANNOTATION: args.service_account_role_arn},
-                ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
-            )
-            needs.append(account)
+        needs += self._pod_inputs(name, args, namespace)
 
         self.ray_service = k8s.apiextensions.CustomResource(
             f"{name}-rayservice",
@@ -149,3 +127,41 @@ class PdService(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ray_service]),
         )
         self.register_outputs({"rayServiceName": manifest["metadata"]["name"]})
+
+    def _pod_inputs(self, name: str, args: PdServiceArgs, namespace: k8s.core.v1.Namespace) -> list[pulumi.Resource]:
+        """What the Ray pods read at start (the HF token Secret, mounted ConfigMaps, the model
+        reader's ServiceAccount): created before the RayService."""
+        created: list[pulumi.Resource] = []
+        if args.hf_token is not None:
+            token = k8s.core.v1.Secret(
+                f"{name}-hf-token",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=args.hf_token_secret_name, namespace=args.namespace
+                ),
+                # Secret end to end: encrypted in the Pulumi state, masked in every output.
+                string_data={
+                    HF_TOKEN_SECRET_KEY: pulumi.Output.secret(args.hf_token.get_secret_value())
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )
+            created.append(token)
+        for config_map in args.config_maps:
+            created.append(k8s.core.v1.ConfigMap(
+                f"{name}-{config_map['metadata']['name']}",
+                metadata=config_map["metadata"],
+                data=config_map["data"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            ))
+        if args.service_account_name is not None and args.service_account_role_arn is not None:
+            account = k8s.core.v1.ServiceAccount(
+                f"{name}-model-reader",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=args.service_account_name,
+                    namespace=args.namespace,
+                    # EKS's pod identity webhook gives pods of this account the role's credentials.
+                    annotations={ROLE_ARN_ANNOTATION: args.service_account_role_arn},
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )
+            created.append(account)
+        return created

@@ -29,6 +29,7 @@ from components.render.observability import prometheus_peers
 from components.render.observability_dashboards import dashboards
 from components.render.observability_rules import prometheus_rule_groups
 from components.render.outputs import API_KEY_OUTPUT, KUBECONFIG_KEY, render_stack_outputs
+from components.render.scaling_policy.rendering import mounted_config_maps
 from components.stack.addons import Addons, AddonsArgs
 from components.stack.cluster import Cluster, ClusterArgs, SystemNodesArgs, aws_partition
 from components.stack.endpoint_stack import (
@@ -165,6 +166,7 @@ def _ray_service(plan: DeploymentPlan, gpu_zone: str, network: Network, cluster:
         service_account_name=model_reader[0] if model_reader else None,
         service_account_role_arn=model_reader[1] if model_reader else None,
         upgrade_strategy=spec.upgrade_strategy,
+        config_maps=tuple(mounted_config_maps(plan, rayservice.labels(spec))),
         # ---- lock-down (issue 17 §3): who may reach the Ray pods ----
         network_policies=NetworkPoliciesArgs(
             namespace=spec.namespace,

@@ -81,3 +81,29 @@ def test_pulumi_up_logs_the_plans_warnings(monkeypatch: pytest.MonkeyPatch) -> N
     spec = DeploymentSpec.from_config(AUTOSCALED, "dev")
     run_program(lambda: build(spec), project="raypd", stack="dev", region=spec.region)
     assert any(m.startswith("raypd:decode.autoscaling.downscaleDelaySeconds 600 s") for m in logged), logged
+
+
+def test_the_pd_policy_file_is_mounted_in_every_ray_container_before_the_rayservice(autoscaled_plan: Plan) -> None:
+    """Serve's build task may run on any Ray node and imports raypd's policy from the ConfigMap the
+    program creates first (components.render.scaling_policy.delivery)."""
+    (config_map,) = [c for c in autoscaled_plan.of_type("kubernetes:core/v1:ConfigMap")
+                     if c["inputs"]["metadata"]["name"].endswith("-serve-policy")]
+    assert config_map["inputs"]["metadata"]["name"] == "ray-llm-serve-policy"
+    assert set(config_map["inputs"]["data"]) == {"raypd_pd_autoscaling.py"}
+    (rayservice,) = autoscaled_plan.of_type("kubernetes:ray.io/v1:RayService")
+    assert config_map["name"] in rayservice["dependsOn"]
+    cluster = rayservice["inputs"]["spec"]["rayClusterConfig"]
+    pods = [cluster["headGroupSpec"]["template"]["spec"]] + [g["template"]["spec"] for g in cluster["workerGroupSpecs"]]
+    for pod in pods:
+        (container,) = pod["containers"]
+        assert {"name": "raypd-serve-policy", "mountPath": "/opt/raypd/python", "readOnly": True} in container[
+            "volumeMounts"]
+        assert {"name": "raypd-serve-policy", "configMap": {"name": "ray-llm-serve-policy"}} in pod["volumes"]
+    (app,) = yaml.safe_load(rayservice["inputs"]["spec"]["serveConfigV2"])["applications"]
+    assert app["autoscaling_policy"]["policy_function"] == "raypd_pd_autoscaling:pd_phase_policy"
+    assert app["runtime_env"] == {"env_vars": {"PYTHONPATH": "/opt/raypd/python:${PYTHONPATH}"}}
+
+
+def test_a_fixed_stack_mounts_no_policy(reference_plan: Plan) -> None:
+    assert not [c for c in reference_plan.of_type("kubernetes:core/v1:ConfigMap")
+                if c["inputs"]["metadata"]["name"].endswith("-serve-policy")]

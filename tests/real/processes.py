@@ -33,6 +33,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_port_blocks(blocks: int, size: int, attempts: int = 50) -> list[int]:
+    """The first ports of `blocks` disjoint runs of `size` consecutive ports all free on loopback now."""
+    bases: list[int] = []
+    for _ in range(attempts):
+        base = free_port()
+        wanted = range(base, base + size)
+        if base + size > 65535 or any(abs(base - other) < size for other in bases):
+            continue
+        socks = []
+        try:
+            for port in wanted:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+        bases.append(base)
+        if len(bases) == blocks:
+            return bases
+    raise RuntimeError(f"no {blocks} runs of {size} free ports on 127.0.0.1 after {attempts} attempts")
+
+
 def free_ports(count: int) -> list[int]:
     """`count` distinct free ports (held open together while chosen, so they cannot repeat)."""
     socks = []

@@ -28,8 +28,9 @@ from typing import Any, Mapping, Optional
 
 import requests
 
+from components.render.scaling_policy.delivery import policy_config_map
 from tests.real.locate import MODEL_ID, RealVllm
-from tests.real.processes import ManagedProcess, StartError, free_ports, http_ok, wait_until
+from tests.real.processes import ManagedProcess, StartError, free_port_blocks, free_ports, http_ok, wait_until
 
 START_DEADLINE_S = 300.0
 APP_DEADLINE_S = float(os.environ.get("RAYPD_REAL_RAY_READY_S", "1200"))
@@ -64,6 +65,10 @@ def ray_env(temp_dir: Path, home: Optional[Path] = None) -> dict[str, str]:
         "RAY_USAGE_STATS_ENABLED": "0",
         "PYTHONUNBUFFERED": "1",
         "TMPDIR": str(temp_dir),
+        # Serve's handles and replicas push autoscaling metrics every 2 s instead of 10 s, so that
+        # the scaling tests' decisions follow a load step within their short look-back window.
+        "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "2",
+        "RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "2",
     })
     return env
 
@@ -190,14 +195,25 @@ def serve_http_port(ray: RayServe) -> int:
     return int(ray.serve_url.rsplit(":", 1)[1])
 
 
-def small_stack_for_cpu(real: RealVllm, ray: RayServe) -> dict[str, Any]:
-    """raypd's Serve config of the small stack (tests/real/stacks.py), changed for this machine only."""
-    from tests.real.cpu_serve_config import for_cpu
-    from tests.real.stacks import small_stack_serve_config
+def write_policy_files(directory: Path) -> Path:
+    """What the policy ConfigMap's volume is in a Ray pod: each data key a file in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for key, text in policy_config_map("ray-llm", "inference", {})["data"].items():
+        (directory / key).write_text(text, encoding="utf-8")
+    return directory
 
-    prefill_port, decode_port = free_ports(2)
-    return for_cpu(small_stack_serve_config(), model_dir=str(real.model_dir), http_port=serve_http_port(ray),
-                   side_channel_ports={"prefill": prefill_port, "decode": decode_port})
+
+def small_stack_for_cpu(real: RealVllm, ray: RayServe) -> dict[str, Any]:
+    """raypd's Serve config of the autoscaled small stack (tests/real/stacks.py) in the scaling tests'
+    shape, changed for this machine only; the policy file written where its runtime_env points."""
+    from tests.real.cpu_serve_config import PORTS_PER_PHASE, for_cpu
+    from tests.real.stacks import autoscaled_small_stack_serve_config, scaling_test_shape
+
+    prefill_base, decode_base = free_port_blocks(2, PORTS_PER_PHASE)
+    policy_dir = write_policy_files(ray.temp_dir / "serve-policy")
+    return for_cpu(scaling_test_shape(autoscaled_small_stack_serve_config()), model_dir=str(real.model_dir),
+                   http_port=serve_http_port(ray), side_channel_ports={"prefill": prefill_base, "decode": decode_base},
+                   policy_dir=str(policy_dir))
 
 
 def deploy(ray: RayServe, serve_config: Mapping[str, Any]) -> None:

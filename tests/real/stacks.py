@@ -1,9 +1,17 @@
-"""The small raypd stack the Ray Serve LLM test deploys, rendered by raypd's own renderer.
+"""The small raypd stack the Ray Serve LLM tests deploy, rendered by raypd's own renderer.
 
 A disaggregated stack of the tiny model on the reference instance types (one prefill and one
 decode replica), with NIXL's UCX backend: the only backend NIXL can load on a CPU machine (its
 LIBFABRIC plugin needs libcuda; tests/fixtures/real/libfabric/ shows the engine dying). raypd
 warns about UCX on EFA nodes, which is right there and irrelevant here.
+
+tests/real/ray deploys it AUTOSCALED (issue 30 §4): each phase has raypd's `autoscaling` block
+(min 1, max 2, short delays), so the app runs under raypd's PD policy exactly as raypd renders it
+and one Ray head serves every Ray Serve LLM test, the scaling ones included. Each phase's target
+is what one of its replicas serves at once here: prefill 1 (its engine takes one sequence at a
+time, below), decode 4 (it batches). raypd warns that a 20 s downscale delay is shorter than a
+phase's cold start; on this machine that is what the test wants. What the spec cannot say,
+`scaling_test_shape` adds, each with why.
 """
 
 from __future__ import annotations
@@ -26,6 +34,20 @@ SMALL_STACK: dict[str, Any] = {
 }
 
 
+SCALING_TEST_BOUNDS: dict[str, Any] = {"minReplicas": 1, "maxReplicas": 2,
+                                       "upscaleDelaySeconds": 10, "downscaleDelaySeconds": 20}
+TARGETS = {"prefill": 1, "decode": 4}  # targetOngoingRequests
+AUTOSCALED_SMALL_STACK: dict[str, Any] = {
+    **SMALL_STACK,
+    **{f"raypd:{phase}": {**SMALL_STACK[f"raypd:{phase}"],
+                          "autoscaling": {**SCALING_TEST_BOUNDS, "targetOngoingRequests": target}}
+       for phase, target in TARGETS.items()},
+}
+# Serve's metric windows, test-short (Serve's defaults: look back 30 s, a metric every 10 s); the Ray
+# head pushes the handles' and replicas' metrics every 2 s too (tests/real/ray/conftest.py).
+SERVE_METRIC_WINDOWS = {"look_back_period_s": 10, "metrics_interval_s": 2}
+
+
 def small_stack_spec() -> DeploymentSpec:
     return DeploymentSpec.from_config(SMALL_STACK, "real-tests")
 
@@ -33,3 +55,22 @@ def small_stack_spec() -> DeploymentSpec:
 def small_stack_serve_config() -> dict[str, Any]:
     """raypd's Serve config of the small stack, as `python -m serve.render` would print it."""
     return render_serve_config(plan_deployment(small_stack_spec()))
+
+
+def autoscaled_small_stack_serve_config() -> dict[str, Any]:
+    """raypd's Serve config of the autoscaled small stack (the module docstring)."""
+    return render_serve_config(plan_deployment(DeploymentSpec.from_config(AUTOSCALED_SMALL_STACK, "real-tests")))
+
+
+def scaling_test_shape(serve_config: dict[str, Any]) -> dict[str, Any]:
+    """What the scaling tests need beyond raypd's rendering, in place:
+    - Serve's metric windows short (SERVE_METRIC_WINDOWS), so decisions follow a load step within
+      seconds instead of half a minute;
+    - prefill's engine runs one sequence at a time (`max_num_seqs: 1`): on the tiny model a prompt's
+      prefill takes about one decode step, so nothing on this machine is prefill-bound by itself;
+      one sequence at a time makes long prompts queue at prefill, as compute-bound prefill does on a GPU."""
+    (app,) = serve_config["applications"]
+    for override in app["deployments"]:
+        override["autoscaling_config"].update(SERVE_METRIC_WINDOWS)
+    app["args"]["prefill_config"]["engine_kwargs"]["max_num_seqs"] = 1
+    return serve_config

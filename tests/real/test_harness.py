@@ -21,6 +21,7 @@ def _without_cpu_changes(llm_config: dict[str, Any]) -> dict[str, Any]:
     result = copy.deepcopy(llm_config)
     result.pop("accelerator_config")
     result.pop("runtime_env")
+    result.pop("experimental_configs")
     result["model_loading_config"].pop("model_source")
     return result
 
@@ -40,7 +41,9 @@ def test_for_cpu_changes_only_the_machine_specific_fields() -> None:
         env = ours["runtime_env"]["env_vars"]
         assert env["VLLM_CPU_OMP_THREADS_BIND"] == core
         assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == "127.0.0.1"
-        assert env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == str(PORTS[key.split("_")[0]])
+        # Ray adds each replica's rank to the phase's base: two replicas of a phase on this machine.
+        assert "VLLM_NIXL_SIDE_CHANNEL_PORT" not in env
+        assert ours["experimental_configs"] == {"NIXL_SIDE_CHANNEL_PORT_BASE": PORTS[key.split("_")[0]]}
         strip = copy.deepcopy(theirs)
         strip["model_loading_config"].pop("model_source")
         assert _without_cpu_changes(ours) == strip
@@ -68,3 +71,16 @@ def test_proxy_asks_prefill_for_one_unstreamed_token_and_keeps_the_client_reques
     assert sent["kv_transfer_params"]["do_remote_prefill"] is False
     params = {"do_remote_prefill": True, "remote_engine_id": "prefill", "remote_block_ids": [[1]]}
     assert decode_request(body, params) == {**original, "kv_transfer_params": params}
+
+
+def test_for_cpu_points_the_pd_policy_at_the_tests_directory_and_keeps_the_rest() -> None:
+    from tests.real.stacks import autoscaled_small_stack_serve_config
+
+    rendered = autoscaled_small_stack_serve_config()
+    (rendered_app,) = rendered["applications"]
+    assert rendered_app["runtime_env"] == {"env_vars": {"PYTHONPATH": "/opt/raypd/python:${PYTHONPATH}"}}
+    (app,) = for_cpu(rendered, model_dir="/m", http_port=1, side_channel_ports=PORTS,
+                     policy_dir="/tmp/policy")["applications"]
+    assert app["runtime_env"] == {"env_vars": {"PYTHONPATH": "/tmp/policy:${PYTHONPATH}"}}
+    assert app["autoscaling_policy"] == rendered_app["autoscaling_policy"]
+    assert app["deployments"] == rendered_app["deployments"]

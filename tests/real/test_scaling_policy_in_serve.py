@@ -18,21 +18,22 @@ from typing import Any
 
 import pytest
 
-from components.render.scaling_policy.delivery import POLICY_MODULE, policy_config_map
-from tests.real.autoscaled_stack import AUTOSCALING, autoscaled_small_stack
+from components.render.scaling_policy.delivery import POLICY_MODULE
+from tests.real.cpu_serve_config import for_cpu
 from tests.real.locate import RealVllm
+from tests.real.ray_serve import write_policy_files
 from tests.real.scaling.serve_policy_probe import DECODE, LOAD_S, PREFILL
+from tests.real.stacks import SCALING_TEST_BOUNDS, autoscaled_small_stack_serve_config, scaling_test_shape
 
 PROBE = Path(__file__).with_name("scaling") / "serve_policy_probe.py"
 
 
 @pytest.fixture(scope="module")
 def serve_says(real: RealVllm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    policy_dir = tmp_path_factory.mktemp("serve-policy")  # what the ConfigMap mounts
-    for key, text in policy_config_map("ray-llm", "inference", {})["data"].items():
-        (policy_dir / key).write_text(text, encoding="utf-8")
-    config = autoscaled_small_stack(model_dir=str(real.model_dir), http_port=8000,
-                                    port_bases={"prefill": 20000, "decode": 22000})
+    policy_dir = write_policy_files(tmp_path_factory.mktemp("serve-policy"))  # what the ConfigMap mounts
+    config = for_cpu(scaling_test_shape(autoscaled_small_stack_serve_config()), model_dir=str(real.model_dir),
+                     http_port=8000, side_channel_ports={"prefill": 20000, "decode": 22000},
+                     policy_dir=str(policy_dir))
     result = subprocess.run([str(real.python), str(PROBE), str(policy_dir)], input=json.dumps(config),
                             capture_output=True, text=True, timeout=300, cwd=tmp_path_factory.mktemp("cwd"),
                             env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "RAY_USAGE_STATS_ENABLED": "0"})
@@ -52,7 +53,7 @@ def test_a_deployment_level_policy_would_need_the_module_wherever_the_config_is_
 
 
 def test_a_prefill_bound_load_scales_prefill_after_the_delays_and_decode_never(serve_says: dict[str, Any]) -> None:
-    up, down = AUTOSCALING["upscale_delay_s"], AUTOSCALING["downscale_delay_s"]
+    up, down = SCALING_TEST_BOUNDS["upscaleDelaySeconds"], SCALING_TEST_BOUNDS["downscaleDelaySeconds"]
     assert serve_says["timeline_prefill_bound"] == [
         {"t": up, "deployment": PREFILL, "replicas": 2},  # not before upscale_delay_s of load
         {"t": LOAD_S + down, "deployment": PREFILL, "replicas": 1},  # back to min, downscale_delay_s after it
@@ -61,7 +62,7 @@ def test_a_prefill_bound_load_scales_prefill_after_the_delays_and_decode_never(s
 
 
 def test_a_decode_bound_load_scales_decode_after_the_delays_and_prefill_never(serve_says: dict[str, Any]) -> None:
-    up, down = AUTOSCALING["upscale_delay_s"], AUTOSCALING["downscale_delay_s"]
+    up, down = SCALING_TEST_BOUNDS["upscaleDelaySeconds"], SCALING_TEST_BOUNDS["downscaleDelaySeconds"]
     assert serve_says["timeline_decode_bound"] == [
         {"t": up, "deployment": DECODE, "replicas": 2},
         {"t": LOAD_S + down, "deployment": DECODE, "replicas": 1},

@@ -24,7 +24,7 @@ from components.render.scaling_policy.delivery import (
     POLICY_IMPORT_PATH,
     application_autoscaling_policy,
     policy_config_map,
-    policy_env,
+    policy_runtime_env,
     policy_volume,
     policy_volume_mount,
 )
@@ -85,11 +85,12 @@ def test_the_config_map_carries_the_file_verbatim() -> None:
 
 
 def test_every_ray_container_finds_the_file_where_pythonpath_points() -> None:
-    volume, mount, env = policy_volume("ray-llm"), policy_volume_mount(), policy_env()
+    volume, mount, runtime_env = policy_volume("ray-llm"), policy_volume_mount(), policy_runtime_env()
     assert volume == {"name": mount["name"], "configMap": {"name": "ray-llm-serve-policy"}}
     assert mount == {"name": "raypd-serve-policy", "mountPath": POLICY_DIR, "readOnly": True}
     assert "subPath" not in mount  # a subPath mount would never see a changed ConfigMap
-    assert env == {"name": "PYTHONPATH", "value": POLICY_DIR}
+    # Prepended, the image's own PYTHONPATH kept: Ray expands ${PYTHONPATH} when it starts the worker.
+    assert runtime_env == {"env_vars": {"PYTHONPATH": POLICY_DIR + ":${PYTHONPATH}"}}
 
 
 def test_a_changed_policy_text_changes_the_serve_block(monkeypatch, tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ import yaml
 
 from components.config.spec import DeploymentSpec
 from components.plan.topology import DeploymentPlan, plan_deployment
-from components.render import serve_autoscaling
 from components.render.ray_autoscaler import AUTOSCALER_IDLE_TIMEOUT_SECONDS, MAX_WORKERS_PER_GROUP
 from components.render.rayservice import (
     RAY_CLUSTER_DIGEST_ANNOTATION,
@@ -21,7 +20,8 @@ from components.render.rayservice import (
     node_set,
     render_rayservice,
 )
-from components.render.serve_autoscaling import code_version_policies
+from components.render.scaling_policy.delivery import application_autoscaling_policy, policy_runtime_env
+from components.render.serve_autoscaling import serve_code_version
 from components.render.serve_config import render_application, render_serve_config
 
 BLOCK: dict[str, Any] = {"minReplicas": 1, "maxReplicas": 4, "targetOngoingRequests": 8}
@@ -45,8 +45,23 @@ def test_an_autoscaled_phase_gets_serves_autoscaling_config_and_no_num_replicas(
                                "downscale_delay_s": 600.0},
         "max_ongoing_requests": 256,  # vLLM's max_num_seqs on an L4, not Ray Serve LLM's 1e9
     }
-    # The fixed phase keeps its count, as before issue 30.
-    assert found["Prefill:qwen3_5-9b"] == {"name": "Prefill:qwen3_5-9b", "num_replicas": 1}
+    # The fixed phase is pinned at its count, but autoscaling: raypd's PD policy needs prefill's
+    # context to take the requests waiting on prefill out of decode's signal.
+    assert found["Prefill:qwen3_5-9b"] == {
+        "name": "Prefill:qwen3_5-9b",
+        "autoscaling_config": {"min_replicas": 1, "max_replicas": 1, "initial_replicas": 1,
+                               "target_ongoing_requests": 256},
+        "max_ongoing_requests": 256,
+    }
+
+
+def test_a_fixed_stack_and_a_colocated_one_keep_num_replicas_and_serves_default_policy() -> None:
+    fixed = render_application(plan_of({"raypd:decode": {"replicas": 2}}))
+    assert {d["name"]: d for d in fixed["deployments"]}["Decode:qwen3_5-9b"] == {
+        "name": "Decode:qwen3_5-9b", "num_replicas": 2}
+    colocated = render_application(plan_of({"raypd:mode": "colocated", "raypd:colocated": {"autoscaling": BLOCK}}))
+    for application in (fixed, colocated):
+        assert "autoscaling_policy" not in application and "runtime_env" not in application
 
 
 def test_the_engine_limit_follows_the_phases_gpu() -> None:
@@ -63,25 +78,18 @@ def test_autoscaling_never_changes_the_args_so_the_engines_are_built_the_same() 
     assert scaled["args"]["decode_config"]["deployment_config"] == {"num_replicas": 1}
 
 
-def test_the_code_version_part_counts_the_autoscaled_phases() -> None:
+def test_the_code_version_counts_the_autoscaled_phases_and_the_pd_policy() -> None:
     # Ray 2.58 deploy_utils.get_app_code_version lists the policy of every override with an
-    # autoscaling_config: turning a phase on or off changes Serve's code version.
-    assert code_version_policies(render_application(plan_of({}))) == []
-    assert code_version_policies(render_application(plan_of({"raypd:decode": {"autoscaling": BLOCK}}))) == [None]
-    both = {"raypd:prefill": {"autoscaling": BLOCK}, "raypd:decode": {"autoscaling": BLOCK}}
-    assert code_version_policies(render_application(plan_of(both))) == [None, None]
-
-
-def test_the_policy_hook_reaches_the_rendered_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    policy = {"policy_function": "raypd_policies:decode_on_running", "policy_kwargs": {"metric": "running"}}
-    monkeypatch.setattr(serve_autoscaling, "autoscaling_policy",
-                        lambda plan, phase: policy if phase == "decode" else None)
-    application = render_application(plan_of({"raypd:prefill": {"autoscaling": BLOCK},
-                                              "raypd:decode": {"autoscaling": BLOCK}}))
-    by_name = {d["name"]: d for d in application["deployments"]}
-    assert by_name["Decode:qwen3_5-9b"]["autoscaling_config"]["policy"] == policy
-    assert "policy" not in by_name["Prefill:qwen3_5-9b"]["autoscaling_config"]
-    assert code_version_policies(application) == [None, policy]
+    # autoscaling_config, and hashes the application's autoscaling_policy and runtime_env.
+    fixed = serve_code_version(render_application(plan_of({})))
+    assert fixed["deployment_autoscaling_policies"] == [] and fixed["autoscaling_policy"] is None
+    one = serve_code_version(render_application(plan_of({"raypd:decode": {"autoscaling": BLOCK}})))
+    assert one["deployment_autoscaling_policies"] == [None, None]  # decode, and prefill pinned
+    assert one["autoscaling_policy"] == application_autoscaling_policy()
+    assert one["runtime_env"] == policy_runtime_env()
+    colocated = serve_code_version(render_application(plan_of(
+        {"raypd:mode": "colocated", "raypd:colocated": {"autoscaling": BLOCK}})))
+    assert colocated["deployment_autoscaling_policies"] == [None] and colocated["autoscaling_policy"] is None
 
 
 def test_serves_own_override_merge_takes_them_when_ray_is_installed() -> None:
@@ -107,7 +115,8 @@ def test_serves_own_override_merge_takes_them_when_ray_is_installed() -> None:
     assert scaling is not None and decode.max_ongoing_requests == 256
     assert (scaling.min_replicas, scaling.initial_replicas, scaling.max_replicas) == (1, 2, 4)
     assert scaling.target_ongoing_requests == 8.0 and scaling.downscale_delay_s == 600.0
-    assert prefill.autoscaling_config is None and prefill.num_replicas == 1
+    pinned = prefill.autoscaling_config
+    assert pinned is not None and (pinned.min_replicas, pinned.initial_replicas, pinned.max_replicas) == (1, 1, 1)
 
 
 # ---- the Ray cluster ----

@@ -14,19 +14,19 @@ Which Ray process imports a policy named in a Serve config (read in Ray 2.58, th
   never imports the path (application_state.py; also on recovery from its checkpoint).
 So raypd names its policy at the application level, and only the build task must find the module.
 The build task is a Ray task with no node affinity (`num_cpus=0`), so it can run on any Ray node:
-the file goes on every Ray container's Python path. A runtime_env `py_modules` would need a remote
-URI (an S3 or HTTPS zip) that raypd does not have; a ConfigMap mounted read-only at POLICY_DIR with
-PYTHONPATH pointing there needs nothing beyond the cluster, and Ray passes the container's
-environment to every worker it starts (tests/real/serve_updates relies on the same; raypd's benchmark Job
-already runs the DLC image with its code mounted from a ConfigMap on PYTHONPATH, serve/benchmark/job.py).
+the file goes on every Ray container (a ConfigMap mounted read-only at POLICY_DIR, head and every
+worker group), and the application's runtime_env puts POLICY_DIR in front of PYTHONPATH
+(`policy_runtime_env`). A runtime_env `py_modules` would need a remote URI (an S3 or HTTPS zip)
+that raypd does not have; the ConfigMap needs nothing beyond the cluster.
 
 Changes (ray/serve/_private/deploy_utils.py `get_app_code_version` hashes `autoscaling_policy`
-beside import_path, runtime_env and args): adding, removing or changing this block rebuilds the
-application and restarts every replica, i.e. every engine reloads its model. Hence render it for
-EVERY disaggregated app, autoscaled or not, so that turning autoscaling on or off changes only the
-`deployments` overrides (in place); and put the file's digest in `policy_kwargs`, which Serve passes
-only to class policies and otherwise just hashes, so that a new policy text reaches the controller
-(with that same restart) instead of the old bytes living on in its checkpoint.
+and `runtime_env` beside import_path and args): adding, removing or changing either rebuilds the
+application and restarts every replica, i.e. every engine reloads its model. raypd renders them
+only for a disaggregated app with an autoscaled phase (components.render.scaling_policy.rendering
+`uses_pd_policy`); turning autoscaling on or off is such a restart anyway (the deployments'
+policies are in the code version too). The file's digest is in `policy_kwargs`, which Serve
+passes only to class policies and otherwise just hashes, so that a new policy text reaches the
+controller (with that same restart) instead of the old bytes living on in its checkpoint.
 """
 
 from __future__ import annotations
@@ -86,6 +86,15 @@ def policy_volume_mount() -> dict[str, Any]:
     return {"name": VOLUME_NAME, "mountPath": POLICY_DIR, "readOnly": True}
 
 
-def policy_env() -> dict[str, str]:
-    """For the `env` of the same containers: `ray start` passes it to every Ray worker process."""
-    return {"name": "PYTHONPATH", "value": POLICY_DIR}
+def policy_runtime_env() -> dict[str, Any]:
+    """The Serve application's `runtime_env`: the directory first on PYTHONPATH, what was there kept.
+
+    Not a container env var: Kubernetes expands `$(PYTHONPATH)` only from variables set earlier in
+    the pod spec, never from the image's own ENV, so a PYTHONPATH set there would silently replace
+    whatever the DLC image puts on it. Ray expands `${PYTHONPATH}` in a runtime_env's env_vars from
+    the worker's environment when it starts the process (Ray 2.58/2.60 ray/_private/utils.py
+    `update_envs`: `os.path.expandvars`, an unset variable becomes ""), and Serve starts the build
+    task with the application's runtime_env (application_state.py `build_serve_application
+    .options(runtime_env=config.runtime_env)`). The engines inherit it too; a directory holding one
+    module nothing else imports changes nothing for them."""
+    return {"env_vars": {"PYTHONPATH": POLICY_DIR + ":${PYTHONPATH}"}}

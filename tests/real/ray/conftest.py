@@ -15,6 +15,21 @@ from tests.real.ray_serve import RayServe, deploy, small_stack_for_cpu, start_ra
 log = logging.getLogger(__name__)
 
 
+SCALING_MODULE = "test_phases_scale_on_their_own_load.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The scaling tests last in this package: they grow a phase to two engines and wait for it to
+    come back to one; every other test here sees the app at its starting size. Only this package's
+    places in the list are reordered (pytest calls this hook with the whole session's items, and a
+    package's tests must stay together, or its Ray head would be stopped and started again)."""
+    here = Path(__file__).parent
+    places = [i for i, item in enumerate(items) if item.path.parent == here]
+    ours = sorted((items[i] for i in places), key=lambda item: item.path.name == SCALING_MODULE)
+    for place, item in zip(places, ours, strict=True):
+        items[place] = item
+
+
 @pytest.fixture(scope="package")
 def real_ray_serve(real: RealVllm, real_artifacts: Path) -> Iterator[RayServe]:
     """Ray head on 127.0.0.1, the rendered app deployed through Serve's REST API and RUNNING.

@@ -1,7 +1,7 @@
 """Issue 30 §4 on the real Ray Serve LLM 2.60 + vLLM CPU stack: each phase follows its own load.
 
 The small stack runs autoscaled (each phase min 1, max 2; targets prefill 1, decode 4; tests/real/
-autoscaled_stack.py) under raypd's PD policy (components/render/scaling_policy/), and raypd's own
+stacks.py) under raypd's PD policy (components/render/scaling_policy/), and raypd's own
 load generator drives it until what the test waits for has happened:
 - a decode-bound load (short prompts, 128 streamed tokens each, 8 at a time) grows decode to 2
   serving replicas while prefill's target stays 1; once the load stops, decode returns to 1;
@@ -26,15 +26,17 @@ from typing import Any
 
 import requests
 
-from tests.real.autoscaled_stack import AUTOSCALING
 from tests.real.processes import wait_until
+from tests.real.ray.load import answered, start_load
 from tests.real.ray_serve import RayServe
-from tests.real.scaling.load import answered, start_load
+from tests.real.stacks import SCALING_TEST_BOUNDS
 
 PREFILL = "Prefill:tiny"
 DECODE = "Decode:tiny"
 SCALE_UP_DEADLINE_S = 1200.0  # a second CPU engine under load: ~150 s measured, far more on a busy machine
 SAMPLE_EVERY_S = 2.0
+UPSCALE_DELAY_S = SCALING_TEST_BOUNDS["upscaleDelaySeconds"]
+DOWNSCALE_DELAY_S = SCALING_TEST_BOUNDS["downscaleDelaySeconds"]
 
 
 def counts(ray: RayServe) -> dict[str, dict[str, int]]:
@@ -83,11 +85,11 @@ def at_min(ray: RayServe, samples: Samples) -> bool:
 
 def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str, **load_shape: int) -> None:
     """Drive `load_shape` until `grows` serves on 2 replicas; check `stays` never left 1, every request
-    was answered, and `grows` returned to 1 after the load (the delays are Serve's, from AUTOSCALING)."""
+    was answered, and `grows` returned to 1 after the load (the delays are Serve's, from SCALING_TEST_BOUNDS)."""
     samples = Samples(ray)
-    facts: dict[str, Any] = {"load": load_shape, "autoscaling": AUTOSCALING}
+    facts: dict[str, Any] = {"load": load_shape, "autoscaling": SCALING_TEST_BOUNDS}
     wait_until("both phases at 1 replica before the load", lambda: at_min(ray, samples),
-               deadline_s=300 + AUTOSCALING["downscale_delay_s"], watch=[ray.process], interval_s=SAMPLE_EVERY_S)
+               deadline_s=300 + DOWNSCALE_DELAY_S, watch=[ray.process], interval_s=SAMPLE_EVERY_S)
     started = facts["load_started_s"] = samples.rows[-1]["t"]
     load = start_load(ray.serve_url, ray.model_id, **load_shape)
     try:
@@ -104,22 +106,22 @@ def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str,
     failed = [r for r in records if not answered(r)]
     assert records and not failed, f"{len(failed)} of {len(records)} requests not answered: {failed[:3]}\n{message}"
     assert samples.most(stays, "target") == 1, f"{stays} was scaled by the {name} load\n{message}"
-    assert facts["target_2_after_s"] >= AUTOSCALING["upscale_delay_s"], f"scaled before upscale_delay_s\n{message}"
+    assert facts["target_2_after_s"] >= UPSCALE_DELAY_S, f"scaled before upscale_delay_s\n{message}"
     wait_until(f"{grows} back to 1 replica after the load", lambda: at_min(ray, samples),
-               deadline_s=300 + AUTOSCALING["downscale_delay_s"], watch=[ray.process], interval_s=SAMPLE_EVERY_S)
+               deadline_s=300 + DOWNSCALE_DELAY_S, watch=[ray.process], interval_s=SAMPLE_EVERY_S)
     facts["back_to_1_after_stop_s"] = round(samples.rows[-1]["t"] - stopped, 1)
     samples.save(artifacts / f"{name}.json", **facts)
-    assert facts["back_to_1_after_stop_s"] >= AUTOSCALING["downscale_delay_s"], f"scaled down early\n{message}"
+    assert facts["back_to_1_after_stop_s"] >= DOWNSCALE_DELAY_S, f"scaled down early\n{message}"
     assert samples.most(stays, "target") == 1, f"{stays} was scaled after the {name} load\n{message}"
 
 
-def test_a_decode_bound_load_grows_decode_and_leaves_prefill_alone(scaling_ray: RayServe,
+def test_a_decode_bound_load_grows_decode_and_leaves_prefill_alone(real_ray_serve: RayServe,
                                                                     real_artifacts: Path) -> None:
-    run_burst(scaling_ray, real_artifacts / "scaling", "decode-bound", grows=DECODE, stays=PREFILL,
+    run_burst(real_ray_serve, real_artifacts / "scaling", "decode-bound", grows=DECODE, stays=PREFILL,
               concurrency=8, input_words=16, output_tokens=128)
 
 
-def test_a_prefill_bound_load_grows_prefill_and_leaves_decode_alone(scaling_ray: RayServe,
+def test_a_prefill_bound_load_grows_prefill_and_leaves_decode_alone(real_ray_serve: RayServe,
                                                                      real_artifacts: Path) -> None:
-    run_burst(scaling_ray, real_artifacts / "scaling", "prefill-bound", grows=PREFILL, stays=DECODE,
+    run_burst(real_ray_serve, real_artifacts / "scaling", "prefill-bound", grows=PREFILL, stays=DECODE,
               concurrency=8, input_words=280, output_tokens=1)
