@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
+from components.changes.assess import assess
 from components.config import catalogue, defaults
 from components.config.errors import SpecError
 from components.config.spec import DeploymentSpec
@@ -236,3 +237,38 @@ def test_the_output_says_where_the_gcs_lives_and_nothing_else(config, store):
     validate_outputs(document)
     with pytest.raises(ValueError):
         validate_outputs({**document, "faultTolerance": {"gcs": "redis"}})
+
+
+# ---- the change preview ----
+
+def assessed(before: dict[str, Any], after: dict[str, Any], outputs: Any = None):
+    return assess(plan_deployment(spec_of(before)), plan_deployment(spec_of(after)), "us-east-2a", outputs)
+
+
+def test_turning_it_off_rebuilds_the_ray_cluster_and_removes_redis():
+    result = assessed({}, {"raypd:faultTolerance": {"gcs": "off"}})
+    effects = {effect.subject: effect for effect in result.effects}
+    assert effects["the Ray cluster"].kind.words == "new Ray cluster"
+    assert "GCS fault tolerance elasticache -> off" in effects["the Ray cluster"].detail
+    assert "deleted after the Ray cluster moves off them" in effects["raypd:faultTolerance.gcs"].detail
+    assert result.disruptive  # both strategies offered, priced
+    back_on = {e.subject: e for e in assessed({"raypd:faultTolerance": {"gcs": "off"}}, {}).effects}
+    assert "created first" in back_on["raypd:faultTolerance.gcs"].detail
+
+
+def test_a_new_node_type_is_resized_in_place_without_touching_serving():
+    result = assessed({}, {"raypd:faultTolerance": {"cacheNodeType": "cache.t4g.medium"}})
+    assert [(e.subject, e.kind.words) for e in result.effects] == [
+        ("raypd:faultTolerance.cacheNodeType", "no effect on serving")]
+    assert not result.disruptive and result.chosen.downtime_seconds == 0
+
+
+def test_the_first_up_of_an_older_stack_says_its_ray_cluster_is_rebuilt():
+    older = {"schemaVersion": 1, "imageProvenance": {}, "observability": {}, "systemZone": "us-east-2a"}
+    subject = "the Ray cluster (GCS fault tolerance)"
+    assert subject in {e.subject for e in assessed({}, {}, older).effects}
+    assert assessed({}, {}, older).disruptive
+    deployed = {**older, "faultTolerance": {"gcs": "elasticache"}}
+    assert subject not in {e.subject for e in assessed({}, {}, deployed).effects}
+    off = {"raypd:faultTolerance": {"gcs": "off"}}
+    assert subject not in {e.subject for e in assessed(off, off, older).effects}
