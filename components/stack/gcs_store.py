@@ -83,7 +83,10 @@ class GcsStore(pulumi.ComponentResource):
             subnet_group_name=subnets.name,
             security_group_ids=[group.id],
             tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["authToken"]),
+            # The subnet group by name is a dependency already; said outright, so it holds in the
+            # offline plan too (the mocks know no autonamed name).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[subnets, group],
+                                        additional_secret_outputs=["authToken"]),
         )
         self.host = self.replication_group.primary_endpoint_address
         self.register_outputs({"host": self.host})
