@@ -127,8 +127,8 @@ class FaultToleranceSpec(SpecModel):
         return self.redis_address is None or self.redis_address.startswith("rediss://")
 
     def public(self) -> dict[str, object]:
-        """Contract 1 form (camelCase keys; keys at their defaults left out)."""
-        return self.model_dump(by_alias=True, exclude_defaults=True)
+        """Contract 1 form (camelCase keys, unset ones left out); {} for the default block."""
+        return {} if self == FaultToleranceSpec() else self.model_dump(by_alias=True, exclude_none=True)
 
 
 def fault_tolerance_problems(spec: FaultToleranceSpec, mode: str) -> list[FieldError]:

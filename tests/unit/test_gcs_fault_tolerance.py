@@ -57,7 +57,7 @@ def test_disaggregated_stacks_get_elasticache_and_colocated_ones_nothing_by_defa
 def test_the_default_block_is_no_key_and_a_chosen_one_round_trips():
     assert "raypd:faultTolerance" not in spec_of({}).public_config()
     public = spec_of(EXTERNAL).public_config()
-    assert public["raypd:faultTolerance"] == EXTERNAL["raypd:faultTolerance"]
+    assert public["raypd:faultTolerance"] == {**EXTERNAL["raypd:faultTolerance"], "cacheNodeType": "cache.t4g.small"}
     assert spec_of(public).fault_tolerance == spec_of(EXTERNAL).fault_tolerance
 
 
