@@ -143,6 +143,20 @@ PRESENTATION: dict[str, dict[str, Any]] = {
                                                     help="e.g. 15d"),
     "raypd:observability.grafanaStorageSize": dict(label="Grafana volume", section="observability",
                                                    help="e.g. 10Gi"),
+    # raypd:faultTolerance (issue 31; components.config.fault_tolerance_spec, docs/resilience.md).
+    "raypd:faultTolerance.gcs": dict(label="Head fault tolerance (GCS)", section="faultTolerance", wide=True,
+                                     choices=lambda: (
+        ("", "default: ElastiCache when disaggregated, off when colocated"),
+        ("elasticache", "elasticache: a managed Valkey in the VPC (TLS, auth token)"),
+        ("external", "external: your Redis (address and password Secret below)"),
+        ("off", "off: a head restart restarts every engine"))),
+    "raypd:faultTolerance.cacheNodeType": dict(label="ElastiCache node type", section="faultTolerance",
+                                               help="gcs elasticache only; e.g. cache.t4g.small"),
+    "raypd:faultTolerance.redisAddress": dict(label="Redis address", section="faultTolerance", wide=True,
+                                              help="gcs external only: rediss://host:port"),
+    "raypd:faultTolerance.redisPasswordSecret": dict(
+        label="Redis password Secret", section="faultTolerance",
+        help="gcs external only: <Secret name>/<key> in the deployment's namespace"),
     "raypd:inClusterClients": dict(label="In-cluster client namespaces", section="cluster", wide=True,
                                    help="comma-separated namespaces whose pods may call the Serve port "
                                         "directly, without the gateway or an API key; empty: none"),
@@ -224,6 +238,7 @@ SECTIONS = (
     ("cluster", "Cluster and image"),
     ("endpoint", "Endpoint"),
     ("observability", "Observability"),
+    ("faultTolerance", "Head fault tolerance"),
 )
 
 

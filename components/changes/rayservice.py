@@ -77,6 +77,8 @@ def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[E
         effects.append(Effect(
             "the Ray cluster", Kind.NEW_RAY_CLUSTER,
             "its pods change (image, Ray version, node selection, sizes"
+            + (f"; GCS fault tolerance {before.gcs_store} -> {after.gcs_store}"
+               if before.gcs_store != after.gcs_store else "")
             + (f"; {_toggled(old.plan, new.plan)}, so the workers "
                + ("gain" if new.plan.autoscaling else "lose")
                + " the node autoscaler's do-not-evict annotation"

@@ -318,3 +318,17 @@ CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
     "1.29": "v1.29.5", "1.30": "v1.30.7", "1.31": "v1.31.5", "1.32": "v1.32.7",
     "1.33": "v1.33.6", "1.34": "v1.34.5", "1.35": "v1.35.2", "1.36": "v1.36.1",
 }
+
+# ---- Head fault tolerance (issue 31 §1): GCS fault tolerance with Redis (components.config.fault_tolerance_spec) ----
+# The managed store: ElastiCache for Valkey (Redis OSS-compatible; node prices 20% below Redis OSS,
+# and AWS's engine for new ElastiCache deployments), one primary and one replica in the stack's two
+# zones with automatic failover. cache.t4g.small (2 vCPU, 1.37 GiB): Ray's GCS tables (nodes,
+# actors, placement groups, jobs, the internal KV with Serve's checkpoints) stay in the low MiB for
+# a serving cluster, and during a newCluster switch two clusters' namespaces live side by side;
+# a t4g.micro's 0.5 GiB leaves little room for that, larger types only cost more.
+GCS_CACHE_NODE_TYPE = "cache.t4g.small"
+GCS_CACHE_ENGINE = "valkey"
+GCS_CACHE_ENGINE_VERSION = "8.0"
+GCS_CACHE_PARAMETER_GROUP = "default.valkey8"
+GCS_CACHE_NODES = 2  # primary + one replica: a node failure fails over instead of losing the GCS
+REDIS_PORT = 6379
