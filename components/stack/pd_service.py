@@ -20,7 +20,8 @@ other change of rayClusterConfig (worker sizes, image, env, selectors...) with a
   registered resource's step, outlives the switch whatever the change (Serve config or not).
 Either way a rollout check Job (components.render.rollout) makes `pulumi up` wait until the new Serve
 config is RUNNING. With an s3:// model, the Ray pods' ServiceAccount (IRSA,
-components.render.model_access) lives here too.
+components.render.model_access) lives here too, and so do the worker groups' PodDisruptionBudgets
+(components.render.disruption).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class PdServiceArgs:
     network_policies: Optional[NetworkPoliciesArgs] = None
     # The Pod Security version label ("v1.35"): the cluster's Kubernetes minor.
     pod_security_version: str = "latest"
+    # The worker groups' PodDisruptionBudgets (components.render.disruption.disruption_budgets).
+    disruption_budgets: tuple[dict[str, Any], ...] = ()
 
 
 class PdService(pulumi.ComponentResource):
@@ -122,6 +125,7 @@ class PdService(pulumi.ComponentResource):
             )
             needs.append(account)
 
+        self._disruption_budgets(name, args.disruption_budgets, namespace)
         self.ray_service = k8s.apiextensions.CustomResource(
             f"{name}-rayservice",
             api_version=manifest["apiVersion"],
@@ -149,3 +153,20 @@ class PdService(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.ray_service]),
         )
         self.register_outputs({"rayServiceName": manifest["metadata"]["name"]})
+
+    def _disruption_budgets(self, name: str, budgets: tuple[dict[str, Any], ...],
+                            namespace: k8s.core.v1.Namespace) -> None:
+        """Beside the RayService, not before it: a budget limits evictions only, and selects the
+        worker pods of every RayCluster generation (components.render.disruption)."""
+        for budget in budgets:
+            spec = budget["spec"]
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-{budget['metadata']['name']}",
+                metadata=budget["metadata"],
+                spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+                    min_available=spec["minAvailable"],
+                    selector=k8s.meta.v1.LabelSelectorArgs(match_labels=spec["selector"]["matchLabels"]),
+                    unhealthy_pod_eviction_policy=spec["unhealthyPodEvictionPolicy"],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )
