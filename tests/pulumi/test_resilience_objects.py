@@ -1,6 +1,6 @@
 """The worker groups' PodDisruptionBudgets under the mock runtime (issue 31 §1): registered as
 policy/v1 objects with an integer minAvailable and no maxUnavailable (components.render.disruption
-says why), in the serving namespace, beside the RayService."""
+says why), in the serving namespace, beside the RayService; and the gateway's safe retry."""
 
 from __future__ import annotations
 
@@ -30,3 +30,13 @@ def test_a_group_of_one_node_and_the_head_get_none(heterogeneous_plan):
         "ray-llm-decode-workers": 1}
     for budget in heterogeneous_plan.of_type(PDB):
         assert budget["inputs"]["spec"]["selector"]["matchLabels"]["ray.io/node-type"] == "worker"
+
+
+def test_the_gateway_retries_once_before_any_byte(reference_plan):
+    # issue 31 §1: the BackendTrafficPolicy the program registers carries the safe retry
+    # (tests/unit/test_endpoint_retry.py judges it against Envoy's rules and the CRD).
+    (policy,) = reference_plan.of_type("kubernetes:gateway.envoyproxy.io/v1alpha1:BackendTrafficPolicy")
+    retry = policy["inputs"]["spec"]["retry"]
+    assert retry == {"numRetries": 1, "perRetry": {"backOff": {"baseInterval": "250ms", "maxInterval": "1s"}},
+                     "retryOn": {"httpStatusCodes": [503],
+                                 "triggers": ["connect-failure", "reset", "retriable-status-codes"]}}
