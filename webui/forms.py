@@ -103,6 +103,13 @@ PRESENTATION: dict[str, dict[str, Any]] = {
     "raypd:kvTransfer.connector": dict(label="KV connector", section="kv"),
     "raypd:kvTransfer.backend": dict(label="KV transfer backend", section="kv", choices=lambda: (
         ("LIBFABRIC", "LIBFABRIC (EFA)"), ("UCX", "UCX (TCP speed on EFA)"))),
+    # issue 31 (components.config.serving_spec.KvTransferSpec, docs/resilience.md).
+    "raypd:kvTransfer.loadFailurePolicy": dict(label="On a failed KV load", section="kv", wide=True, choices=lambda: (
+        ("fail", "fail: the request gets an error (seen by clients and alerts)"),
+        ("recompute", "recompute: decode redoes the prefill, answers 200 (hides the failure)"))),
+    "raypd:kvTransfer.leaseSeconds": dict(label="KV lease (seconds)", section="kv",
+                                          help="how long prefill keeps a request's KV blocks for decode; "
+                                               "6-3600, default 300"),
     "raypd:image": dict(label="Container image", section="cluster",
                         help="default: the Ray LLM Deep Learning Container of the region"),
     "raypd:rayVersion": dict(label="Ray version", section="cluster"),

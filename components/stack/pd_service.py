@@ -23,7 +23,8 @@ RayService waits for it and for the replication group, and the primary endpoint'
 `gcsFaultToleranceOptions.redisAddress` (components.render.gcs_fault_tolerance.with_redis_host).
 Either way a rollout check Job (components.render.rollout) makes `pulumi up` wait until the new Serve
 config is RUNNING. With an s3:// model, the Ray pods' ServiceAccount (IRSA,
-components.render.model_access) lives here too.
+components.render.model_access) lives here too, and so do the worker groups' PodDisruptionBudgets
+(components.render.disruption).
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ class PdServiceArgs:
     config_maps: tuple[dict[str, Any], ...] = ()
     # GCS fault tolerance's Redis (issue 31); None: gcs off.
     gcs_redis: Optional[GcsRedisArgs] = None
+    # The worker groups' PodDisruptionBudgets (components.render.disruption.disruption_budgets).
+    disruption_budgets: tuple[dict[str, Any], ...] = ()
 
 
 class PdService(pulumi.ComponentResource):
@@ -120,6 +123,7 @@ class PdService(pulumi.ComponentResource):
         needs += self._pod_inputs(name, args, namespace)
         spec = self._gcs_redis(name, args, namespace, needs)
 
+        self._disruption_budgets(name, args.disruption_budgets, namespace)
         self.ray_service = k8s.apiextensions.CustomResource(
             f"{name}-rayservice",
             api_version=manifest["apiVersion"],
@@ -206,3 +210,20 @@ class PdService(pulumi.ComponentResource):
         if redis.host is None:
             return manifest_spec
         return pulumi.Output.from_input(redis.host).apply(lambda host: with_redis_host(manifest_spec, host))
+
+    def _disruption_budgets(self, name: str, budgets: tuple[dict[str, Any], ...],
+                            namespace: k8s.core.v1.Namespace) -> None:
+        """Beside the RayService, not before it: a budget limits evictions only, and selects the
+        worker pods of every RayCluster generation (components.render.disruption)."""
+        for budget in budgets:
+            spec = budget["spec"]
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-{budget['metadata']['name']}",
+                metadata=budget["metadata"],
+                spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+                    min_available=spec["minAvailable"],
+                    selector=k8s.meta.v1.LabelSelectorArgs(match_labels=spec["selector"]["matchLabels"]),
+                    unhealthy_pod_eviction_policy=spec["unhealthyPodEvictionPolicy"],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )

@@ -22,6 +22,7 @@ from components.plan.scaling import scaling_warnings
 from components.plan.scaling_bounds import group_node_bounds
 from components.plan.topology import DeploymentPlan, plan_deployment
 from components.render import rayservice
+from components.render.disruption import disruption_budgets
 from components.render.endpoint import endpoint_output
 from components.render.gcs_fault_tolerance import redis_secret_name, replication_group_settings
 from components.render.model_access import s3_location, service_account_name
@@ -179,6 +180,7 @@ def _ray_service(plan: DeploymentPlan, gpu_zone: str, network: Network, cluster:
         ),
         pod_security_version=policy_version,
         gcs_redis=_gcs_redis(spec, network, cluster, tags),
+        disruption_budgets=tuple(disruption_budgets(plan)),  # issue 31: one worker pod at a time
     ), opts=kubernetes)
 
 
