@@ -5,8 +5,9 @@ pydantic models `ServeInstanceDetails`, `ApplicationDetails`, `DeploymentDetails
 `ReplicaDetails`; `ReplicaState` in ray/serve/_private/common.py), with every required field of
 those models, so a reader that works here reads the real one (tests/real/serve_updates/
 test_replica_sampler.py checks that against a real Ray head). What the deployments hold is a
-function of the time since the server started (`phases(t) -> {deployment: (target, states)}`),
-so a test can script a scale-up without sleeping: the replicas' states come from it as they are.
+function of the time since the server's first request (`phases(t) -> {deployment: (target,
+states)}`): a sampler asks first when its run starts, so `t` is the run's time give or take the
+sampler's own lag, and a test scripts a scale-up without sleeping.
 
     with ServeApi(lambda t: {"Decode:m": (2, ["RUNNING", "STARTING"] if t < 1 else ["RUNNING"] * 2)}) as api:
         api.url   # http://127.0.0.1:PORT (the dashboard's root)
@@ -66,17 +67,19 @@ class ServeApi(LoopbackServer):
 
     def __init__(self, phases: Phases, app: str = "llm", status: int = 200) -> None:
         self.phases, self.app, self.status = phases, app, status
-        self.started = time.perf_counter()
+        self.first: Optional[float] = None  # perf_counter of the first request
         self.requests: list[str] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 fake.requests.append(self.path)
+                now = time.perf_counter()
+                fake.first = now if fake.first is None else fake.first
                 if self.path.rstrip("/") != "/api/serve/applications" or fake.status != 200:
                     self._send(fake.status if fake.status != 200 else 404, {"error": "no"})
                     return
-                self._send(200, instance_details(fake.phases(time.perf_counter() - fake.started), fake.app))
+                self._send(200, instance_details(fake.phases(now - fake.first), fake.app))
 
             def _send(self, code: int, document: Any) -> None:
                 body = json.dumps(document).encode()
@@ -95,6 +98,3 @@ class ServeApi(LoopbackServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def restart_clock(self, at: Optional[float] = None) -> None:
-        self.started = time.perf_counter() if at is None else at

@@ -124,15 +124,16 @@ def test_without_a_dashboard_or_an_answer_the_summary_says_replicas_were_not_sam
 
 
 def test_a_scheduled_run_records_each_phases_replicas_and_times_the_scale_up(tmp_path: Path) -> None:
-    """Against the fake endpoint and the stand-in REST API: decode's target goes to 2 at 0.8 s of the
-    API's clock (started before the run), its second replica runs from 1.2 s; the load steps up at 0.5 s."""
+    """Against the fake endpoint and the stand-in REST API: decode's target goes to 2 at 0.8 s after
+    the first sample (taken as the run starts), its second replica runs from 1.2 s; the load steps
+    up at 0.5 s and lasts to 2.5 s."""
     def phases(t: float) -> dict[str, tuple[int, list[str]]]:
         decode = (1, ["RUNNING"]) if t < 0.8 else (2, ["RUNNING", "STARTING" if t < 1.2 else "RUNNING"])
         return {"Prefill:m": (1, ["RUNNING"]), "Decode:m": decode}
 
     out = tmp_path / "run"
     with OpenAIServer("m", output_tokens=2) as server, ServeApi(phases) as api:
-        assert main(["run", "--endpoint", server.url, "--model", "m", "--schedule", "0s:2,0.5s:10,1.6s:end",
+        assert main(["run", "--endpoint", server.url, "--model", "m", "--schedule", "0s:2,0.5s:10,2.5s:end",
                      "--input-tokens", "3", "--output-tokens", "2", "--dashboard", api.url,
                      "--serve-deployments", json.dumps(DEPLOYMENTS), "--sample-every", "0.05",
                      "--out", str(out), "--json"]) == 0
