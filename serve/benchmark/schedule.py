@@ -33,7 +33,8 @@ ARRIVALS = ("poisson", "uniform")
 MAX_RATE = 10_000.0  # requests/s: far beyond what one client sends on time (docs/benchmark.md)
 MAX_STEPS = 1000
 MAX_SCHEDULE_S = 7 * 86_400.0
-_TIME = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(s|m|h)?\s*")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
+_TIME = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(s|m|h)?\s*", re.ASCII)
 _UNIT_S = {None: 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -113,11 +114,10 @@ def parse_seconds(text: Any, where: str) -> float:
 
 
 def _rate(value: Any, where: str) -> float:
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise ScheduleError(f"{where} must be a number of requests/s, got {value!r}") from None
+    if isinstance(value, str):  # ASCII digits only: float() alone reads "٢" as 2 and "1e3", "inf" too
+        if not _NUMBER.fullmatch(value.strip()):
+            raise ScheduleError(f"{where} must be a number of requests/s, got {value!r}")
+        value = float(value.strip())
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ScheduleError(f"{where} must be a number of requests/s, got {value!r}")
     if not math.isfinite(value) or not 0 <= value <= MAX_RATE:

@@ -43,8 +43,11 @@ def test_a_file_schedule_is_the_same_schedule_and_duration_cuts_a_ramp_at_its_sl
     ("", "step 1 ('') must be AT:RATE"),
     ("5s:1,10s:end", "step 1 must start at 0s"),
     ("0s:1,10s:x,20s:end", "step 2 ('10s:x') rate must be a number"),
-    ("0s:1,10s:-2,20s:end", "step 2 ('10s:-2') rate must be between 0 and"),
-    ("0s:1,10s:nan,20s:end", "step 2 ('10s:nan') rate must be between 0 and"),
+    ("0s:1,10s:-2,20s:end", "step 2 ('10s:-2') rate must be a number"),
+    ("0s:1,10s:20000,20s:end", "step 2 ('10s:20000') rate must be between 0 and 10000 requests/s"),
+    ("0s:1,10s:nan,20s:end", "step 2 ('10s:nan') rate must be a number"),
+    ("0s:1,10s:\u0662,20s:end", "step 2 ('10s:\u0662') rate must be a number"),  # Arabic-Indic 2
+    ("0s:1,\u0661\u0660s:2,20s:end", "at must be a time like 60s"),
     ("0s:1,10s:2->y,20s:end", "step 2 ('10s:2->y') ramp end must be a number"),
     ("0s:1,soon:2,20s:end", "step 2 ('soon:2') at must be a time like 60s"),
     ("0s:1,10s:2,10s:3,20s:end", "step 3 at must be later than step 2's"),
@@ -66,6 +69,8 @@ def test_a_bad_inline_schedule_names_the_step_and_the_field(text, message):
     ({"steps": [{"at": 0, "rate": 1}, {"at": 5, "rate": True}], "end": 10}, "steps[1].rate must be a number"),
     ({"steps": [{"at": 0, "rate": 1, "too": 2}], "end": 10}, "steps[0]: unknown key 'too'"),
     ({"steps": [{"at": 0, "rate": 1, "to": "fast"}], "end": 10}, "steps[0].to must be a number"),
+    ({"steps": [{"at": 0, "rate": -1}], "end": 10}, "steps[0].rate must be between 0 and"),
+    ({"steps": [{"at": -5, "rate": 1}], "end": 10}, "steps[0].at must be between 0 and"),
     ({"steps": [{"at": 0, "rate": 1}], "end": "later"}, "end must be a time"),
 ])
 def test_a_bad_schedule_file_names_the_field(document, message):
