@@ -203,3 +203,20 @@ def test_run_with_a_schedule_file_and_a_trace_writes_the_steps_and_says_replicas
 def test_bad_load_arguments_exit_2_naming_them(args, message, tmp_path, capsys):
     assert main(["run", "--endpoint", "http://127.0.0.1:9", "--model", "m", *args, "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_max_in_flight_holds_a_due_request_until_a_slot_frees_and_says_so():
+    """10 requests due within 0.5 s, each answered after >= 0.5 s, at most 2 in flight: the first two
+    go at once, every later one was due while two were in flight, so it waited (held_by_cap)."""
+    schedule = parse_inline("0s:20,0.5s:end")
+    offsets = arrivals(schedule, "uniform")
+    specs = [RequestSpec(i, f"request {i}", 2, 1) for i in range(len(offsets))]
+    with OpenAIServer("m", ttft_s=0.5, output_tokens=1) as server:
+        config = LoadConfig(server.url, "m", connect_timeout_s=PATIENCE_S, max_in_flight=2)
+        records = asyncio.run(run_load(config, specs, offsets=offsets))
+    assert len(records) == 10 and all(r["ok"] for r in records)
+    assert [r["held_by_cap"] for r in records] == [False, False] + [True] * 8
+    events = sorted([(r["sent_s"], 1) for r in records] + [(r["end_s"], -1) for r in records],
+                    key=lambda e: (e[0], e[1]))
+    in_flight = [sum(step for _, step in events[:i + 1]) for i in range(len(events))]
+    assert max(in_flight) == 2
