@@ -144,3 +144,27 @@ def test_a_scheduled_run_records_each_phases_replicas_and_times_the_scale_up(tmp
     assert (up["phase"], up["from"], up["to"], up["load_step"], up["step_at_s"]) == ("decode", 1, 2, 1, 0.5)
     assert up["took_s"] == pytest.approx(up["serving_s"] - 0.5, abs=1e-3)
     assert up["target_raised_s"] <= up["serving_s"] and up["serving_s"] <= replicas["samples"][-1]["t"]
+
+
+def test_with_outputs_the_replicas_come_through_the_api_servers_proxy_to_the_head(tmp_path: Path) -> None:
+    """`run --outputs` with a schedule samples the stack's dashboardService:8265 through the API
+    server's service proxy (the NetworkPolicy admits the API server there), with raypd's names."""
+    from components.render.serve_config import serve_deployment_name
+    from tests.fakes.kube_api import FakeKubeApi
+
+    model = "org/some-model.v1"
+    names = {phase: serve_deployment_name(phase, model) for phase in ("prefill", "decode")}
+    with FakeKubeApi() as kube, OpenAIServer(model, output_tokens=2) as server, ServeApi(
+            lambda t: {names["prefill"]: (1, ["RUNNING"]), names["decode"]: (2, ["RUNNING", "STARTING"])}) as api:
+        kube.serve_upstream, kube.dashboard_upstream = server.url, api.url
+        outputs = {**kube.outputs(), "modelId": model}
+        (tmp_path / "outputs.json").write_text(json.dumps(outputs), encoding="utf-8")
+        assert main(["run", "--outputs", str(tmp_path / "outputs.json"), "--schedule", "0s:4,0.5s:end",
+                     "--input-tokens", "3", "--output-tokens", "2", "--out", str(tmp_path / "run"), "--json"]) == 0
+        proxied = {r["path"] for r in kube.requests if "8265" in r["path"]}
+    assert proxied == {f"/api/v1/namespaces/{outputs['namespace']}/services/{outputs['dashboardService']}:8265"
+                       "/proxy/api/serve/applications/"}
+    replicas = json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))["replicas"]
+    assert replicas["sampled"] and replicas["failed_samples"] == 0
+    assert replicas["samples"][0]["phases"] == {"prefill": {"target": 1, "running": 1},
+                                                "decode": {"target": 2, "running": 1}}
