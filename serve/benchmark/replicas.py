@@ -14,7 +14,7 @@ Which deployment is which phase is raypd's naming (components/render/serve_confi
 `serve_deployment_name`, its one home); this module is one of job.RUN_FILES and cannot import it,
 so the caller hands the mapping in ({phase: deployment name}).
 
-    sampler = ReplicaSampler("http://127.0.0.1:8265", {"prefill": "Prefill:tiny", "decode": "Decode:tiny"})
+    sampler = ReplicaSampler("http://127.0.0.1:8265", raypd_deployments("tiny"))  # Prefill:tiny, Decode:tiny, ...
     sampler.sample()   # {"prefill": {"target": 1, "running": 1}, "decode": {"target": 2, "running": 1}}
 
 A scale-up is a rise of a phase's RUNNING count; it took from the load step that caused it (the
@@ -69,6 +69,18 @@ def phase_counts(document: Any, deployments: Mapping[str, str], app: Optional[st
             running = sum(isinstance(r, dict) and r.get("state") == "RUNNING" for r in replicas)
             counts[phase] = {"target": target, "running": running}
     return counts
+
+
+def raypd_deployments(model_id: str) -> dict[str, str]:
+    """{phase: Serve deployment} for every phase raypd names, for a model: what to hand the
+    sampler outside a pod (phases the app does not run are simply not found)."""
+    try:
+        # Imported here: the names' one home is components/render/serve_config.py, which a pod
+        # running `run` does not have (the Job passes the mapping instead: job.sampling_args).
+        from components.render.serve_config import DEPLOYMENT_PREFIXES, serve_deployment_name
+    except ImportError:
+        raise SampleError("raypd's deployment names need the raypd checkout; pass the mapping") from None
+    return {phase: serve_deployment_name(phase, model_id) for phase in DEPLOYMENT_PREFIXES}
 
 
 class ReplicaSampler:
@@ -176,19 +188,33 @@ def scale_ups(samples: Sequence[Mapping[str, Any]], schedule: Optional[Schedule]
     return ups
 
 
+def changes(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The first sample, each one whose counts differ from the sample before, and the last: the
+    replica counts over the run as a step function, a few rows however long the run (summary.json
+    travels as one log line from the in-cluster Job)."""
+    kept: list[Mapping[str, Any]] = []
+    for row in rows:
+        if not kept or row["phases"] != kept[-1]["phases"]:
+            kept.append(row)
+    if rows and kept[-1] is not rows[-1]:
+        kept.append(rows[-1])
+    return kept
+
+
 def replicas_summary(recorder: Optional[ReplicaRecorder], schedule: Optional[Schedule],
                      why_not: str = "no --dashboard given") -> dict[str, Any]:
-    """summary.json's `replicas`: the samples, the phases seen, and the scale-ups; or, when nothing
-    was sampled, `sampled: false` and why (never zero replicas that nobody counted)."""
+    """summary.json's `replicas`: the phases seen, the counts over the run (`changes`), the
+    scale-ups; or, when nothing was sampled, `sampled: false` and why (never zero replicas that
+    nobody counted)."""
     if recorder is None:
         return {"sampled": False, "why": why_not}
     counted = [row for row in recorder.samples if "phases" in row]
+    errors = [row["error"] for row in recorder.samples if "error" in row]
     if not counted:
-        errors = [row["error"] for row in recorder.samples if "error" in row]
-        return {"sampled": False, "why": f"the Serve REST API never answered ({errors[-1] if errors else 'no sample'})",
-                "samples": recorder.samples}
+        return {"sampled": False, "why": f"the Serve REST API never answered ({errors[-1] if errors else 'no sample'})"}
     phases = sorted({phase for row in counted for phase in row["phases"]})
     most = {p: max(row["phases"][p]["running"] for row in counted if p in row["phases"]) for p in phases}
     return {"sampled": True, "every_s": recorder.every_s, "phases": phases, "max_running": most,
-            "failed_samples": len(recorder.samples) - len(counted), "scale_ups": scale_ups(counted, schedule),
-            "samples": recorder.samples}
+            "samples_taken": len(recorder.samples), "failed_samples": len(errors),
+            "last_error": errors[-1] if errors else None, "scale_ups": scale_ups(counted, schedule),
+            "samples": changes(counted)}

@@ -48,7 +48,7 @@ def _varying_lines(summary: dict[str, Any]) -> list[str]:
     if not replicas["sampled"]:
         return [*lines, f"replicas: not sampled ({replicas['why']})"]
     most = ", ".join(f"{phase} {count}" for phase, count in replicas["max_running"].items())
-    lines.append(f"replicas: most RUNNING {most} ({len(replicas['samples'])} samples, "
+    lines.append(f"replicas: most RUNNING {most} ({replicas['samples_taken']} samples, "
                  f"{replicas['failed_samples']} failed)")
     for up in replicas["scale_ups"]:
         since = "" if up["took_s"] is None else f"{up['took_s']:g} s after step {up['load_step'] + 1}, "

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from serve.benchmark.loadgen import LoadConfig, run_load
-from serve.benchmark.replicas import SAMPLE_EVERY_S, ReplicaRecorder, ReplicaSampler, replicas_summary
+from serve.benchmark.replicas import (
+    SAMPLE_EVERY_S,
+    ReplicaRecorder,
+    ReplicaSampler,
+    SampleError,
+    raypd_deployments,
+    replicas_summary,
+)
 from serve.benchmark.schedule import ARRIVALS, Schedule, ScheduleError, arrivals, from_document, parse_inline
 from serve.benchmark.summary import step_stats, summarize
 from serve.benchmark.trace import read_trace, trace_workload
@@ -26,6 +33,8 @@ DEFAULT_MAX_IN_FLIGHT = 512  # under the usual 1024 open files, with room for th
 MAX_SCHEDULE_FILE_BYTES = 1024 * 1024
 FLAGS = ("--schedule", "--schedule-file", "--trace")
 SAMPLING_FLAGS = ("--dashboard", "--serve-deployments", "--sample-every")
+# What `plan` gives `send`: (schedule or None for a trace, send offsets, specs, trace ids).
+Planned = tuple[Optional[Schedule], list[float], list[RequestSpec], list[Optional[str]]]
 
 
 def add_arguments(run: argparse.ArgumentParser, load: Any, number: Callable[[str], Any],
@@ -88,7 +97,7 @@ def _read_schedule_file(path: Path) -> Any:
         raise ScheduleError(f"--schedule-file {path}: {exc}") from None
 
 
-def plan(args: argparse.Namespace, specs_for: Callable[[int], list[RequestSpec]], most: int) -> "Planned":
+def plan(args: argparse.Namespace, specs_for: Callable[[int], list[RequestSpec]], most: int) -> Planned:
     """(schedule, send offsets, specs, trace ids) of the run; at most --requests (or `most`) requests."""
     limit = args.requests or most
     schedule = schedule_of(args)
@@ -130,15 +139,9 @@ def _deployments(args: argparse.Namespace, via: Mapping[str, Any]) -> dict[str, 
     if via.get("deployments"):
         return dict(via["deployments"])
     try:
-        # Imported here: raypd's deployment names have one home in components (not in a pod, where
-        # the Job passes --serve-deployments).
-        from components.render.serve_config import DEPLOYMENT_PREFIXES, serve_deployment_name
-    except ImportError:
+        return raypd_deployments(args.model)
+    except SampleError:
         raise WorkloadError("--dashboard needs --serve-deployments here (no raypd checkout)") from None
-    return {phase: serve_deployment_name(phase, args.model) for phase in DEPLOYMENT_PREFIXES}
-
-
-Planned = tuple[Optional[Schedule], list[float], list[RequestSpec], list[Optional[str]]]
 
 
 def send(args: argparse.Namespace, via: Mapping[str, Any], planned: Planned,

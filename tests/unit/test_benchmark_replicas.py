@@ -16,7 +16,9 @@ from serve.benchmark.replicas import (
     ReplicaRecorder,
     ReplicaSampler,
     SampleError,
+    changes,
     phase_counts,
+    raypd_deployments,
     replicas_summary,
     scale_ups,
 )
@@ -38,6 +40,12 @@ def test_counts_are_the_target_and_the_running_replicas_of_each_phases_deploymen
     assert phase_counts(document, {**DEPLOYMENTS, "colocated": "LLMServer:m"}).keys() == {"prefill", "decode"}
     with pytest.raises(SampleError, match="no `applications`"):
         phase_counts({"detail": "Not Found"}, DEPLOYMENTS)
+
+
+def test_raypds_deployment_names_come_from_their_one_home():
+    assert raypd_deployments("Qwen/Qwen3.5-9B") == {"prefill": "Prefill:Qwen--Qwen3_5-9B",
+                                                    "decode": "Decode:Qwen--Qwen3_5-9B",
+                                                    "colocated": "LLMServer:Qwen--Qwen3_5-9B"}
 
 
 def test_the_sampler_reads_the_rest_api_and_says_when_it_cannot():
@@ -106,7 +114,15 @@ def test_the_recorder_samples_on_the_runs_clock_and_keeps_a_miss_as_a_miss():
         {"t": 3.0, "phases": {"decode": {"target": 4, "running": 1}}},  # the last one, after the stop
     ]
     summary = replicas_summary(recorder, None)
-    assert summary["sampled"] and summary["failed_samples"] == 1 and summary["phases"] == ["decode"]
+    assert summary["sampled"] and summary["phases"] == ["decode"] and summary["samples_taken"] == 4
+    assert summary["failed_samples"] == 1 and summary["last_error"].endswith("answered HTTP 502")
+    assert summary["samples"] == [row for row in recorder.samples if "phases" in row]  # each one a change
+
+
+def test_the_summary_keeps_the_counts_as_a_step_function():
+    rows = [_row(t, (1, 1), (1, 1)) for t in range(5)] + [_row(5, (1, 1), (2, 1)), _row(6, (1, 1), (2, 1)),
+                                                          _row(7, (1, 1), (2, 2)), _row(8, (1, 1), (2, 2))]
+    assert [row["t"] for row in changes(rows)] == [0, 5, 7, 8]
 
 
 def test_without_a_dashboard_or_an_answer_the_summary_says_replicas_were_not_sampled():
@@ -119,8 +135,7 @@ def test_without_a_dashboard_or_an_answer_the_summary_says_replicas_were_not_sam
     recorder = ReplicaRecorder(Down(), clock=lambda: 5.0)
     recorder.take(4.0)
     assert replicas_summary(recorder, None) == {
-        "sampled": False, "why": "the Serve REST API never answered (http://h: connection refused)",
-        "samples": [{"t": 1.0, "error": "http://h: connection refused"}]}
+        "sampled": False, "why": "the Serve REST API never answered (http://h: connection refused)"}
 
 
 def test_a_scheduled_run_records_each_phases_replicas_and_times_the_scale_up(tmp_path: Path) -> None:
@@ -143,7 +158,8 @@ def test_a_scheduled_run_records_each_phases_replicas_and_times_the_scale_up(tmp
     (up,) = replicas["scale_ups"]
     assert (up["phase"], up["from"], up["to"], up["load_step"], up["step_at_s"]) == ("decode", 1, 2, 1, 0.5)
     assert up["took_s"] == pytest.approx(up["serving_s"] - 0.5, abs=1e-3)
-    assert up["target_raised_s"] <= up["serving_s"] and up["serving_s"] <= replicas["samples"][-1]["t"]
+    assert up["target_raised_s"] <= up["serving_s"] <= replicas["samples"][-1]["t"]
+    assert [row["phases"]["decode"] for row in replicas["samples"]][-1] == {"target": 2, "running": 2}
 
 
 def test_with_outputs_the_replicas_come_through_the_api_servers_proxy_to_the_head(tmp_path: Path) -> None:

@@ -147,27 +147,27 @@ def test_an_empty_trace_is_refused():
 
 
 def test_a_schedule_sent_to_a_local_server_arrives_step_by_step():
-    """Uniform sends at 4/s for 1.5 s, then 12/s for 1.5 s, then a pause: the server receives 6, then
-    18, then nothing, counted on its own clock (the same perf_counter, same process) against the
-    client's start. Each send is half a gap away from a step boundary (>= 41 ms); a late event loop
-    could only move a send later, so a send counted in the wrong step would be > 41 ms late, which
+    """Uniform sends at 2/s for 2 s, then 5/s for 2 s, then a pause: the server receives 4, then 10,
+    then nothing, counted on its own clock (the same perf_counter, same process) against the
+    client's start. Each send is half a gap away from a step boundary (>= 100 ms); a late event loop
+    could only move a send later, so a send counted in the wrong step would be > 100 ms late, which
     the client's own record shows (sent_s - scheduled_s) and the test reports."""
-    schedule = parse_inline("0s:4,1.5s:12,3s:0,3.5s:end")
+    schedule = parse_inline("0s:2,2s:5,4s:0,4.5s:end")
     offsets = arrivals(schedule, "uniform")
     specs = [RequestSpec(i, f"request {i}", 2, 2) for i in range(len(offsets))]
     with OpenAIServer("m", output_tokens=2) as server:
         config = LoadConfig(server.url, "m", connect_timeout_s=PATIENCE_S, max_in_flight=64)
         records = asyncio.run(run_load(config, specs, offsets=offsets))
         received = {stream.request["messages"][0]["content"]: stream.received_s for stream in server.streams}
-    assert all(r["ok"] for r in records) and len(records) == len(offsets) == 24
+    assert all(r["ok"] for r in records) and len(records) == len(offsets) == 14
     # The client's start on perf_counter: each request reached the server after t0 + its sent_s, so
     # the smallest difference is t0 plus one loopback trip (well under a millisecond).
     t0 = min(received[f"request {r['index']}"] - r["sent_s"] for r in records)
     lateness = max(r["sent_s"] - r["scheduled_s"] for r in records)
     counted = [sum(schedule.step_at(at - t0) == i for at in received.values()) for i in range(3)]
-    assert counted == [6, 18, 0], f"per step {counted}; the client was at most {lateness * 1000:.0f} ms late"
-    assert [s["requests"]["sent"] for s in step_stats(records, schedule)] == [6, 18, 0]
-    assert [s["offered_rate"] for s in step_stats(records, schedule)] == [4, 12, 0]
+    assert counted == [4, 10, 0], f"per step {counted}; the client was at most {lateness * 1000:.0f} ms late"
+    assert [s["requests"]["sent"] for s in step_stats(records, schedule)] == [4, 10, 0]
+    assert [s["offered_rate"] for s in step_stats(records, schedule)] == [2, 5, 0]
 
 
 def test_run_with_a_schedule_file_and_a_trace_writes_the_steps_and_says_replicas_were_not_sampled(
@@ -206,17 +206,20 @@ def test_bad_load_arguments_exit_2_naming_them(args, message, tmp_path, capsys):
 
 
 def test_max_in_flight_holds_a_due_request_until_a_slot_frees_and_says_so():
-    """10 requests due within 0.5 s, each answered after >= 0.5 s, at most 2 in flight: the first two
-    go at once, every later one was due while two were in flight, so it waited (held_by_cap)."""
-    schedule = parse_inline("0s:20,0.5s:end")
+    """6 requests due within 0.5 s, each answered after >= 1.5 s, at most 2 in flight: the first two
+    go at once, every later one was due while two were in flight (only an event loop stalled for
+    over a second could see a slot free), so it waited for one (held_by_cap) and went late."""
+    schedule = parse_inline("0s:12,0.5s:end")
     offsets = arrivals(schedule, "uniform")
     specs = [RequestSpec(i, f"request {i}", 2, 1) for i in range(len(offsets))]
-    with OpenAIServer("m", ttft_s=0.5, output_tokens=1) as server:
+    with OpenAIServer("m", ttft_s=1.5, output_tokens=1) as server:
         config = LoadConfig(server.url, "m", connect_timeout_s=PATIENCE_S, max_in_flight=2)
         records = asyncio.run(run_load(config, specs, offsets=offsets))
-    assert len(records) == 10 and all(r["ok"] for r in records)
-    assert [r["held_by_cap"] for r in records] == [False, False] + [True] * 8
+    assert len(records) == 6 and all(r["ok"] for r in records)
+    assert [r["held_by_cap"] for r in records] == [False, False] + [True] * 4
+    ends = sorted(r["end_s"] for r in records)
+    for number, record in enumerate(records[2:]):  # the k-th held one went after the k-th answer ended
+        assert record["sent_s"] >= ends[number] and record["sent_s"] - record["scheduled_s"] > 1.0
     events = sorted([(r["sent_s"], 1) for r in records] + [(r["end_s"], -1) for r in records],
                     key=lambda e: (e[0], e[1]))
-    in_flight = [sum(step for _, step in events[:i + 1]) for i in range(len(events))]
-    assert max(in_flight) == 2
+    assert max(sum(step for _, step in events[:i + 1]) for i in range(len(events))) == 2

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from components.render.serve_config import DEPLOYMENT_PREFIXES, serve_deployment_name
-from serve.benchmark.replicas import ReplicaSampler
+from components.render.serve_config import serve_deployment_name
+from serve.benchmark.replicas import ReplicaSampler, raypd_deployments
 from tests.real.locate import RealVllm
 from tests.real.processes import wait_until
 from tests.real.ray_serve import RayServe, deploy, ray_env, serve_http_port
@@ -42,8 +42,7 @@ def test_the_sampler_counts_what_serve_status_counts(plain_ray: RayServe, real: 
                  "applications": [{"name": APP, "route_prefix": "/", "import_path": "probe_app:build",
                                    "args": {"sampled": True},
                                    "deployments": [{"name": decode, "num_replicas": REPLICAS}]}]})
-    sampler = ReplicaSampler(ray.dashboard_url, {phase: serve_deployment_name(phase, MODEL)
-                                                 for phase in DEPLOYMENT_PREFIXES}, app=APP)
+    sampler = ReplicaSampler(ray.dashboard_url, raypd_deployments(MODEL), app=APP)
 
     def settled() -> bool:
         return sampler.sample().get("decode") == {"target": REPLICAS, "running": REPLICAS}
