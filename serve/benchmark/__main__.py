@@ -111,6 +111,9 @@ def _specs(args: argparse.Namespace, count: Optional[int] = None) -> list[Reques
     if args.prompts is not None:
         return file_workload(args.prompts, count, output_tokens, seed=args.seed, output_dist=args.output_dist)
     input_tokens = args.input_tokens or preset["input_tokens"]
+    if count * input_tokens > MAX_PROMPT_WORDS:  # a schedule's count is known only once it is planned
+        raise UsageError(f"{count} requests x {input_tokens} input tokens is more than {MAX_PROMPT_WORDS} prompt "
+                         "words; cap the requests with --requests")
     prefix = min(preset["shared_prefix_tokens"], input_tokens - 1) if args.preset == "agentic" else 0
     return synthetic_workload(count, input_tokens, output_tokens, seed=args.seed,
                               input_dist=args.input_dist, output_dist=args.output_dist, shared_prefix_tokens=prefix)

@@ -199,6 +199,7 @@ def test_run_with_a_schedule_file_and_a_trace_writes_the_steps_and_says_replicas
     (["--rate", "1", "--requests", "2", "--dashboard", "http://h:8265"], "--dashboard goes with --schedule"),
     (["--trace", "t.jsonl", "--input-tokens", "5"], "--trace gives each request's lengths"),
     (["--schedule", "0s:1000,100s:end"], "cap it with --requests"),
+    (["--schedule", "0s:1000,60s:end", "--preset", "rag"], "requests x 8192 input tokens is more than 50000000"),
 ])
 def test_bad_load_arguments_exit_2_naming_them(args, message, tmp_path, capsys):
     assert main(["run", "--endpoint", "http://127.0.0.1:9", "--model", "m", *args, "--out", str(tmp_path)]) == 2
