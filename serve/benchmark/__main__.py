@@ -179,6 +179,7 @@ def _through_the_api_server(args: argparse.Namespace) -> dict[str, Any]:
     if not all(isinstance(v, str) and v for v in (namespace, service, base)):
         raise UsageError("--outputs: needs namespace, serveService and openaiBaseUrl (raypd stack outputs)")
     client = _kube_client(outputs, args.kubeconfig)
+    from components.config.defaults import DASHBOARD_PORT  # importable too: the checkout is here
     from serve.kube import KubeError  # importable: _kube_client said so
 
     try:
@@ -187,11 +188,12 @@ def _through_the_api_server(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"--kubeconfig: {exc}") from None
     port = urlparse(str(base)).port or 8000
     proxy = f"{client.server}/api/v1/namespaces/{quote(str(namespace), safe='')}/services/"
-    dashboard = outputs.get("dashboardService")  # the Ray head's Service (docs/outputs.md), port 8265
+    dashboard = outputs.get("dashboardService")  # the Ray head's Service (docs/outputs.md)
     return {"endpoint": f"{proxy}{quote(str(service), safe='')}:{port}/proxy",
             "model": args.model or str(outputs.get("modelId") or ""),
             "headers": client.auth_headers, "ssl_context": client.ssl_context,
-            "dashboard": f"{proxy}{quote(dashboard, safe='')}:8265/proxy" if isinstance(dashboard, str) else None}
+            "dashboard": (f"{proxy}{quote(dashboard, safe='')}:{DASHBOARD_PORT}/proxy"
+                          if isinstance(dashboard, str) else None)}
 
 
 def _run(args: argparse.Namespace) -> int:
