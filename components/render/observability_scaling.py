@@ -3,7 +3,7 @@ expressions, read by the dashboard's Scaling row, the pinned-at-maxReplicas aler
 app's Scaling panel (serve.live_scaling).
 
 THE SIGNALS are those raypd's Serve policy computes (components/render/scaling_policy/
-raypd_pd_autoscaling.py `phase_signals`, docs/scaling-policy.md), from the Serve series that carry
+raypd_pd_autoscaling.py `phase_signals`, docs/scaling.md), from the Serve series that carry
 the same quantities (components/render/metric_names.py cites where each comes from):
 - a deployment's *running* requests: `serve_replica_processing_queries` summed over its replicas
   (each replica's requests in flight: the policy's `total_num_requests - total_queued_requests`);
