@@ -12,8 +12,10 @@ Autoscaler's scale-down); nothing stops a node or pod from dying. What raypd ren
   ("rayclusters.ray.io does not implement the scale subresource", kuberay#2662) and `failSafe` sets
   disruptionsAllowed to 0: every drain of a GPU node blocks for good. An integer minAvailable is
   counted over the selected pods directly (`expectedCount = len(pods)`), with no controller lookup.
-- **minAvailable = the group's pods at its minimum, minus one**: one worker pod (one GPU node) of
-  a group goes at a time, the next only once the replacement pod is Ready. Never all of them: a
+- **minAvailable = the group's pods at its minimum, minus one**: at that size one worker pod (one
+  GPU node) of a group goes at a time, the next only once the replacement pod is Ready. An
+  autoscaled group running above its minimum may lose several at once, down to that floor: an
+  integer cannot follow the live size (the live size is what the scale subresource would give). Never all of them: a
   budget that allows no eviction at all (minAvailable = the pods) blocks a node drain forever:
   EKS fails a managed node group update with PodEvictionFailure after 15 minutes (issue 14's
   rolls, a Kubernetes upgrade), and `pulumi up` with it.
