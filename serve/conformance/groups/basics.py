@@ -62,6 +62,11 @@ def send(session: Session, route: str, label: str, **params: Any) -> Exchange:
     return (session.chat if route == "chat" else session.completion)(label, **params)
 
 
+def asked(ex: Exchange) -> Optional[int]:
+    """The max_tokens (or max_completion_tokens) the request asked for, as the judge reads it."""
+    return count(ex.request.get("max_tokens")) or count(ex.request.get("max_completion_tokens"))
+
+
 def usage_problem(ex: Exchange, max_tokens: Optional[int]) -> Optional[str]:
     """What is wrong with an answer's usage against its own text, or None."""
     found = usage(ex)
@@ -81,7 +86,7 @@ def usage_problem(ex: Exchange, max_tokens: Optional[int]) -> Optional[str]:
     return None
 
 
-def _answer_problem(ex: Exchange, max_tokens: int) -> Optional[str]:
+def _answer_problem(ex: Exchange) -> Optional[str]:
     if text(ex) is None:
         return "no text in the answer"
     if finish_reason(ex) not in ("length", "stop"):
@@ -95,7 +100,7 @@ def judge_answer(label: str, what: str) -> Judge:
         broken = not_answered(ex, what)
         if broken is not None or ex is None:
             return broken or failed("no answer")
-        problem = _answer_problem(ex, MAX_TOKENS) or (None if ex.stream else usage_problem(ex, MAX_TOKENS))
+        problem = _answer_problem(ex) or (None if ex.stream else usage_problem(ex, asked(ex)))
         if problem:
             return failed(f"{what}: {problem}")
         found = usage(ex) or {}
@@ -114,7 +119,7 @@ def judge_stream_usage(exchanges: Sequence[Exchange], ctx: Context) -> Outcome:
                       "stream_options.include_usage was set")
     if not usage_chunk_last(streamed):
         return failed("the usage came, but not as the last chunk with empty choices (OpenAI's shape)")
-    problem = usage_problem(streamed, MAX_TOKENS)
+    problem = usage_problem(streamed, asked(streamed))
     if problem:
         return failed(f"streamed usage: {problem}")
     streamed_prompt = count((usage(streamed) or {}).get("prompt_tokens"))
