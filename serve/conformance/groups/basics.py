@@ -46,6 +46,7 @@ PROMPT = "Prefill reads the prompt and decode writes the answer, one token at a 
 MAX_TOKENS = 12
 SHORT = 5
 EXACT = {"ignore_eos": True}
+STOP_SEED = 4321
 
 
 def request(route: str, prompt: str = PROMPT, **params: Any) -> dict[str, Any]:
@@ -185,22 +186,25 @@ def _judge_limit(field: str) -> Judge:
 
 def pick_stop(baseline: str) -> Optional[tuple[str, str]]:
     """A stop string from the middle of an answer, and the text expected before it: the answer
-    up to the stop's first occurrence (a stop must not be at the very start)."""
-    for start in range(max(1, len(baseline) // 2), len(baseline) - 2):
+    up to the stop's first occurrence (a stop must not be at the very start). Only printable ASCII
+    without spaces: a random model's text has replacement characters and runs of one letter."""
+    for start in range(max(1, len(baseline) // 3), len(baseline) - 2):
         stop = baseline[start:start + 3]
         where = baseline.find(stop)
-        if stop.strip() and where > 0 and baseline[:where].strip():
+        if all(0x21 <= ord(c) <= 0x7E for c in stop) and where > 0 and baseline[:where].strip():
             return stop, baseline[:where]
     return None
 
 
 def _probe_stop(route: str) -> Probe:
     def probe(session: Session, ctx: Context) -> list[Exchange]:
-        baseline = send(session, route, "baseline", **request(route, max_tokens=24))
+        # seeded sampling, not temperature 0: a tiny random model's greedy answer is one letter repeated
+        sampled = {"max_tokens": 24, "temperature": 1.0, "seed": STOP_SEED}
+        baseline = send(session, route, "baseline", **request(route, **sampled))
         found = pick_stop(text(baseline) or "") if baseline.answered else None
         if found is None:
             return [baseline]
-        return [baseline, send(session, route, "with stop", **request(route, max_tokens=24, stop=[found[0]]))]
+        return [baseline, send(session, route, "with stop", **request(route, **sampled, stop=[found[0]]))]
     return probe
 
 

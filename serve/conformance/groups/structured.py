@@ -4,9 +4,10 @@ by default); the prefill copy carries `response_format` too (ray.llm pd_server.p
 request), but only decode's tokens reach the client. Whether guided decoding runs at all on a CPU
 build is one of the things this finds out: an engine without a backend answers 400 (unsupported).
 
-The schema is tiny and closed so a random model under the grammar still finishes within the token
-budget; an answer cut at `max_tokens` (finish_reason length) is not evidence against the server and
-is reported as `skip`, with the text.
+The schema is tiny and closed, and vLLM's `structured_outputs.disable_any_whitespace` is set (a vLLM
+field, in `extra_body`; vllm/sampling_params.py `StructuredOutputsParams`), so a random model under
+the grammar still finishes within the token budget; an answer cut at `max_tokens` (finish_reason
+length) is not evidence against the server and is reported as `skip`, with the text.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ PROMPT = 'Answer in JSON: {"ok": true} or {"ok": false}. Is the cache on decode?
 def probe(kind: str) -> Probe:
     def send(session: Session, ctx: Context) -> list[Exchange]:
         params = request("chat", PROMPT, max_tokens=BUDGET, response_format=FORMATS[kind])
-        params["extra_body"] = {}  # no ignore_eos: the grammar ends the answer
+        # no ignore_eos: the grammar ends the answer; and no free whitespace, which a random model
+        # otherwise emits until max_tokens (seen on vLLM 0.32: '{"ok"' then 59 newlines)
+        params["extra_body"] = {"structured_outputs": {"disable_any_whitespace": True}}
         return [session.chat(kind, **params)]
     return send
 
