@@ -199,7 +199,7 @@ def pick_stop(baseline: str) -> Optional[tuple[str, str]]:
 def _probe_stop(route: str) -> Probe:
     def probe(session: Session, ctx: Context) -> list[Exchange]:
         # seeded sampling, not temperature 0: a tiny random model's greedy answer is one letter repeated
-        sampled = {"max_tokens": 24, "temperature": 1.0, "seed": STOP_SEED}
+        sampled: dict[str, Any] = {"max_tokens": 24, "temperature": 1.0, "seed": STOP_SEED}
         baseline = send(session, route, "baseline", **request(route, **sampled))
         found = pick_stop(text(baseline) or "") if baseline.answered else None
         if found is None:
