@@ -40,6 +40,7 @@ def exchanges_document(report: Report, feature_id: str) -> dict[str, Any]:
     return {"feature": result.id, "title": result.title, **result.outcome.to_json(),
             "endpoint": report.endpoint, "exchanges": [ex.to_json() for ex in result.exchanges],
             "reference": report.reference,
+            "referenceOutcome": result.reference.to_json() if result.reference is not None else None,
             "referenceExchanges": [ex.to_json() for ex in result.reference_exchanges]}
 
 
