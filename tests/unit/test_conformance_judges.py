@@ -178,3 +178,20 @@ def test_recorded_real_exchanges_are_judged_as_they_were(path: Path) -> None:
     exchanges = [Exchange.from_json(e) for e in recorded["exchanges"]]
     outcome = feature.judge(exchanges, Context("tiny", max_model_len=recorded.get("maxModelLen", 1024)))
     assert outcome.verdict.value == recorded["ownVerdict"], outcome.evidence
+
+
+def _prompt_logprobs(values: list[tuple[int, float]]) -> Exchange:
+    entries = [None] + [{str(t): {"logprob": v, "rank": 1, "decoded_token": "x"}} for t, v in values]
+    return Exchange("prompt_logprobs", "completions", {}, 200, body={
+        "choices": [{"index": 0, "text": "a", "prompt_logprobs": entries}],
+        "usage": {"prompt_tokens": len(entries), "completion_tokens": 1, "total_tokens": len(entries) + 1}})
+
+
+def test_prompt_logprobs_the_decoder_made_up_differ_from_the_reference() -> None:
+    """vllm#50792: a decoder that got the prompt's KV never computed its logits."""
+    ref = _prompt_logprobs([(5, -1.0), (6, -2.0)])
+    assert logprobs.compare_prompt([_prompt_logprobs([(5, -1.0), (6, -2.004)])], [ref]) is None
+    made_up = logprobs.compare_prompt([_prompt_logprobs([(5, -1.0), (6, -7.5)])], [ref])
+    assert made_up is not None and made_up.verdict == Verdict.DIFFERS and made_up.data["first_divergence"] == 2
+    positive = logprobs.judge_prompt_logprobs([_prompt_logprobs([(5, -1.0), (6, 3.0e9)])], CTX)
+    assert positive.verdict == Verdict.FAIL and "prompt token 2" in positive.evidence

@@ -23,6 +23,7 @@ from serve.conformance.features import (
     Outcome,
     Probe,
     by_label,
+    differs,
     failed,
     not_answered,
     passed,
@@ -150,7 +151,70 @@ def judge_prompt_logprobs(exchanges: Sequence[Exchange], ctx: Context) -> Outcom
         return failed("prompt_logprobs asked for, the answer has none (silently dropped)")
     if len(entries) != prompt:
         return failed(f"{len(entries)} prompt_logprobs entries for {prompt} prompt tokens")
+    impossible = [i for i, e in enumerate(entries) if isinstance(e, Mapping) and any(
+        not isinstance(v, Mapping) or not isinstance(v.get("logprob"), (int, float)) or not v["logprob"] <= 0
+        for v in e.values())]
+    if impossible:
+        return failed(f"prompt token {impossible[0]}'s logprob is not a log-probability (<= 0): "
+                      f"{shorten(entries[impossible[0]], 80)}")
     return passed(f"{len(entries)} prompt_logprobs entries, one per prompt token")
+
+
+TOLERANCE = 0.01  # the same weights in float32 on the same kind of CPU: equal up to summation order
+
+
+def _prompt_values(ex: Exchange) -> Optional[list[Any]]:
+    """A prompt's logprobs as comparable values: (token id, logprob) per position, None first."""
+    found = choices(ex)
+    if not found:
+        return None
+    if ex.label == "prompt_logprobs":
+        entries = found[0].get("prompt_logprobs")
+        if not isinstance(entries, list):
+            return None
+        values: list[Any] = []
+        for entry in entries:
+            if not isinstance(entry, Mapping) or not entry:
+                values.append(None)
+                continue
+            token, info = sorted(entry.items())[0]
+            values.append((token, info.get("logprob") if isinstance(info, Mapping) else info))
+        return values
+    block = _completion_logprobs(ex)
+    prompt = count((usage(ex) or {}).get("prompt_tokens")) or 0
+    tokens, logprobs_ = block.get("tokens") or [], block.get("token_logprobs") or []
+    return [(t, lp) for t, lp in zip(tokens[:prompt], logprobs_[:prompt], strict=False)]
+
+
+def _close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    (ta, la), (tb, lb) = a, b
+    if ta != tb:
+        return False
+    if isinstance(la, (int, float)) and isinstance(lb, (int, float)):
+        return abs(la - lb) <= TOLERANCE
+    return la == lb
+
+
+def compare_prompt(ours: Sequence[Exchange], theirs: Sequence[Exchange]) -> Optional[Outcome]:
+    """differs when the prompt's logprobs are not the reference's: a decoder that received the
+    prompt's KV cache never computed its logits (vllm#50792), so values it returns are made up."""
+    for ex in ours:
+        other = by_label(theirs, ex.label)
+        if other is None or not other.answered:
+            continue
+        mine, ref = _prompt_values(ex), _prompt_values(other)
+        if mine is None or ref is None:
+            continue
+        at = next((i for i, (a, b) in enumerate(zip(mine, ref, strict=False)) if not _close(a, b)), None)
+        if at is not None or len(mine) != len(ref):
+            at = at if at is not None else min(len(mine), len(ref))
+            return differs(f"the prompt's logprobs differ from the reference's at prompt token {at}: "
+                           f"{shorten(mine[at] if at < len(mine) else None, 60)} here, "
+                           f"{shorten(ref[at] if at < len(ref) else None, 60)} on the reference: values "
+                           "the decoder did not compute (vllm#50792)", first_divergence=at)
+    return None
 
 
 FEATURES = [
@@ -162,8 +226,8 @@ FEATURES = [
             probe_completions, judge_completions),
     Feature("completions.echo", GROUP, "completions echo: the prompt, then the answer", probe_echo(False),
             judge_echo, risky=True),
-    Feature("completions.echo_logprobs", GROUP, "completions echo with logprobs: prompt and answer tokens",
-            probe_echo(True), judge_echo, risky=True),
-    Feature("completions.prompt_logprobs", GROUP, "vLLM prompt_logprobs: one entry per prompt token",
-            probe_prompt_logprobs, judge_prompt_logprobs, risky=True),
+    Feature("completions.echo_logprobs", GROUP, "completions echo with logprobs: prompt and answer tokens "
+            "(the prompt's equal to the reference's)", probe_echo(True), judge_echo, compare_prompt, risky=True),
+    Feature("completions.prompt_logprobs", GROUP, "vLLM prompt_logprobs: one entry per prompt token (equal to "
+            "the reference's)", probe_prompt_logprobs, judge_prompt_logprobs, compare_prompt, risky=True),
 ]
