@@ -195,3 +195,21 @@ def test_prompt_logprobs_the_decoder_made_up_differ_from_the_reference() -> None
     assert made_up is not None and made_up.verdict == Verdict.DIFFERS and made_up.data["first_divergence"] == 2
     positive = logprobs.judge_prompt_logprobs([_prompt_logprobs([(5, -1.0), (6, 3.0e9)])], CTX)
     assert positive.verdict == Verdict.FAIL and "prompt token 2" in positive.evidence
+
+
+def test_structured_output_cut_by_whitespace_is_retried_and_said_plainly() -> None:
+    from serve.conformance.groups import structured
+
+    judge = structured.judge("json_schema")
+    cut = chat("json_schema", '{"ok"\n\n\n\n')
+    tight_ok = chat("json_schema without whitespace", '{"ok":true}')
+    tight_ok.body["choices"][0]["finish_reason"] = "stop"
+    assert judge([cut, tight_ok], CTX).verdict == Verdict.PASS
+    refused_tight = refused("json_schema without whitespace", 400, "none are specified")
+    outcome = judge([cut, refused_tight], CTX)
+    assert outcome.verdict == Verdict.SKIP
+    assert "cut at max_tokens" in outcome.evidence and "HTTP 400" in outcome.evidence
+    wrong = chat("json_schema", '{"ok": 3}')
+    wrong.body["choices"][0]["finish_reason"] = "stop"
+    assert judge([wrong], CTX).verdict == Verdict.FAIL
+    assert judge([refused("json_schema", 400, "no backend")], CTX).verdict == Verdict.UNSUPPORTED

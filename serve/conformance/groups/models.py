@@ -1,7 +1,8 @@
 """models: `GET /v1/models` lists the served id, `GET /v1/models/{id}` retrieves it, and the card
-says its `max_model_len` (a vLLM field on `ModelCard`, vllm/entrypoints/openai/models/protocol.py;
-Ray Serve LLM's ingress fills it from the engine config). Ray Serve LLM routes these to its ingress,
-not through the prefill/decode split (ray.llm `serving_patterns/prefill_decode/pd_server.py`)."""
+says its context length: `max_model_len` (a vLLM field on `ModelCard`, vllm/entrypoints/openai/
+models/protocol.py) or, from Ray Serve LLM 2.60's ingress, `metadata.max_request_context_length`.
+Ray Serve LLM routes these to its ingress, not through the prefill/decode split (ray.llm
+`serving_patterns/prefill_decode/pd_server.py`)."""
 
 from __future__ import annotations
 
@@ -47,8 +48,14 @@ def listed_ids(ex: Exchange) -> list[str]:
 
 
 def max_model_len(ex: Optional[Exchange], model: str) -> Optional[int]:
-    found = count((card(ex, model) or {}).get("max_model_len"))
-    return found if found is not None and found > 0 else None
+    """vLLM's `max_model_len` on the card, or Ray Serve LLM's `metadata.max_request_context_length`
+    (ray.llm _internal/serve/core/configs/openai_api_models.py: its cards carry no max_model_len)."""
+    found = card(ex, model) or {}
+    metadata = found.get("metadata")
+    length = count(found.get("max_model_len"))
+    if length is None and isinstance(metadata, Mapping):
+        length = count(metadata.get("max_request_context_length"))
+    return length if length is not None and length > 0 else None
 
 
 def judge_list(exchanges: Sequence[Exchange], ctx: Context) -> Outcome:
@@ -78,7 +85,8 @@ def judge_max_model_len(exchanges: Sequence[Exchange], ctx: Context) -> Outcome:
         return skipped("no model card to read (see models.list)")
     length = max_model_len(ex, ctx.model)
     if length is None:
-        return skipped(f"the card of {ctx.model!r} gives no max_model_len (an OpenAI server need not): "
+        return skipped(f"the card of {ctx.model!r} gives no max_model_len nor metadata.max_request_context_length "
+                       "(an OpenAI server need not): "
                        "the limits features that need it skip too")
     return passed(f"max_model_len {length}", max_model_len=length)
 
