@@ -97,6 +97,7 @@ def test_api_keys_never_reach_the_report_or_the_screen(tmp_path: Path) -> None:
     assert unknown is None or "[redacted]" in json.dumps(unknown)
 
 
+@pytest.mark.slow  # a fresh interpreter: ~6 s on a loaded machine
 def test_it_runs_as_users_start_it(reference: VllmStandIn) -> None:
     done = run_module("serve.conformance", "--endpoint", reference.url, "--model", "tiny", "--json", timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
