@@ -32,16 +32,36 @@ def _report(real_artifacts: Path, pair: PdPair) -> dict[str, Any]:
     return report
 
 
+# Seen on both the PD path and plain vLLM 0.32 (the same verdict on each side), in two runs.
+BOTH_PASS = ("models.list", "models.max_model_len", "chat.create", "chat.stream", "chat.stream_usage",
+             "chat.max_tokens", "chat.max_completion_tokens", "chat.stop", "completions.create",
+             "completions.stream_usage", "completions.max_tokens", "completions.stop", "sampling.temperature0",
+             "sampling.seed", "limits.near_max_model_len", "limits.over_max_model_len", "errors.unknown_model",
+             "errors.invalid_parameter", "server.alive",
+             # the breaks issue 32 expected from upstream, working through this PD path on vLLM 0.32:
+             "sampling.n2", "completions.echo", "completions.echo_logprobs", "completions.prompt_logprobs")
+BOTH_SKIP = ("chat.cached_tokens",  # the engines run without --enable-prompt-tokens-details
+             "tools.named", "tools.auto",  # vLLM 0.32 wants --tool-call-parser even for a named tool choice
+             "structured.json_object", "structured.json_schema")  # guided decoding runs; the model never closes
+
+
 def test_conformance_of_the_pd_pair_against_plain_vllm(real_pd_pair: PdPair, real_artifacts: Path) -> None:
     report = _report(real_artifacts, real_pd_pair)
     verdicts = {f["id"]: (f["verdict"], (f["reference"] or {}).get("verdict")) for f in report["features"]}
     print(json.dumps(verdicts, indent=1))
+    evidence = {f["id"]: f["evidence"] for f in report["features"]}
     for feature in report["features"]:
         assert feature["verdict"] in ("pass", "differs", "unsupported", "fail", "skip"), feature
         assert feature["evidence"], feature
-    for feature_id in ("models.list", "chat.create", "chat.stream", "chat.stream_usage", "chat.max_tokens",
-                       "completions.create", "completions.stream_usage", "sampling.temperature0", "server.alive"):
-        assert verdicts[feature_id][0] == "pass", (feature_id, report)
+    for feature_id in BOTH_PASS:
+        assert verdicts[feature_id] == ("pass", "pass"), (feature_id, evidence[feature_id])
+    for feature_id in BOTH_SKIP:
+        assert verdicts[feature_id] == ("skip", "skip"), (feature_id, evidence[feature_id])
+    # temperature 0 through PD: the first 32 tokens are plain vLLM's, chat and completions
+    assert verdicts["reference.tokens_t0"][0] == "pass", evidence["reference.tokens_t0"]
+    # vLLM 0.32 has no GET /v1/models/{id} (vllm/entrypoints/openai/models/api_router.py): not PD's doing
+    assert verdicts["models.retrieve"] == ("fail", "fail"), evidence["models.retrieve"]
+    assert "guided decoding ran" in evidence["structured.json_schema"]
 
 
 def test_a_client_that_walks_away_stops_the_decode(real_pd_pair: PdPair) -> None:
