@@ -1,5 +1,5 @@
 """`python -m serve.conformance (--endpoint URL | --outputs FILE|-) [--reference URL] [--api-key-env VAR]
---model ID [--json] [--out DIR]` (issue 32 §1; the report is Contract 7).
+--model ID [--json] [--out DIR]` (issue 32 section 1; the report is Contract 7).
 
 Every feature of the OpenAI surface, through the official `openai` client, judged with evidence;
 with --reference the same requests to the same weights served another way. Prints a table (or with
