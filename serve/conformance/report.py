@@ -37,9 +37,10 @@ class FeatureResult:
 
     @property
     def pd_only(self) -> bool:
-        """The reference passed the same requests where the endpoint did not."""
+        """The reference passed the same requests where the endpoint failed, differed or refused (a
+        skip is no evidence either way: e.g. the endpoint has no /metrics where the reference has)."""
         return (self.reference is not None and self.reference.verdict == Verdict.PASS
-                and self.verdict != Verdict.PASS)
+                and self.verdict not in (Verdict.PASS, Verdict.SKIP))
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "group": self.group, "title": self.title, **self.outcome.to_json(),

@@ -213,3 +213,12 @@ def test_structured_output_cut_by_whitespace_is_retried_and_said_plainly() -> No
     wrong.body["choices"][0]["finish_reason"] = "stop"
     assert judge([wrong], CTX).verdict == Verdict.FAIL
     assert judge([refused("json_schema", 400, "no backend")], CTX).verdict == Verdict.UNSUPPORTED
+
+
+def test_only_a_failure_beside_a_passing_reference_is_the_serving_paths() -> None:
+    from serve.conformance.features import failed, skipped
+    from serve.conformance.report import FeatureResult
+
+    assert FeatureResult("x", "g", "t", failed("broken"), passed("ok")).pd_only
+    assert not FeatureResult("x", "g", "t", skipped("no /metrics here"), passed("ok")).pd_only
+    assert not FeatureResult("x", "g", "t", failed("broken"), failed("broken too")).pd_only
