@@ -6,7 +6,7 @@
 Layers: client.py sends every feature's requests through the official `openai` client and records
 them (exchange.py); groups/ holds one module per group of features, each a probe (client layer) and
 a pure judge of the recorded exchanges; run.py runs them against the endpoint and a reference;
-report.py is the versioned report (Contract 10 in docs/contracts.md) and the table; outdir.py writes
+report.py is the versioned report (Contract 7 in docs/contracts.md) and the table; outdir.py writes
 `--out` with API keys redacted. For a program (verify's api-parity, the web app):
 `run_features(Session(...), names, reference=Session(...)) -> Report`.
 """
