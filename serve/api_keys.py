@@ -29,13 +29,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from components.config.safe_documents import FileRefused, read_file, shown_name
 from components.render.endpoint_names import (
     KEY_NAME_PATTERN,
     api_keys_secret_name,
     created_annotation,
 )
-from serve.evidence import MAX_OUTPUTS_BYTES, VerifyInputError, parse_outputs_text, resolve_kubeconfig
+from serve.evidence import VerifyInputError, read_outputs, resolve_kubeconfig
 from serve.kube import (
     DEFAULT_TIMEOUT,
     KubeClient,
@@ -251,20 +250,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read_outputs(source: str) -> dict[str, Any]:
-    name = "the outputs on stdin" if source == "-" else f"the outputs file {shown_name(source)}"
-    if source == "-":
-        text = sys.stdin.read(MAX_OUTPUTS_BYTES + 1)
-    else:  # read by components.config.safe_documents: bounded, never a FIFO
-        try:
-            text = read_file(source, MAX_OUTPUTS_BYTES).decode("utf-8", errors="replace")
-        except FileRefused as exc:
-            raise VerifyInputError(exc.about(name)) from None
-    return parse_outputs_text(text, name)
-
-
 def _run(args: argparse.Namespace) -> None:
-    outputs = _read_outputs(args.outputs)
+    outputs = read_outputs(args.outputs)
     kubeconfig = read_kubeconfig_file(args.kubeconfig) if args.kubeconfig else None
     keys = ApiKeys.for_outputs(outputs, kubeconfig)
     if args.command == "create":

@@ -38,6 +38,7 @@ from serve.evidence.plan import (
     VerifyPlan,
     check_outputs,
     parse_outputs_text,
+    read_outputs,
     resolve_kubeconfig,
 )
 
@@ -46,5 +47,5 @@ __all__ = [
     "RAY_CLUSTER_LABEL", "RAY_CR_NAME_LABEL", "RAY_GROUP_LABEL", "RAY_NODE_TYPE_LABEL", "STATE_API_LIMIT",
     "WORKER_ACTOR_CLASS", "ZONE_LABEL", "Evidence", "GroupPlan", "PhasePlan", "VerifyInputError",
     "VerifyPlan", "allocatable", "check_outputs", "condition_of", "labels_of", "name_list", "name_of",
-    "node_ready", "parse_outputs_text", "quantity", "resolve_kubeconfig", "shorten",
+    "node_ready", "parse_outputs_text", "quantity", "read_outputs", "resolve_kubeconfig", "shorten",
 ]

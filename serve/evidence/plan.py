@@ -3,11 +3,12 @@ the outputs JSON and the kubeconfig; `VerifyInputError` for input that cannot be
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, TextIO
 
 from components.config import defaults
-from components.config.safe_documents import DocumentError, load_json
+from components.config.safe_documents import DocumentError, FileRefused, load_json, read_file, shown_name
 from components.config.serving_spec import replicas_per_node
 from components.config.spec import SECRET_PLACEHOLDER
 from components.render.outputs import KUBECONFIG_KEY, OutputsError, validate_outputs
@@ -136,6 +137,21 @@ def parse_outputs_text(text: str, name: str = "the outputs") -> dict[str, Any]:
         raise VerifyInputError(f"{name} must be a JSON object (from `pulumi stack output "
                                "--json --show-secrets`)")
     return document
+
+
+def read_outputs(source: str, stdin: Optional[TextIO] = None) -> dict[str, Any]:
+    """`--outputs FILE|-` of every raypd CLI: stdin, or a regular file read by
+    components.config.safe_documents (bounded, never a FIFO), parsed by parse_outputs_text;
+    VerifyInputError naming the file or stdin."""
+    name = "the outputs on stdin" if source == "-" else f"the outputs file {shown_name(source)}"
+    if source == "-":
+        text = (stdin or sys.stdin).read(MAX_OUTPUTS_BYTES + 1)
+    else:
+        try:
+            text = read_file(source, MAX_OUTPUTS_BYTES).decode("utf-8", errors="replace")
+        except FileRefused as exc:
+            raise VerifyInputError(exc.about(name)) from None
+    return parse_outputs_text(text, name)
 
 
 def check_outputs(outputs: Mapping[str, Any], have_kubeconfig: bool) -> None:

@@ -11,8 +11,7 @@ import sys
 from typing import Optional, Sequence
 
 from components.config.checks import write_report
-from components.config.safe_documents import FileRefused, read_file, shown_name
-from serve.evidence import MAX_OUTPUTS_BYTES, VerifyInputError, parse_outputs_text
+from serve.evidence import VerifyInputError, read_outputs
 from serve.kube import KubeConfigError, read_kubeconfig_file
 from serve.verify.external import read_api_key
 from serve.verify.run import run_verify
@@ -36,25 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _outputs_name(source: str) -> str:
-    return "the outputs on stdin" if source == "-" else f"the outputs file {shown_name(source)}"
-
-
-def _read_outputs(source: str) -> str:
-    """stdin, or a regular file read by components.config.safe_documents (bounded, never a FIFO);
-    parse_outputs_text refuses what is over MAX_OUTPUTS_BYTES."""
-    if source == "-":
-        return sys.stdin.read(MAX_OUTPUTS_BYTES + 1)
-    try:
-        return read_file(source, MAX_OUTPUTS_BYTES).decode("utf-8", errors="replace")
-    except FileRefused as exc:
-        raise VerifyInputError(exc.about(f"the outputs file {shown_name(source)}")) from None
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        outputs = parse_outputs_text(_read_outputs(args.outputs), _outputs_name(args.outputs))
+        outputs = read_outputs(args.outputs)
         kubeconfig = read_kubeconfig_file(args.kubeconfig) if args.kubeconfig else None
         report = run_verify(outputs, kubeconfig, args.endpoint, api_key=read_api_key(args.api_key_file))
     except (VerifyInputError, KubeConfigError) as exc:

@@ -1,0 +1,117 @@
+"""disconnect: a client that walks away mid-stream; the server must stop generating for it.
+
+The evidence is the engines' own Prometheus counters, read before and after: vLLM's
+`vllm:num_requests_running` falls back to what it was, and `vllm:generation_tokens_total` rose by
+fewer tokens than the request asked for (ignore_eos: an engine that ignores the hang-up generates
+all of them). Under Ray Serve the same series are `ray_vllm_*` on Ray's metrics export port. The
+endpoint's own `/metrics` is read (vLLM serves it on its API port); an endpoint without one (Ray
+Serve's HTTP proxy, a gateway) is a `skip` saying where to look, unless the program calling
+`run_features` names the page (`metrics_url`). Ray exports every ~10 s, hence the wait.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping, Optional, Sequence
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from serve.conformance.client import Session
+from serve.conformance.exchange import Exchange, content_chunks
+from serve.conformance.features import (
+    Context,
+    Feature,
+    Outcome,
+    by_label,
+    failed,
+    not_answered,
+    passed,
+    skipped,
+)
+from serve.conformance.groups.basics import request
+
+GROUP = "disconnect"
+RUNNING = ("vllm:num_requests_running", "ray_vllm_num_requests_running")
+GENERATED = ("vllm:generation_tokens_total", "ray_vllm_generation_tokens_total")
+ASKED = 768
+READ_CHUNKS = 2
+WAIT_S = 45.0
+POLL_S = 1.0
+
+
+def totals(page: str) -> dict[str, float]:
+    """The running requests and generated tokens on a Prometheus page, summed over engines."""
+    found: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(page):
+            for sample in family.samples:
+                for kind, names in (("running", RUNNING), ("generated", GENERATED)):
+                    if sample.name in names:
+                        found[kind] = found.get(kind, 0.0) + sample.value
+    except ValueError:
+        return {}
+    return found
+
+
+def _reading(session: Session, ctx: Context, label: str) -> Exchange:
+    ex = session.metrics(label, ctx.metrics_url)
+    page = ex.body if isinstance(ex.body, str) else ""
+    # keep only the two sums: a metrics page is ~100 KB, the evidence is two numbers
+    return Exchange(ex.label, ex.route, ex.request, ex.status, body=totals(page) if ex.status == 200 else None,
+                    error=ex.error, seconds=ex.seconds)
+
+
+def probe(session: Session, ctx: Context) -> list[Exchange]:
+    before = _reading(session, ctx, "before")
+    if before.status != 200 or "running" not in (before.body or {}):
+        return [before]
+    asked = min(ASKED, (ctx.max_model_len or 2 * ASKED) // 2)
+    walked = session.walk_away("walk away", "chat", READ_CHUNKS, **request("chat", max_tokens=asked))
+    readings = [before, walked]
+    deadline = time.monotonic() + WAIT_S
+    while True:  # bounded by WAIT_S: ends when the engine is idle again and its counters moved
+        after = _reading(session, ctx, f"after {len(readings) - 1}")
+        readings.append(after)
+        done = _settled(before.body, after.body)
+        if done or time.monotonic() + POLL_S > deadline:
+            return readings
+        time.sleep(POLL_S)
+
+
+def _settled(before: Optional[Mapping[str, float]], after: Optional[Mapping[str, float]]) -> bool:
+    if not before or not after or "running" not in after:
+        return False
+    return after["running"] <= before["running"] and after.get("generated", 0) > before.get("generated", 0)
+
+
+def judge(exchanges: Sequence[Exchange], ctx: Context) -> Outcome:
+    before = by_label(exchanges, "before")
+    if before is None or before.status != 200 or "running" not in (before.body or {}):
+        where = ctx.metrics_url or "the endpoint's /metrics"
+        why = before.error or f"HTTP {before.status}" if before is not None else "not read"
+        return skipped(f"no vllm:num_requests_running at {where} ({why}): whether the engine stops for a "
+                       "client that left cannot be seen from here; watch the engines' num_requests_running")
+    walked = by_label(exchanges, "walk away")
+    broken = not_answered(walked, "the stream") if walked is None or walked.status != 200 else None
+    if broken is not None or walked is None:
+        return broken or failed("no stream")
+    after = exchanges[-1]
+    asked = int(walked.request.get("max_tokens") or 0)
+    got = content_chunks(walked)
+    b, a = before.body, after.body if isinstance(after.body, Mapping) else {}
+    if "running" not in a:
+        return failed(f"the metrics could not be read after the client left ({after.error or after.status})")
+    generated = a.get("generated", 0) - b.get("generated", 0)
+    waited = sum(ex.seconds for ex in exchanges[2:]) + POLL_S * (len(exchanges) - 3)
+    if a["running"] > b["running"]:
+        return failed(f"read {got} chunk(s) of {asked} and closed; {a['running']:g} request(s) still running "
+                      f"~{waited:.0f} s later (before: {b['running']:g}): the engine goes on for nobody")
+    if generated >= asked:
+        return failed(f"read {got} chunk(s) of {asked} and closed, but the engines generated {generated:g} "
+                      "tokens: the whole answer, for a client that left")
+    return passed(f"read {got} chunk(s) of {asked} and closed; the engines stopped after {generated:g} "
+                  f"token(s) and went back to {a['running']:g} running")
+
+
+FEATURES = [Feature("disconnect.stops_generation", GROUP, "a client that leaves mid-stream: the server stops "
+                    "generating", probe, judge)]
