@@ -1,0 +1,79 @@
+"""serve.resilience's measurement on the real vLLM pair (issue 31 §3): the numbers its report gives
+are the load generator's own, counted again here straight from the records; a planted proxy that
+corrupts one answer in twenty is reported as exactly that many wrong answers.
+
+Runs last in this package (conftest.py): the kill test restarts prefill, and leaves it ready.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from serve.resilience.golden import ASKED, Workload
+from serve.resilience.report import Settings, build_report, table
+from serve.resilience.run import measure
+from tests.real.pd_pair import PdPair
+from tests.real.processes import wait_until
+from tests.real.resilience_pair import CorruptingProxy, NoFault, PairTarget, PrefillKill
+
+WORKLOAD = Workload(prompts=6, input_tokens=32, max_tokens=8)
+
+
+def _golden_of(report: dict[str, Any], measured: Any, index: int) -> Any:
+    return measured.golden.answers[index % len(measured.golden.answers)]
+
+
+def test_a_corrupting_proxy_is_counted_as_exactly_its_wrong_answers(real_pd_pair: PdPair) -> None:
+    pair = real_pd_pair
+    settings = Settings(rate=4.0, duration_s=25.0, fault_at_s=1.0, timeout_s=120.0, settle_s=5.0)
+    with CorruptingProxy(pair.proxy_url, every=20, skip_first=WORKLOAD.prompts * ASKED) as proxy:
+        measured = measure(proxy.url, pair.model_id, NoFault(), PairTarget(pair), settings, WORKLOAD)
+    report = build_report(measured, settings)
+    print(table(report))
+    golden = measured.golden.answers
+    assert measured.golden.unstable == [], f"a prompt's golden answer did not repeat: {report['golden']}"
+    prompts = [s.prompt for s in WORKLOAD.specs()]
+    assert proxy.corrupted, "the proxy changed no answer: the load was too short"
+    assert all(p in prompts for p in proxy.corrupted)
+    assert report["requests"]["wrong"] == len(proxy.corrupted), (report["requests"], len(proxy.corrupted))
+    assert report["requests"]["sent"] == len(measured.records)
+    assert report["requests"]["ok"] == sum(bool(r["ok"]) and r["text"] == golden[r["index"] % len(golden)]
+                                           for r in measured.records)
+    assert next(c for c in report["checks"] if c["id"] == "no-wrong-answers")["status"] == "fail"
+    print(f"measured: {len(proxy.corrupted)} corrupted answer(s) of {len(measured.records)}, "
+          f"{report['requests']['wrong']} reported wrong")
+
+
+def test_prefill_killed_under_load_failures_and_recovery_match_the_records(real_pd_pair: PdPair) -> None:
+    pair = real_pd_pair
+    settings = Settings(rate=2.0, duration_s=150.0, fault_at_s=20.0, timeout_s=120.0, settle_s=10.0)
+    fault = PrefillKill(pair, pair.processes)
+    try:
+        measured = measure(pair.proxy_url, pair.model_id, fault, PairTarget(pair), settings, WORKLOAD)
+    finally:  # the pair is shared: leave prefill ready whatever happened
+        wait_until("the restarted prefill engine", pair.prefill.ready, deadline_s=900,
+                   watch=[pair.prefill.process, pair.decode.process])
+    report = build_report(measured, settings)
+    print(table(report))
+    print("measured report:", json.dumps({k: report[k] for k in ("fault", "requests", "recovery", "kv")}))
+    records = sorted(measured.records, key=lambda r: r["sent_s"])
+    failed = [r for r in records if not r["ok"]]
+    requests = report["requests"]
+    assert requests["sent"] == len(records)
+    assert requests["failed-before-first-token"] + requests["failed-after-first-token"] == len(failed)
+    assert requests["failed-before-first-token"] == sum(r["ttft_ms"] is None for r in failed)
+    assert failed, f"killing prefill under load failed no request:\n{table(report)}"
+    # recovery, counted again from the records: the first good request after the last failed one
+    fault_s = measured.fault_s
+    assert report["recovery"]["baselineGoodShare"] == 1.0, table(report)
+    assert report["recovery"]["recovered"], f"{table(report)}\n{pair.describe()}"
+    golden = measured.golden.answers
+    bad = [r for r in records if r["sent_s"] >= fault_s
+           and not (r["ok"] and r["text"] == golden[r["index"] % len(golden)])]
+    first_good = next(r for r in records if r["sent_s"] > bad[-1]["sent_s"])
+    assert report["recovery"]["timeToRecoverS"] == first_good["sent_s"] - fault_s
+    print(f"measured: {len(failed)} failed request(s) of {len(records)} "
+          f"({requests['failed-before-first-token']} before the first token), recovered "
+          f"{report['recovery']['timeToRecoverS']:.1f} s after the SIGKILL, {requests['wrong']} wrong; "
+          f"KV change {report['kv']['change']}")
