@@ -66,6 +66,9 @@ class LoadConfig:
     # answer's `text` and `finish_reason`, to be compared with a golden answer. Off for benchmarks.
     extra_body: Optional[Mapping[str, Any]] = None
     keep_text: bool = False
+    # serve.resilience's hook too: an open loop stops sending once this says so (it has seen the
+    # deployment recover); the requests in flight still finish and are recorded.
+    stop: Optional[Callable[[], bool]] = None
     # Through the Kubernetes API server's service proxy: its TLS and a fresh Authorization per request.
     headers: Optional[Callable[[], Mapping[str, str]]] = None
     ssl_context: Optional[ssl.SSLContext] = None
@@ -293,7 +296,7 @@ async def run_load(config: LoadConfig, specs: Sequence[RequestSpec],
             tasks = []
             for spec, offset in zip(specs, poisson_arrivals(config.rate, len(specs), config.seed), strict=True):
                 at = t0 + offset
-                if deadline is not None and at > deadline:
+                if (deadline is not None and at > deadline) or (config.stop is not None and config.stop()):
                     break
                 await _sleep_until(at)
                 tasks.append(asyncio.create_task(_reported(send_one(session, url, config, spec, t0, offset),

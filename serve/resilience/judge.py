@@ -152,18 +152,20 @@ def timeline(rows: Sequence[Mapping[str, Any]], bucket_s: float = BUCKET_S) -> l
     if not sent:
         return []
     last = max(float(r["sent_s"]) for r in sent)
-    buckets = [{"startS": i * bucket_s, "sent": 0, **dict.fromkeys(OUTCOMES, 0), "_ttft": []}
-               for i in range(int(last // bucket_s) + 1)]
+    tallies: list[Counter[str]] = [Counter() for _ in range(int(last // bucket_s) + 1)]
+    ttfts: list[list[float]] = [[] for _ in tallies]
     for row in sent:
-        bucket = buckets[int(float(row["sent_s"]) // bucket_s)]
-        bucket["sent"] += 1
-        bucket[row["outcome"]] += 1
+        at = int(float(row["sent_s"]) // bucket_s)
+        tallies[at]["sent"] += 1
+        tallies[at][row["outcome"]] += 1
         if row.get("ttft_ms") is not None and row.get("ok"):
-            bucket["_ttft"].append(float(row["ttft_ms"]))
-    for bucket in buckets:
-        ttfts = bucket.pop("_ttft")
-        bucket["goodShare"] = bucket["ok"] / bucket["sent"] if bucket["sent"] else None
-        bucket["ttftP50Ms"] = percentile(ttfts, 50)
+            ttfts[at].append(float(row["ttft_ms"]))
+    buckets = []
+    for number, (tally, times) in enumerate(zip(tallies, ttfts, strict=True)):
+        buckets.append({"startS": number * bucket_s, "sent": tally["sent"],
+                        **{name: tally[name] for name in OUTCOMES},
+                        "goodShare": tally["ok"] / tally["sent"] if tally["sent"] else None,
+                        "ttftP50Ms": percentile(times, 50)})
     return buckets
 
 

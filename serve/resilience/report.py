@@ -58,8 +58,9 @@ def _kv(before: Optional[KvReading], after: Optional[KvReading]) -> dict[str, An
                 "expiredLeases": counters.expired, "localComputeTokens": counters.local_tokens,
                 "externalTokens": counters.external_tokens}
     if before is None or after is None:
+        either = after or before
         return {"read": False, "before": totals(before), "after": totals(after), "change": None,
-                "source": (after or before).metrics_source if (after or before) else None}
+                "source": either.metrics_source if either is not None else None}
     comparison = compare_readings(before, after)
     change = comparison.change
     return {"read": change is not None, "before": totals(before), "after": totals(after),
@@ -113,7 +114,8 @@ def build_report(measured: Measured, settings: Settings) -> dict[str, Any]:
         "fault": {"name": measured.fault, "target": measured.target, "injected": measured.injected,
                   "atS": round(measured.fault_s, 3)},
         "load": {"rate": settings.rate, "durationS": settings.duration_s, "faultAtS": settings.fault_at_s,
-                 "timeoutS": settings.timeout_s},
+                 "timeoutS": settings.timeout_s,
+                 "lastSentS": max((r["sent_s"] for r in rows if r.get("sent_s") is not None), default=None)},
         "judging": {"bucketS": settings.bucket_s, "settleS": settings.settle_s, "wedgeS": settings.wedge_s},
         "golden": measured.golden.as_json(),
         "requests": {**counted,
@@ -152,7 +154,8 @@ def table(report: Mapping[str, Any]) -> str:
     fault, req, rec = report["fault"], report["requests"], report["recovery"]
     lines = [f"resilience check: fault {fault['name']} on {fault['target']} at {fault['atS']:.1f} s "
              f"({fault['injected']})",
-             f"load: {report['load']['rate']:g} req/s for {report['load']['durationS']:g} s; golden answers for "
+             f"load: {report['load']['rate']:g} req/s for {_number(report['load']['lastSentS'], ' s')} (at most "
+             f"{report['load']['durationS']:g} s: it stops once recovered); golden answers for "
              f"{report['golden']['prompts']} prompts ({len(report['golden']['unstable'])} not repeatable)", ""]
     header = f"{'':28}{'sent':>7}{'ok':>7}{'wrong':>7}{'failed<1st':>12}{'failed>1st':>12}"
     lines.append(header)

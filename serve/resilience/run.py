@@ -1,7 +1,9 @@
 """One resilience run: golden answers, a steady load, the fault injected under it, the evidence.
 
-The steady load is serve.benchmark.loadgen's open-loop Poisson load at `rate` for `duration_s`;
-the fault is injected `fault_at_s` into it, from a thread so the load keeps its schedule; the
+The steady load is serve.benchmark.loadgen's open-loop Poisson load at `rate`; the fault is
+injected `fault_at_s` into it, from a thread so the load keeps its schedule; the load keeps going
+until the requests finished so far show the deployment recovered (serve/resilience/judge.py
+`recovery`, settled for `settle_s`), at most `duration_s` (loadgen's `stop` hook). The
 deployment's readiness is sampled beside it (for the wedge); the decode's KV counters are read
 before the load and after it. What a fault is and what a deployment is are two small interfaces
 (`Fault`, `Target`): serve/resilience/faults.py implements both through the Kubernetes API, and a
@@ -18,10 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Optional, Protocol
+from dataclasses import replace
+from typing import Any, Mapping, Optional, Protocol
 
 from serve.benchmark.loadgen import run_load
 from serve.kv_evidence import KvReading
+from serve.resilience import judge
 from serve.resilience.golden import Workload, record_golden
 from serve.resilience.report import Measured, Settings
 
@@ -61,11 +65,22 @@ class FaultRefused(Exception):
 Samples = list[tuple[float, Optional[bool]]]
 
 
+def _recovered(finished: list[Mapping[str, Any]], golden: list[Optional[str]], hit: dict[str, Any],
+               settle_s: float) -> bool:
+    """Stop sending? Once the fault is in and the requests finished so far show recovery."""
+    if "what" not in hit:
+        return False
+    return judge.recovery(judge.judged(finished, golden), hit["at"], settle_s).recovered
+
+
 async def _under_load(config: Any, specs: list[Any], fault: Fault, fault_at_s: float, target: Target,
-                      ready_every_s: float) -> tuple[list[dict[str, Any]], float, str, Samples]:
+                      ready_every_s: float, golden: list[Optional[str]], settle_s: float
+                      ) -> tuple[list[dict[str, Any]], float, str, Samples]:
     samples: Samples = []
     done = asyncio.Event()
     hit: dict[str, Any] = {}
+    finished: list[Mapping[str, Any]] = []
+    config = replace(config, stop=lambda: _recovered(finished, golden, hit, settle_s))
     start = time.perf_counter()
 
     async def inject() -> None:
@@ -82,7 +97,7 @@ async def _under_load(config: Any, specs: list[Any], fault: Fault, fault_at_s: f
             except TimeoutError:
                 pass
 
-    load = asyncio.create_task(run_load(config, specs))
+    load = asyncio.create_task(run_load(config, specs, on_record=finished.append))
     injector = asyncio.create_task(inject())
     sampler = asyncio.create_task(sample_ready())
     try:
@@ -118,6 +133,7 @@ def measure(endpoint: str, model: str, fault: Fault, target: Target, settings: S
                              timeout_s=settings.timeout_s, **connection)
     specs = workload.load_specs(settings.rate, settings.duration_s)
     records, fault_s, injected, ready = asyncio.run(
-        _under_load(config, specs, fault, settings.fault_at_s, target, ready_every_s))
+        _under_load(config, specs, fault, settings.fault_at_s, target, ready_every_s, golden.answers,
+                    settings.settle_s))
     kv_after = target.kv_reading()
     return Measured(fault.name, chosen, injected, fault_s, golden, records, ready, kv_before, kv_after)

@@ -14,21 +14,19 @@ status, chunks and usage untouched): the silent failure the report must count ex
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import signal
-import threading
+import sys
+from pathlib import Path
 from typing import Any, Optional
 
-import aiohttp
 import requests
-from aiohttp import web
 
 from serve.kv_evidence import KvReading
 from tests.real.pd_pair import PdPair, engine_env
-from tests.real.processes import ManagedProcess, free_port
+from tests.real.processes import ManagedProcess, free_port, http_ok, wait_until
 
 
 class PairTarget:
@@ -97,60 +95,28 @@ class NoFault:
 
 
 class CorruptingProxy:
-    """An HTTP relay on 127.0.0.1 that corrupts every `every`-th answer after `skip_first`."""
+    """`corrupting_proxy.py` in its own process (a relay in the test's process would share its
+    GIL with the load generator and delay both), on 127.0.0.1; `corrupted()` asks it what it changed."""
 
-    def __init__(self, upstream: str, every: int = 20, skip_first: int = 0):
-        self.upstream, self.every, self.skip_first = upstream.rstrip("/"), every, skip_first
-        self.seen = 0
-        self.corrupted: list[str] = []  # the prompts of the answers changed and delivered whole
+    def __init__(self, upstream: str, log_path: Path, every: int = 20, skip_first: int = 0):
         self.port = free_port()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._runner: Optional[web.AppRunner] = None
+        self.process = ManagedProcess.start(
+            "corrupting-proxy", [sys.executable, str(Path(__file__).with_name("corrupting_proxy.py")),
+                                 "--upstream", upstream, "--port", str(self.port), "--every", str(every),
+                                 "--skip-first", str(skip_first)], log_path)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    async def _relay(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        self.seen += 1
-        corrupt = self.seen > self.skip_first and (self.seen - self.skip_first) % self.every == 0
-        async with aiohttp.ClientSession() as session, \
-                session.post(self.upstream + request.path, json=body) as upstream:
-            response = web.StreamResponse(status=upstream.status)
-            response.content_type = upstream.content_type
-            await response.prepare(request)
-            changed = False
-            async for line in upstream.content:
-                if corrupt and not changed and line.startswith(b"data: {"):
-                    chunk = json.loads(line[6:])
-                    delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
-                    if delta.get("content"):
-                        mark = "!" if delta["content"].startswith("~") else "~"
-                        delta["content"] = mark + delta["content"][1:]  # same length, one character off
-                        line, changed = f"data: {json.dumps(chunk)}\n".encode(), True
-                await response.write(line)
-            await response.write_eof()
-        if changed:
-            self.corrupted.append(str(body["messages"][0]["content"]))
-        return response
+    def corrupted(self) -> list[str]:
+        """The prompts of the answers it changed and delivered whole."""
+        return list(requests.get(self.url + "/corrupted", timeout=30).json())
 
     def __enter__(self) -> "CorruptingProxy":
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._relay)
-        self._runner = web.AppRunner(app)
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
+        wait_until("the corrupting proxy", lambda: http_ok(self.url + "/corrupted"), deadline_s=120,
+                   watch=[self.process], interval_s=0.5)
         return self
 
-    async def _start(self) -> None:
-        assert self._runner is not None
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
     def __exit__(self, *exc: Any) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=30)
+        self.process.stop()
