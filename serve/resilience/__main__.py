@@ -152,7 +152,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = Settings(args.rate, args.duration, args.fault_at, args.timeout)
 
     def interrupted(signum: int, frame: Any) -> None:
-        fault.closing = True  # the drain stops retrying, and no cordon lands after this
+        fault.interrupt()  # the drain stops retrying, and no cordon lands after this
         raise KeyboardInterrupt
 
     previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGTERM, signal.SIGINT)}

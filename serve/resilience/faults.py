@@ -129,7 +129,7 @@ class KubeFault:
         self.pod: Optional[dict[str, Any]] = None
         self.node: Optional[str] = None
         self.cordoned = False
-        self.closing = False
+        self._closing = threading.Event()
         self._lock = threading.Lock()
 
     # ---- choosing, and checking, what is hit ----
@@ -257,17 +257,26 @@ class KubeFault:
         blocked: list[str] = []
         for pod in sorted(on_node, key=name_of):
             status = self._evict(pod)
-            while status == 429 and not self.closing and time.monotonic() + self.eviction_retry_s < deadline:
-                time.sleep(self.eviction_retry_s)  # a PodDisruptionBudget says not yet: as kubectl drain
+            while status == 429 and time.monotonic() + self.eviction_retry_s < deadline:
+                if self._closing.wait(self.eviction_retry_s):  # a PodDisruptionBudget says not yet: as kubectl drain
+                    break
                 status = self._evict(pod)
             (blocked if status == 429 else evicted).append(name_of(pod))
         words = f"cordoned node {self.node}, evicted {', '.join(evicted) or 'no pod'}"
         return words + (f"; still blocked by a disruption budget: {', '.join(blocked)}" if blocked else "")
 
+    @property
+    def closing(self) -> bool:
+        return self._closing.is_set()
+
+    def interrupt(self) -> None:
+        """The run is ending (a signal): no cordon after this, and the drain stops waiting."""
+        self._closing.set()
+
     def restore(self) -> None:
         """Uncordon a node this run cordoned; nothing else is undone (a deleted pod is replaced by
         KubeRay). Retried a few times: a node must never be left cordoned by this tool."""
-        self.closing = True
+        self.interrupt()
         with self._lock:
             if not self.cordoned:
                 return

@@ -69,6 +69,7 @@ def test_a_forbidden_delete_is_refused_before_any_request_is_sent(outputs_file: 
     assert server.requests == [] and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # over 4 s: a real load, or a process of its own
 def test_a_run_through_the_service_proxy_deletes_the_decode_pod_and_writes_the_report(
         outputs_file: tuple[FakeKubeApi, Path], tmp_path: Path) -> None:
     kube, path = outputs_file
@@ -94,6 +95,7 @@ def test_a_run_through_the_service_proxy_deletes_the_decode_pod_and_writes_the_r
     assert DEFAULT_TOKEN not in result.stdout + (tmp_path / "out" / "report.json").read_text()
 
 
+@pytest.mark.slow  # over 4 s: a real load, or a process of its own
 def test_it_starts_as_users_start_it() -> None:
     result = run_module("serve.resilience", "--help")
     assert result.returncode == 0 and "--fault" in result.stdout and "DELETES A POD" not in result.stderr

@@ -136,6 +136,7 @@ def test_a_disruption_budget_is_waited_for_then_reported(tmp_path: Path) -> None
         assert not any(n["spec"].get("unschedulable") for n in kube.nodes)
 
 
+@pytest.mark.slow  # over 4 s: a real load, or a process of its own
 def test_sigterm_during_the_run_uncordons_the_node(tmp_path: Path) -> None:
     """The CLI in its own process (a signal is what is tested): cordoned under load, SIGTERM, and the
     node is schedulable again when it has exited."""
