@@ -1,4 +1,5 @@
-"""`python -m serve.resilience`: hostile input refused naming the flag (exit 2, one line, no
+"""`python -m serve.resilience` (its `--help` as users start it: tests/unit/test_entry_points.py):
+hostile input refused naming the flag (exit 2, one line, no
 traceback, no secret), a refused fault before any load, and a whole run through the Kubernetes
 stand-in's Serve Service proxy writing the report, its table and its plot."""
 
@@ -12,7 +13,7 @@ import pytest
 from serve.resilience.__main__ import main
 from tests.fakes.kube_api import DEFAULT_TOKEN, FakeKubeApi
 from tests.fakes.openai_server import OpenAIServer
-from tests.unit.cli_support import run_main, run_module
+from tests.unit.cli_support import run_main
 
 
 @pytest.fixture()
@@ -93,9 +94,3 @@ def test_a_run_through_the_service_proxy_deletes_the_decode_pod_and_writes_the_r
     assert written == ["report.json", "report.txt", "requests.jsonl", "timeline.png"]
     assert (tmp_path / "out" / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert DEFAULT_TOKEN not in result.stdout + (tmp_path / "out" / "report.json").read_text()
-
-
-@pytest.mark.slow  # over 4 s: a real load, or a process of its own
-def test_it_starts_as_users_start_it() -> None:
-    result = run_module("serve.resilience", "--help")
-    assert result.returncode == 0 and "--fault" in result.stdout and "DELETES A POD" not in result.stderr
