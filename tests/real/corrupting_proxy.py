@@ -48,7 +48,7 @@ async def corrupted(request: web.Request) -> web.Response:
 
 async def _session(app: web.Application) -> Any:
     app["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True),
-                                           timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+                                           timeout=aiohttp.ClientTimeout(total=None, sock_connect=120))
     yield
     await app["session"].close()
 

@@ -14,13 +14,16 @@ status, chunks and usage untouched): the silent failure the report must count ex
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
+import queue
 import signal
 import sys
+import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import requests
 
@@ -47,6 +50,40 @@ class PairTarget:
         return KvReading.of_engine("decode", page, self.pair.decode.output())
 
 
+class _Spawner:
+    """Starts processes from one thread that lives as long as the test process. The engines are
+    started with PR_SET_PDEATHSIG (tests/real/processes.py), which fires when the THREAD that forked
+    them ends: started from the fault's short-lived worker thread, the replacement prefill got
+    SIGTERM the moment the load ended (seen in a run)."""
+
+    def __init__(self) -> None:
+        self._work: "queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]]" = queue.Queue()
+        threading.Thread(target=self._serve, daemon=True, name="resilience-spawner").start()
+
+    def _serve(self) -> None:
+        while True:
+            job, result = self._work.get()
+            try:
+                result.set_result(job())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                result.set_exception(exc)
+
+    def run(self, job: Callable[[], Any]) -> Any:
+        result: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
+        self._work.put((job, result))
+        return result.result(timeout=120)
+
+
+_SPAWNER: Optional[_Spawner] = None
+
+
+def spawner() -> _Spawner:
+    global _SPAWNER
+    if _SPAWNER is None:
+        _SPAWNER = _Spawner()
+    return _SPAWNER
+
+
 class PrefillKill:
     """SIGKILL the prefill engine, then start its replacement (same ports, new engine id)."""
 
@@ -54,6 +91,7 @@ class PrefillKill:
 
     def __init__(self, pair: PdPair, processes: list[ManagedProcess]):
         self.pair, self.processes, self.restarts = pair, processes, 0
+        self.spawner = spawner()
 
     def choose(self) -> str:
         return f"prefill engine pid {self.pair.prefill.process.pid}"
@@ -69,8 +107,8 @@ class PrefillKill:
         config = json.loads(argv[at])
         config["engine_id"] = f"prefill-restart-{self.restarts}"
         argv[at] = json.dumps(config)
-        new = ManagedProcess.start("prefill", argv, old.log_path,
-                                   env=engine_env(self.pair.prefill.side_channel_port, cpu=0))
+        env = engine_env(self.pair.prefill.side_channel_port, cpu=0)
+        new = self.spawner.run(lambda: ManagedProcess.start("prefill", argv, old.log_path, env=env))
         self.processes.append(new)  # the pair fixture stops it with the others
         self.pair.prefill.process = new
         return f"SIGKILL to prefill pid {old.pid}'s group; replacement pid {new.pid} started"
