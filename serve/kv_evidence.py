@@ -169,6 +169,12 @@ def kv_series(samples: Iterable[Sample],
     return KvSeries(values, frozenset(engines))
 
 
+def expired_only(samples: Iterable[Sample]) -> list[Sample]:
+    """The expired-lease samples alone: the producer (prefill) counts the leases that ran out,
+    while its other KV series (its own local_compute prompt tokens) are not decode's."""
+    return [sample for sample in samples if _NAME_FIELDS.get(sample.name) == "expired"]
+
+
 def kv_counters(samples: Iterable[Sample],
                 keep: Callable[[Mapping[str, str]], bool] = lambda labels: True) -> KvCounters:
     """The sums of the samples whose labels `keep` accepts: one page's totals, for reading, never

@@ -33,6 +33,7 @@ import json
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Optional
 from urllib.parse import quote
 
@@ -49,7 +50,7 @@ from serve.evidence import (
     name_of,
 )
 from serve.kube import MERGE_PATCH, KubeClient, KubeError
-from serve.kv_evidence import KvReading
+from serve.kv_evidence import KvReading, expired_only, kv_series, parse_vllm_samples, replica_filter
 from serve.resilience.run import FaultRefused
 from serve.verify.kv_transfer import read_kv
 
@@ -109,11 +110,26 @@ class KubeDeployment:
         return bool(pods) and all((condition_of(p, "Ready") or {}).get("status") == "True" for p in pods)
 
     def kv_reading(self) -> Optional[KvReading]:
+        """Decode's counters as verify reads them, plus the expired leases prefill counts (the
+        producer frees a request's blocks when its lease runs out) from its replicas' pages."""
+        ev = self.evidence()
         try:
-            return read_kv(self.evidence())
+            reading = read_kv(ev)
         except Exception:  # noqa: BLE001 - no counters is "not read", said in the report
             log.debug("the decode's KV counters could not be read", exc_info=False)
             return None
+        pages = dict(reading.pages)
+        try:
+            replicas = [r for r in ev.engine_replicas().get("prefill", []) if r.get("state") == "RUNNING"]
+            ips = {str(r.get("node_ip")) for r in replicas}
+            keep = replica_filter(str(r.get("replica_id") or "") for r in replicas)
+            for pod in ev.worker_pods():
+                if str((pod.get("status") or {}).get("podIP")) in ips:
+                    samples = expired_only(parse_vllm_samples(ev.metrics_page(pod)))
+                    pages[f"pod {name_of(pod)} prefill leases"] = kv_series(samples, keep)
+        except KubeError:
+            pass  # prefill's leases unread: the decode's counters still stand
+        return replace(reading, pages=pages)
 
 
 class KubeFault:

@@ -572,7 +572,7 @@ class FakeKubeApi(LoopbackServer):
             phase = spec.phases[phase_name]
             for replica in replicas:
                 self._engines[replica["replica_id"]] = dict.fromkeys(
-                    ("transfers", "xfer_seconds", "bytes", "failed", "external", "local", "generated"), 0.0)
+                    ("transfers", "xfer_seconds", "bytes", "failed", "external", "local", "generated", "expired"), 0.0)
                 nixl = [f"2026-12-01 12:03:11 NIXL INFO    _api.py:405 Backend {backend} was instantiated",
                         "2026-12-01 12:03:11 NIXL INFO    _api.py:281 Initialized NIXL agent: "
                         f"{_uuid(replica['actor_id'])}"] if self.disaggregated else []
@@ -1086,6 +1086,7 @@ class FakeKubeApi(LoopbackServer):
                     series("nixl_bytes_transferred_sum", engine["bytes"], "histogram")
                     series("nixl_bytes_transferred_count", engine["transfers"], "histogram")
                     series("nixl_num_failed_transfers_total", engine["failed"], "counter")
+                    series("nixl_num_kv_expired_reqs_total", engine["expired"], "counter")
         return "\n".join(lines) + "\n"
 
     def _serve_replica_series(self, pod_ip: str, phase: str, replica: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -27,7 +28,7 @@ from typing import Any, Callable, Optional
 
 import requests
 
-from serve.kv_evidence import KvReading
+from serve.kv_evidence import KvReading, expired_only, kv_series, parse_vllm_samples
 from tests.real.pd_pair import PdPair, engine_env
 from tests.real.processes import ManagedProcess, free_port, http_ok, wait_until
 
@@ -43,11 +44,19 @@ class PairTarget:
         return self.pair.prefill.ready() and self.pair.decode.ready()
 
     def kv_reading(self) -> Optional[KvReading]:
+        """Decode's page and log as verify reads an engine, and prefill's expired leases (the
+        producer counts them), as serve/resilience/faults.py reads them in a cluster."""
         try:
             page = requests.get(self.pair.decode.metrics_url, timeout=60).text
         except requests.RequestException:
             page = None
-        return KvReading.of_engine("decode", page, self.pair.decode.output())
+        reading = KvReading.of_engine("decode", page, self.pair.decode.output())
+        try:
+            prefill = requests.get(self.pair.prefill.metrics_url, timeout=60).text
+        except requests.RequestException:
+            return reading
+        leases = kv_series(expired_only(parse_vllm_samples(prefill)))
+        return dataclasses.replace(reading, pages={**reading.pages, "prefill leases": leases})
 
 
 class _Spawner:

@@ -16,6 +16,7 @@ import pytest
 
 from serve.evidence import VerifyPlan
 from serve.kube import client_from_kubeconfig
+from serve.kv_evidence import compare_readings
 from serve.resilience.faults import KubeDeployment, KubeFault
 from serve.resilience.run import FaultRefused
 from tests.fakes.kube_api import FakeKubeApi
@@ -162,3 +163,19 @@ def test_sigterm_during_the_run_uncordons_the_node(tmp_path: Path) -> None:
         assert process.returncode == 130, err
         assert "interrupted" in err and "Traceback" not in err
         assert "unschedulable" not in node["spec"]
+
+
+def test_the_kv_reading_adds_prefills_expired_leases_and_nothing_else_of_prefills() -> None:
+    """Decode's counters as verify reads them; prefill (the producer) counts the leases that ran
+    out, and only that series of its page is taken: its own local_compute tokens are not decode's."""
+    with FakeKubeApi("healthy") as kube:
+        deployment = fault(kube, "prefill-pod").deployment
+        prefill = kube._engines[kube.replicas["prefill"][0]["replica_id"]]
+        decode = kube._engines[kube.replicas["decode"][0]["replica_id"]]
+        prefill["local"], decode["transfers"] = 10.0, 1.0  # both pages have series before
+        before = deployment.kv_reading()
+        prefill["expired"], prefill["local"], decode["failed"] = 2.0, 300.0, 3.0
+        after = deployment.kv_reading()
+    assert before is not None and after is not None
+    change = compare_readings(before, after).change
+    assert change is not None and (change.expired, change.failed, change.local_tokens) == (2.0, 3.0, 0.0)
