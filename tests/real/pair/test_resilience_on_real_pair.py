@@ -40,18 +40,17 @@ def test_a_corrupting_proxy_is_counted_as_exactly_its_wrong_answers(real_pd_pair
     report = build_report(measured, settings)
     print(table(report))
     golden = measured.golden.answers
-    assert measured.golden.unstable == [], f"a prompt's golden answer did not repeat: {report['golden']}"
-    prompts = [s.prompt for s in WORKLOAD.specs()]
+    prompts = [spec.prompt for spec in WORKLOAD.specs()]
     assert corrupted, "the proxy changed no answer: the load was too short"
-    assert all(p in prompts for p in corrupted)
-    assert report["requests"]["wrong"] == len(corrupted), (report["requests"], len(corrupted))
+    # an answer to a prompt without a repeatable golden answer is not judged (judge.py)
+    judged_corruptions = [p for p in corrupted if golden[prompts.index(p)] is not None]
+    assert judged_corruptions, f"every corrupted answer was to an unjudged prompt: {report['golden']}"
+    assert report["requests"]["wrong"] == len(judged_corruptions), (report["requests"], len(judged_corruptions))
     assert report["requests"]["sent"] == len(measured.records)
     assert report["requests"]["failed-before-first-token"] + report["requests"]["failed-after-first-token"] == 0
-    assert report["requests"]["ok"] == sum(bool(r["ok"]) and r["text"] == golden[r["index"] % len(golden)]
-                                           for r in measured.records)
     assert next(c for c in report["checks"] if c["id"] == "no-wrong-answers")["status"] == "fail"
-    print(f"measured: {len(corrupted)} corrupted answer(s) of {len(measured.records)}, "
-          f"{report['requests']['wrong']} reported wrong")
+    print(f"measured: {len(corrupted)} corrupted answer(s) of {len(measured.records)} ({len(judged_corruptions)} to "
+          f"a judged prompt), {report['requests']['wrong']} reported wrong")
 
 
 def test_prefill_killed_under_load_failures_and_recovery_match_the_records(real_pd_pair: PdPair) -> None:
@@ -82,8 +81,11 @@ def test_prefill_killed_under_load_failures_and_recovery_match_the_records(real_
     assert report["recovery"]["baselineGoodShare"] == 1.0, table(report)
     assert report["recovery"]["recovered"], f"{table(report)}\n{pair.describe()}"
     golden = measured.golden.answers
-    bad = [r for r in records if r["sent_s"] >= fault_s
-           and not (r["ok"] and r["text"] == golden[r["index"] % len(golden)])]
+    def good(r: dict[str, Any]) -> bool:
+        expected = golden[r["index"] % len(golden)]  # None: not repeatable, not judged
+        return bool(r["ok"]) and (expected is None or r["text"] == expected)
+
+    bad = [r for r in records if r["sent_s"] >= fault_s and not good(r)]
     first_good = next(r for r in records if r["sent_s"] > bad[-1]["sent_s"])
     assert report["recovery"]["timeToRecoverS"] == first_good["sent_s"] - fault_s
     print(f"measured: {len(failed)} failed request(s) of {len(records)} "
