@@ -1,8 +1,9 @@
 """The live status of a deployed stack for the web app's Status panel (not a check report).
 
 One snapshot of what runs now: GPU nodes, Ray worker pods per group and the engines they host,
-the RayService's Ready condition, the Serve application's status, and the SLO strip's numbers and
-active alerts from the deployment's Prometheus (serve.live_metrics). It never raises and never
+the RayService's Ready condition, the Serve application's status, the SLO strip's numbers and
+active alerts from the deployment's Prometheus (serve.live_metrics), and each phase's scaling
+(serve.live_scaling). It never raises and never
 holds a secret: a section that could not be read says so inside the snapshot.
 """
 
@@ -30,6 +31,7 @@ from serve.evidence import (
 )
 from serve.kube import DEFAULT_TIMEOUT, KubeClient, KubeError, client_from_kubeconfig
 from serve.live_metrics import live_metrics
+from serve.live_scaling import scaling_status
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +51,9 @@ def cluster_status(outputs: Mapping[str, Any], kubeconfig: Optional[str] = None,
     """A JSON-able snapshot for the web app's Status panel; never raises, never holds secrets.
 
     Sections that could not be read carry `{"error": "..."}`; a whole-snapshot failure (bad
-    outputs, unusable kubeconfig) is `{"error": "..."}` alone. At most five API calls of
-    `timeout` seconds each, and one when the API does not answer at all.
+    outputs, unusable kubeconfig) is `{"error": "..."}` alone. At most eight API calls of
+    `timeout` seconds each (the Scaling section adds Serve's controller log and one Prometheus
+    query), and one when the API does not answer at all.
     """
     try:
         return _cluster_status(outputs, kubeconfig, client, timeout, aws_session)
@@ -125,4 +128,5 @@ def _cluster_status(outputs: Mapping[str, Any], kubeconfig: Optional[str],
         result["serveApplication"] = {"error": str(exc)}
     result["metrics"] = ({"available": False, "reason": str(ev.down)} if ev.down is not None
                          else live_metrics(client, outputs, timeout))
+    result["scaling"] = scaling_status(ev, plan, outputs, client, timeout)
     return result

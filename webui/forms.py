@@ -103,6 +103,13 @@ PRESENTATION: dict[str, dict[str, Any]] = {
     "raypd:kvTransfer.connector": dict(label="KV connector", section="kv"),
     "raypd:kvTransfer.backend": dict(label="KV transfer backend", section="kv", choices=lambda: (
         ("LIBFABRIC", "LIBFABRIC (EFA)"), ("UCX", "UCX (TCP speed on EFA)"))),
+    # issue 31 (components.config.serving_spec.KvTransferSpec, docs/resilience.md).
+    "raypd:kvTransfer.loadFailurePolicy": dict(label="On a failed KV load", section="kv", wide=True, choices=lambda: (
+        ("fail", "fail: the request gets an error (seen by clients and alerts)"),
+        ("recompute", "recompute: decode redoes the prefill, answers 200 (hides the failure)"))),
+    "raypd:kvTransfer.leaseSeconds": dict(label="KV lease (seconds)", section="kv",
+                                          help="how long prefill keeps a request's KV blocks for decode; "
+                                               "6-3600, default 300"),
     "raypd:image": dict(label="Container image", section="cluster",
                         help="default: the Ray LLM Deep Learning Container of the region"),
     "raypd:rayVersion": dict(label="Ray version", section="cluster"),
@@ -143,6 +150,20 @@ PRESENTATION: dict[str, dict[str, Any]] = {
                                                     help="e.g. 15d"),
     "raypd:observability.grafanaStorageSize": dict(label="Grafana volume", section="observability",
                                                    help="e.g. 10Gi"),
+    # raypd:faultTolerance (issue 31; components.config.fault_tolerance_spec, docs/resilience.md).
+    "raypd:faultTolerance.gcs": dict(label="Head fault tolerance (GCS)", section="faultTolerance", wide=True,
+                                     choices=lambda: (
+        ("", "default: ElastiCache when disaggregated, off when colocated"),
+        ("elasticache", "elasticache: a managed Valkey in the VPC (TLS, auth token)"),
+        ("external", "external: your Redis (address and password Secret below)"),
+        ("off", "off: a head restart restarts every engine"))),
+    "raypd:faultTolerance.cacheNodeType": dict(label="ElastiCache node type", section="faultTolerance",
+                                               help="gcs elasticache only; e.g. cache.t4g.small"),
+    "raypd:faultTolerance.redisAddress": dict(label="Redis address", section="faultTolerance", wide=True,
+                                              help="gcs external only: rediss://host:port"),
+    "raypd:faultTolerance.redisPasswordSecret": dict(
+        label="Redis password Secret", section="faultTolerance",
+        help="gcs external only: <Secret name>/<key> in the deployment's namespace"),
     "raypd:inClusterClients": dict(label="In-cluster client namespaces", section="cluster", wide=True,
                                    help="comma-separated namespaces whose pods may call the Serve port "
                                         "directly, without the gateway or an API key; empty: none"),
@@ -224,6 +245,7 @@ SECTIONS = (
     ("cluster", "Cluster and image"),
     ("endpoint", "Endpoint"),
     ("observability", "Observability"),
+    ("faultTolerance", "Head fault tolerance"),
 )
 
 

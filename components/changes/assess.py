@@ -30,6 +30,7 @@ from components.changes.cluster import (
 )
 from components.changes.effects import Assessment, Effect, Kind, Strategy, minutes
 from components.changes.endpoint import endpoint_effects
+from components.changes.fault_tolerance import fault_tolerance_effects
 from components.changes.node_groups import node_group_changes, system_zone_migration
 from components.changes.observability import observability_effects
 from components.changes.rayservice import Side, rayservice_effects
@@ -73,6 +74,9 @@ def assess(old: DeploymentPlan, new: DeploymentPlan,
     metrics = observability_effects(before, after, deployed_outputs)
     effects += metrics
     rebuild = rebuild or any(effect.kind == Kind.NEW_RAY_CLUSTER for effect in metrics)
+    redis = fault_tolerance_effects(before, after, deployed_outputs)
+    effects += redis
+    rebuild = rebuild or any(effect.kind == Kind.NEW_RAY_CLUSTER for effect in redis)
     effects += admin_access_effects(before, after)
     effects += _strategy_switch_effects(before, after)
     migration = lockdown_effects(new, deployed_outputs)

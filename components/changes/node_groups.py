@@ -6,7 +6,8 @@ or name changes is replaced, new group first (create-before-delete), so old and 
 side until the end of the update; its size changes in place, and so do its size limits (min/max,
 which the node autoscaler moves the size between: components.plan.scaling_bounds); its disk (in
 the launch template pulumi-eks builds for raypd's IMDSv2 setting) rolls: EKS adds surge nodes,
-then drains the old ones one by one.
+then drains the old ones one by one, as far as the worker groups' disruption budgets let it
+(components.render.disruption; `drain_cost`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from components.config.spec import DeploymentSpec
 from components.plan.durations import CHANGE_TIMES, TYPICAL_SECONDS
 from components.plan.scaling_bounds import NodeBounds, group_node_bounds
 from components.plan.topology import DeploymentPlan, GpuGroupPlan
+from components.render.disruption import budget_floor
 from components.render.outputs import SYSTEM_ZONE_KEY
 
 UNRESOLVED_ZONE = "(resolved at deploy time)"
@@ -167,14 +169,38 @@ def _kept_group(previous: GpuGroupPlan, group: GpuGroupPlan, old: DeploymentPlan
     elif previous.nodes != group.nodes:
         changes.effects.append(_resized(previous, group, new))
     if previous.root_volume_gb != group.root_volume_gb and previous.instance_type == group.instance_type:
-        cold_cluster = TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
         changes.rolled.append(group)
+        words, downtime = drain_cost(group, new)
         changes.effects.append(Effect(
             f"GPU node group {name}", Kind.ROLL_NODES,
             f"root volume {previous.root_volume_gb} -> {group.root_volume_gb} GB is in the "
-            "launch template: the group rolls (surge nodes, then drain), restarting its "
-            f"engines ({minutes(cold_cluster)})", cold_cluster,
+            f"launch template: the group rolls (surge nodes, then drain); {words}", downtime,
         ))
+
+
+def drain_cost(group: GpuGroupPlan, plan: DeploymentPlan) -> tuple[str, float]:
+    """What draining a GPU group's nodes one by one (a roll) costs serving, with the group's
+    disruption budget (components.render.disruption): (words, downtime in seconds).
+
+    A phase whose fewest engines fit on one node (`min_nodes` 1) can lose them all to one drain,
+    budget or not: they move to a surge node (image pull, model load). A phase on two nodes or more
+    keeps an engine through each drain, except that the budget counts the new worker pod healthy
+    once Ray runs on it, before its engine has loaded: the next drain may take the phase's other
+    engine meanwhile, so up to one model load of downtime."""
+    floor = budget_floor(group)
+    budget = (f"its disruption budget (minAvailable {floor}) lets one worker pod go at a time"
+              if floor is not None else "it has one worker pod, so no disruption budget")
+    alone = [name for name in group.phases if name in plan.phases and plan.spec.phases[name].min_nodes <= 1]
+    if alone:
+        cold = TYPICAL_SECONDS["kubernetes:ray.io/v1:RayService"]
+        return (f"{budget}, but {' and '.join(alone)} can lose all its engines to one drain (the fewest "
+                f"it runs fit on one node): they restart on a surge node, downtime {minutes(cold)}; run "
+                "engines on two nodes or more to ride it out", cold)
+    model_load = CHANGE_TIMES["engine-restart"].seconds
+    return (f"{budget}: each phase keeps an engine through each drain, at reduced capacity, up to "
+            f"{minutes(model_load)} of downtime if a drain takes a phase's other engine while the "
+            "moved one still loads the model (the budget counts a pod ready before its engine is)",
+            model_load)
 
 
 def _resized(previous: GpuGroupPlan, group: GpuGroupPlan, new: DeploymentPlan) -> Effect:

@@ -77,6 +77,8 @@ def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[E
         effects.append(Effect(
             "the Ray cluster", Kind.NEW_RAY_CLUSTER,
             "its pods change (image, Ray version, node selection, sizes"
+            + (f"; GCS fault tolerance {before.gcs_store} -> {after.gcs_store}"
+               if before.gcs_store != after.gcs_store else "")
             + (f"; {_toggled(old.plan, new.plan)}, so the workers "
                + ("gain" if new.plan.autoscaling else "lose")
                + " the node autoscaler's do-not-evict annotation"
@@ -89,7 +91,8 @@ def rayservice_effects(old: Side, new: Side, on_new_nodes: bool) -> tuple[list[E
     elif _serve_code(old_app) != _serve_code(new_app):
         rebuild = True
         same_engines = all(old_app.get(k) == new_app.get(k) for k in ("import_path", "args"))
-        effects.append(_engines_restart(new.plan, _toggled(old.plan, new.plan) if same_engines else None))
+        effects.append(_engines_restart(new.plan, _toggled(old.plan, new.plan) if same_engines else None,
+                                        changed_engine_settings(old_app, new_app)))
     if not rebuild:
         effects += _replica_effects(old.plan, new.plan)
     return effects, rebuild
@@ -103,14 +106,48 @@ def _toggled(old: DeploymentPlan, new: DeploymentPlan) -> str:
     return f"autoscaling is turned {' and '.join(turned)}" if turned else "a phase's autoscaling policy changes"
 
 
-def _engines_restart(new: DeploymentPlan, autoscaling: Optional[str] = None) -> Effect:
-    """`autoscaling`: what changed in the phases' autoscaling when the engines' own settings did not."""
+def changed_engine_settings(old_app: dict[str, Any], new_app: dict[str, Any]) -> list[str]:
+    """The LLMConfig settings that differ between two Serve applications, as dotted paths of the
+    rendered args (`engine_kwargs.kv_transfer_config.kv_load_failure_policy`), over every phase."""
+    def flat(value: Any, path: str) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return {k: v for key, item in value.items() for k, v in flat(item, f"{path}.{key}").items()}
+        return {path: value}
+
+    def settings(app: dict[str, Any]) -> dict[str, Any]:
+        args = app.get("args") or {}
+        configs = args.get("llm_configs") or [args.get("prefill_config"), args.get("decode_config")]
+        found: dict[str, Any] = {}
+        for index, config in enumerate(configs):
+            for path, value in flat(config or {}, "").items():
+                found[f"{index}{path}"] = value
+        return found
+
+    old, new = settings(old_app), settings(new_app)
+    return sorted({path.split(".", 1)[1] for path in old.keys() | new.keys() if old.get(path) != new.get(path)})
+
+
+def _settings_words(changed: list[str]) -> str:
+    """What changed, in words; the KV transfer keys (raypd:kvTransfer.*) are in BOTH phases' args."""
+    kv = [path for path in changed if ".kv_transfer_config." in path]
+    words = f"the engines' settings change ({', '.join(changed)})" if changed else (
+        "the engines' settings change (model, engine arguments, parallelism)")
+    if kv:
+        words += ("; raypd:kvTransfer's settings are in both phases' kv_transfer_config, so every "
+                  "prefill and every decode engine restarts, whichever key changed")
+    return words
+
+
+def _engines_restart(new: DeploymentPlan, autoscaling: Optional[str] = None,
+                     changed: Optional[list[str]] = None) -> Effect:
+    """`autoscaling`: what changed in the phases' autoscaling when the engines' own settings did not;
+    `changed`: the engine settings that changed (changed_engine_settings)."""
     model_load = CHANGE_TIMES["engine-restart"].seconds
     # Serve replaces outdated replicas in batches (rolling_update_percentage): a phase with one
     # engine has none serving meanwhile; with several, some serve while others reload, and old
     # prefill engines may pair with new decode engines until the roll ends.
     single = any(phase.replicas == 1 for phase in new.phases.values())
-    why = ("the engines' settings change (model, engine arguments, parallelism)" if autoscaling is None else
+    why = (_settings_words(changed or []) if autoscaling is None else
            f"{autoscaling}, and Ray Serve counts the deployments' autoscaling policies in the "
            "application's code version (get_app_code_version) as it counts the engines' settings")
     return Effect(

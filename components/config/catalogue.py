@@ -165,6 +165,14 @@ def gpu_type_problem(name: str) -> Optional[str]:
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 NAT_GATEWAY_USD_PER_HOUR = 0.045
 
+# ElastiCache for Valkey on-demand node prices (us-east-1, USD per node-hour), for the Ray GCS's
+# Redis (issue 31, raypd:faultTolerance.gcs elasticache): AWS's ElastiCache pricing page lists the
+# Redis OSS node price (cache.t4g.micro $0.016, small $0.032, medium $0.065) and prices Valkey nodes
+# 20% below it; these are those Valkey figures. A node type not listed is left unpriced.
+CACHE_NODE_USD_PER_HOUR: dict[str, float] = {
+    "cache.t4g.micro": 0.0128, "cache.t4g.small": 0.0256, "cache.t4g.medium": 0.052,
+}
+
 # Where every price above comes from: one region's on-demand list price, at one date. Every cost
 # raypd shows says so (price_basis), so a figure is never taken for another region's bill.
 PRICE_REGION = "us-east-1"

@@ -72,6 +72,29 @@ SERVE_DOWNSCALE_DELAY_SECONDS = 600.0
 
 KV_CONNECTOR: Final = "NixlConnector"
 KV_BACKEND: Final = "LIBFABRIC"
+# What decode does when it cannot load a request's KV cache from prefill (raypd:kvTransfer.
+# loadFailurePolicy, vLLM's kv_transfer_config.kv_load_failure_policy): "fail" ends the request with
+# an error (HTTP 500, counted in vllm:nixl_num_failed_transfers) that the client and the alerts see;
+# "recompute" makes decode redo the prefill and answer 200, which hides the failure, costs decode a
+# prefill's compute, and has a reported wrong-output bug (vllm#49250). vLLM 0.26's own default is
+# "fail" (vllm/config/kv_transfer.py); raypd writes it out so an image whose vLLM defaults otherwise
+# cannot change it silently.
+KV_LOAD_FAILURE_POLICY: Final = "fail"
+KV_LOAD_FAILURE_POLICIES = ("fail", "recompute")
+# How long prefill keeps a finished request's KV blocks for decode to read (raypd:kvTransfer.
+# leaseSeconds, NIXL's kv_connector_extra_config.kv_lease_duration; vLLM's default 30 s). 300 s, not
+# 30: when the lease runs out before decode reads, prefill frees the blocks and decode reads whatever
+# is there, logged but answered HTTP 200 with wrong text (aws-samples/aws-do-eks PR #84: 8 of 42
+# requests, vLLM 0.26 on p6-b200, fixed with 300 s). A lease too long only keeps blocks of a request
+# whose decode died until it runs out (prefill KV capacity, visible in its queue and freed on its
+# own). docs/resilience.md says how the value was chosen and when to raise it.
+KV_LEASE_SECONDS = 300
+# vLLM sends a lease heartbeat every lease // 6 seconds (nixl/base_scheduler.py): below 6 that is 0.
+MIN_KV_LEASE_SECONDS = 6
+# An hour: beyond it, a dead decode's requests would pin prefill KV blocks for hours.
+MAX_KV_LEASE_SECONDS = 3600
+# vLLM's own default lease, below which raypd warns.
+VLLM_KV_LEASE_SECONDS = 30
 
 # How a change that restarts the engines or rebuilds the Ray cluster is rolled out (components/changes/assess.py):
 # "inPlace" takes the downtime of a model load and no extra nodes; "newCluster" (KubeRay's
@@ -318,3 +341,17 @@ CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {
     "1.29": "v1.29.5", "1.30": "v1.30.7", "1.31": "v1.31.5", "1.32": "v1.32.7",
     "1.33": "v1.33.6", "1.34": "v1.34.5", "1.35": "v1.35.2", "1.36": "v1.36.1",
 }
+
+# ---- Head fault tolerance (issue 31 §1): GCS fault tolerance with Redis (components.config.fault_tolerance_spec) ----
+# The managed store: ElastiCache for Valkey (Redis OSS-compatible; node prices 20% below Redis OSS,
+# and AWS's engine for new ElastiCache deployments), one primary and one replica in the stack's two
+# zones with automatic failover. cache.t4g.small (2 vCPU, 1.37 GiB): Ray's GCS tables (nodes,
+# actors, placement groups, jobs, the internal KV with Serve's checkpoints) stay in the low MiB for
+# a serving cluster, and during a newCluster switch two clusters' namespaces live side by side;
+# a t4g.micro's 0.5 GiB leaves little room for that, larger types only cost more.
+GCS_CACHE_NODE_TYPE = "cache.t4g.small"
+GCS_CACHE_ENGINE = "valkey"
+GCS_CACHE_ENGINE_VERSION = "8.0"
+GCS_CACHE_PARAMETER_GROUP = "default.valkey8"
+GCS_CACHE_NODES = 2  # primary + one replica: a node failure fails over instead of losing the GCS
+REDIS_PORT = 6379

@@ -6,7 +6,8 @@ raypd:prefill:     {instanceType: g6.12xlarge, replicas: 1, tensorParallelSize: 
                     autoscaling: {minReplicas: 1, maxReplicas: 4, ...}}   # optional (autoscaling_spec)
 raypd:decode:      {...}   # as prefill
 raypd:colocated:   {...}   # the one phase of mode colocated
-raypd:kvTransfer:  {connector: NixlConnector, backend: LIBFABRIC}
+raypd:kvTransfer:  {connector: NixlConnector, backend: LIBFABRIC,
+                    loadFailurePolicy: fail, leaseSeconds: 300}   # issue 31: docs/resilience.md
 raypd:systemNodes: {instanceType: m7i.xlarge, count: 2}
 ```
 
@@ -177,8 +178,46 @@ def colocated_default() -> PhaseSpec:
 
 
 class KvTransferSpec(SpecModel):
+    """How prefill hands its KV cache to decode (mode disaggregated only; components.config.defaults
+    says why each default)."""
+
     connector: Literal["NixlConnector"] = defaults.KV_CONNECTOR
     backend: Literal["LIBFABRIC", "UCX"] = defaults.KV_BACKEND
+    # vLLM's kv_transfer_config.kv_load_failure_policy, on both phases.
+    load_failure_policy: Literal["fail", "recompute"] = defaults.KV_LOAD_FAILURE_POLICY
+    # NIXL's kv_connector_extra_config.kv_lease_duration (whole seconds: vLLM reads an int), on both phases.
+    lease_seconds: int = Field(defaults.KV_LEASE_SECONDS, ge=defaults.MIN_KV_LEASE_SECONDS,
+                               le=defaults.MAX_KV_LEASE_SECONDS)
+
+    @property
+    def resilience_settings(self) -> dict[str, Any]:
+        """The issue 31 keys that differ from their defaults (what a colocated stack ignores)."""
+        chosen = {"loadFailurePolicy": self.load_failure_policy, "leaseSeconds": self.lease_seconds}
+        reference = {"loadFailurePolicy": defaults.KV_LOAD_FAILURE_POLICY, "leaseSeconds": defaults.KV_LEASE_SECONDS}
+        return {key: value for key, value in chosen.items() if value != reference[key]}
+
+
+def kv_transfer_warnings(mode: str, kv_transfer: KvTransferSpec) -> list[str]:
+    """Allowed but risky KV-transfer choices (docs/resilience.md). In mode colocated nothing moves
+    KV between engines, so a chosen policy or lease is ignored, with a warning rather than an error:
+    a stack file that switches `mode` for a baseline comparison keeps working unchanged."""
+    if mode == "colocated":
+        ignored = ", ".join(f"raypd:kvTransfer.{key} {value}"
+                            for key, value in kv_transfer.resilience_settings.items())
+        return [f"{ignored}: ignored in mode colocated (no KV transfer between engines)"] if ignored else []
+    notes = []
+    if kv_transfer.load_failure_policy == "recompute":
+        notes.append(
+            "raypd:kvTransfer.loadFailurePolicy is recompute: when decode cannot load a request's KV "
+            "cache it redoes the prefill and still answers 200, so clients, verify's kv-transfer check "
+            "and the alerts see no failure, decode spends prefill compute, and a wrong-output bug was "
+            "reported for it (vllm#49250); fail (the default) returns the error instead")
+    if kv_transfer.lease_seconds < defaults.VLLM_KV_LEASE_SECONDS:
+        notes.append(
+            f"raypd:kvTransfer.leaseSeconds {kv_transfer.lease_seconds} is shorter than vLLM's own "
+            f"{defaults.VLLM_KV_LEASE_SECONDS} s: a decode that reads later than the lease gets blocks "
+            "prefill has freed, and answers 200 with wrong text (docs/resilience.md)")
+    return notes
 
 
 def phase_problems(phase_name: str, phase: PhaseSpec, mode: str, kv_transfer: Optional[KvTransferSpec],
@@ -253,6 +292,7 @@ def serving_warnings(mode: str, prefill: PhaseSpec, decode: PhaseSpec, kv_transf
             f"before deploy ({sizes}): vLLM refuses a size that does not when the engine starts; check "
             "num_attention_heads and num_key_value_heads in the model's config.json"
         )
+    notes.extend(kv_transfer_warnings(mode, kv_transfer))
     if mode == "disaggregated":
         if prefill.tensor_parallel_size != decode.tensor_parallel_size:
             notes.append(

@@ -23,6 +23,11 @@ from pydantic.alias_generators import to_camel
 from components.config import defaults
 from components.config.endpoint_spec import EndpointSpec, endpoint_problems, endpoint_warnings
 from components.config.errors import FieldError, SpecError
+from components.config.fault_tolerance_spec import (
+    FaultToleranceSpec,
+    fault_tolerance_problems,
+    fault_tolerance_warnings,
+)
 from components.config.image import IMAGE_KEY, reference_problem, unpinned_warning
 from components.config.observability_spec import ObservabilitySpec
 from components.config.reading import (
@@ -111,6 +116,8 @@ class DeploymentSpec(SpecModel):
     in_cluster_clients: tuple[str, ...] = ()
     # The metrics stack, PodMonitors and dcgm-exporter (components.config.observability_spec, issue 18).
     observability: ObservabilitySpec = ObservabilitySpec()
+    # The Ray head's GCS fault tolerance (components.config.fault_tolerance_spec, issue 31).
+    fault_tolerance: FaultToleranceSpec = FaultToleranceSpec()
 
     @field_validator("region")
     @classmethod
@@ -260,6 +267,8 @@ class DeploymentSpec(SpecModel):
             for phase_name, phase in self.phases.items():
                 if judged(phase_name):
                     problems.extend(phase_problems(phase_name, phase, self.mode, kv_transfer, model))
+        if judged("faultTolerance", "mode"):
+            problems.extend(fault_tolerance_problems(self.fault_tolerance, self.mode))
         return problems
 
     # ---- derived facts (no state of their own) ----
@@ -280,6 +289,11 @@ class DeploymentSpec(SpecModel):
         if self.mode == "colocated":
             return {"colocated": self.colocated}
         return {"prefill": self.prefill, "decode": self.decode}
+
+    @property
+    def gcs_store(self) -> str:
+        """Where the Ray head's GCS keeps its tables: elasticache | external | off."""
+        return self.fault_tolerance.effective_gcs(self.mode)
 
     @property
     def support_type(self) -> str:
@@ -311,6 +325,7 @@ class DeploymentSpec(SpecModel):
             )
         notes.extend(serving_warnings(self.mode, self.prefill, self.decode, self.kv_transfer, self.phases,
                                       self.model))
+        notes.extend(fault_tolerance_warnings(self.fault_tolerance, self.mode))
         return notes
 
     def public_config(self) -> dict[str, Any]:
@@ -336,6 +351,7 @@ class DeploymentSpec(SpecModel):
             body["endpoint"] = self.endpoint.public()
         if self.observability == ObservabilitySpec():
             body.pop("observability", None)  # the default: no key, as before the key existed
+        body["faultTolerance"] = self.fault_tolerance.public() or None  # the default: no key
         config: dict[str, Any] = {REGION_KEY: self.region}
         for key, value in body.items():
             if value is not None:

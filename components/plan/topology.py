@@ -126,8 +126,9 @@ class CostEstimate:
 
 def _estimate_cost(spec: DeploymentSpec, groups: tuple[GpuGroupPlan, ...],
                    nodes_of: Callable[[GpuGroupPlan], int] = lambda group: group.nodes) -> CostEstimate:
-    """On-demand USD/hour: GPU and system nodes, the EKS control plane and the NAT gateway;
-    `nodes_of` a group: its GPU nodes to price (the starting count unless told otherwise)."""
+    """On-demand USD/hour: GPU and system nodes, the EKS control plane, the NAT gateway and the
+    GCS's ElastiCache nodes (issue 31); `nodes_of` a group: its GPU nodes to price (the starting
+    count unless told otherwise)."""
     total = catalogue.EKS_CONTROL_PLANE_USD_PER_HOUR + catalogue.NAT_GATEWAY_USD_PER_HOUR
     unpriced: list[str] = []
     system = catalogue.lookup(spec.system_nodes.instance_type)
@@ -135,6 +136,13 @@ def _estimate_cost(spec: DeploymentSpec, groups: tuple[GpuGroupPlan, ...],
         total += system.usd_per_hour * spec.system_nodes.count
     else:
         unpriced.append(spec.system_nodes.instance_type)
+    if spec.gcs_store == "elasticache":
+        cache_type = spec.fault_tolerance.cache_node_type
+        cache_price = catalogue.CACHE_NODE_USD_PER_HOUR.get(cache_type)
+        if cache_price is None:
+            unpriced.append(cache_type)
+        else:
+            total += cache_price * defaults.GCS_CACHE_NODES
     for group in groups:
         price = group.usd_per_hour_at(nodes_of(group))
         if price is None:

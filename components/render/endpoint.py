@@ -36,6 +36,19 @@ least 600 s; `path_timeouts` reads them back from the rendered objects for the t
 - Ray Serve request timeout: unset; default none (raypd's serve config sets http_options host and
   port only, components.render.serve_config).
 
+Safe retries (issue 31; `retry_policy`): the BackendTrafficPolicy retries a request ONCE, on another
+Serve proxy pod (Envoy Gateway adds the previous_hosts predicate: internal/xds/translator/route.go
+`buildRetryPolicy`), when the connection failed, the upstream reset before any response, or it
+answered 503 (Serve's "no replica available" / back-pressure, a proxy going away). Envoy never
+retries once it has started the response to the client (source/common/router/router.cc
+`Filter::maybeRetryReset`: "We don't retry if we already started the response"; a retriable status
+is judged on the upstream's headers before they are forwarded), so a stream that has sent a byte is
+never repeated. No per-try timeout: Envoy ignores one after the response started, but before that
+it would cut a healthy completion that is slow to its first byte (a non-streamed answer sends its
+headers only when it is complete) and send it again. docs/resilience.md says what a retry may cost
+(the engine may have started the first attempt's work) and what it cannot cover (request bodies
+over Envoy's 32 KiB buffer are sent once).
+
 One timeout is short on purpose: Envoy closes an upstream connection idle BETWEEN requests after
 60 s (BackendTrafficPolicy connectionIdleTimeout, default 1 h), below Ray Serve's 90 s keep-alive,
 so Envoy never reuses a connection Serve is closing (a 503 race). It cannot end a stream.
@@ -209,6 +222,27 @@ def client_traffic_policy(spec: DeploymentSpec) -> dict[str, Any]:
     }
 
 
+# Envoy Gateway v1.9.0 api/v1alpha1/retry_types.go TriggerEnum values (Envoy's x-envoy-retry-on):
+# the connection could not be made; the upstream reset or disconnected without a response; the
+# response's status is one of RETRY_STATUS_CODES. Not "5xx"/"gateway-error": a 500 is an engine's
+# own error (a failed KV load with loadFailurePolicy fail among them), which a second try would
+# repeat or hide; a 502/504 comes from Envoy's own timeouts, after the request ran long.
+RETRY_TRIGGERS = ("connect-failure", "reset", "retriable-status-codes")
+RETRY_STATUS_CODES = (503,)
+RETRIES = 1
+# Envoy's default base is 25 ms; a replica that just died needs Serve's router a moment to drop it.
+RETRY_BACKOFF = {"baseInterval": "250ms", "maxInterval": "1s"}
+
+
+def retry_policy() -> dict[str, Any]:
+    """The BackendTrafficPolicy's `retry` (see the module docstring: once, before any byte)."""
+    return {
+        "numRetries": RETRIES,
+        "retryOn": {"triggers": list(RETRY_TRIGGERS), "httpStatusCodes": list(RETRY_STATUS_CODES)},
+        "perRetry": {"backOff": dict(RETRY_BACKOFF)},
+    }
+
+
 def backend_traffic_policy(spec: DeploymentSpec) -> dict[str, Any]:
     return {
         "apiVersion": ENVOY_API, "kind": "BackendTrafficPolicy",
@@ -219,6 +253,7 @@ def backend_traffic_policy(spec: DeploymentSpec) -> dict[str, Any]:
                 "streamIdleTimeout": _seconds(defaults.ENDPOINT_STREAM_IDLE_TIMEOUT_SECONDS),
                 "connectionIdleTimeout": _seconds(defaults.ENVOY_UPSTREAM_IDLE_TIMEOUT_SECONDS),
             }},
+            "retry": retry_policy(),
         },
     }
 

@@ -26,6 +26,15 @@ vllm 0.32 and ray 2.60; see tests/fixtures/real/README.md):
   `serve_num_http_error_requests` {route, error_code, method, application}.
 - The controller's `serve_deployment_replica_healthy` {deployment, application}
   (`ray/serve/_private/deployment_state.py`): healthy replicas per deployment.
+- Autoscaling (issue 30 §3; read in Ray 2.58's wheel and 2.60's, the same names and tags in both):
+  the controller's `serve_autoscaling_target_replicas` {deployment, application}
+  (`ray/serve/_private/deployment_state.py`, set whenever the target count changes: the count Serve
+  is moving the deployment to, within min/max), and the handles' `serve_deployment_queued_queries`
+  {deployment, application, handle, actor_id} (`ray/serve/_private/router.py`: requests a caller
+  holds for the deployment, waiting for a replica). With `serve_replica_processing_queries` (a
+  replica's running requests) they give the signals raypd's scaling policy computes
+  (components/render/observability_scaling.py). No capture holds the two (they were made before
+  issue 30): their queries are only parsed by the PromQL tests, and run on typed series.
 - NVIDIA's DCGM exporter (`DCGM_FI_PROF_GR_ENGINE_ACTIVE`, 0..1, labelled `Hostname`) and
   kube-state-metrics (`kube_pod_status_phase`, `kube_node_status_condition`, `kube_node_labels`)
   are not in the captures: their panels and alerts are only parsed by the tests.
@@ -74,6 +83,8 @@ SERVE_REPLICA_QUERIES = "ray_serve_replica_processing_queries"   # gauge, same l
 SERVE_HTTP_REQUESTS = "ray_serve_num_http_requests_total"
 SERVE_HTTP_ERRORS = "ray_serve_num_http_error_requests_total"
 SERVE_REPLICA_HEALTHY = "ray_serve_deployment_replica_healthy"
+SERVE_TARGET_REPLICAS = "ray_serve_autoscaling_target_replicas"   # the controller's, per deployment
+SERVE_QUEUED_QUERIES = "ray_serve_deployment_queued_queries"      # per calling handle
 
 # ---- GPUs and Kubernetes (not in the captures) ----
 DCGM_GPU_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"

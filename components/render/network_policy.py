@@ -19,8 +19,11 @@ out); components.stack.network_policies creates the objects. In the deployment n
   the cluster's own traffic is admitted on every port;
 - the Ray head's dashboard (8265): from the KubeRay operator (it submits the Serve config and
   reads its status there: rayservice_controller.go `FetchHeadServiceURL(..., DashboardPortName)`),
-  from raypd's rollout-check Jobs (components.render.rollout polls the Serve REST API there), and from
-  the Kubernetes API server (`api_server_cidrs`, below). 10001 and 6379: the Ray pods only;
+  from raypd's rollout-check Jobs (components.render.rollout polls the Serve REST API there), from
+  raypd's benchmark Jobs (a scheduled load samples each phase's replicas from the same API:
+  serve/benchmark/replicas.py), and from the Kubernetes API server (`api_server_cidrs`, below).
+  Those Jobs are raypd's own pods in this namespace, as trusted as the rollout check. 10001 and
+  6379: the Ray pods only;
 - the Serve port (8000) on the Ray pods: from the gateway's Envoy proxies
   (components.render.endpoint_names: their namespace and owning-gateway labels), the KubeRay
   operator (it checks
@@ -187,6 +190,7 @@ def render_network_policies(
             "from": [
                 operator,
                 {"podSelector": {"matchLabels": dict(ROLLOUT_CHECK_POD_LABELS)}},
+                {"podSelector": {"matchLabels": dict(BENCHMARK_POD_LABELS)}},
                 *api_server,
             ],
             "ports": _ports(defaults.DASHBOARD_PORT),

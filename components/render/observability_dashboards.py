@@ -24,6 +24,7 @@ from components.config import catalogue, defaults
 from components.config.spec import DeploymentSpec
 from components.plan.slo import Slo, slo_for
 from components.render import metric_names as m
+from components.render import observability_scaling as scaling
 from components.render.observability_rules import (
     PHASE_INFO,
     POD_PHASE_INFO,
@@ -235,6 +236,42 @@ def capacity(spec: DeploymentSpec) -> list[Panel]:
     ]
 
 
+def scaling_row(spec: DeploymentSpec) -> list[Panel]:
+    """Per phase: its replicas over time against what its signal asks for and its bounds, and its
+    signal per replica against its target (components/render/observability_scaling.py)."""
+    deployments = {phase.phase: phase.deployment for phase in scaling.scaling_phases(spec)}
+    panels = []
+    for phase in scaling.scaling_phases(spec):
+        name, dep = phase.phase, phase.deployment
+        load = scaling.signal(name, deployments)
+        replicas: list[tuple[str, str]] = [
+            (scaling.healthy_replicas(dep), "running (healthy)"),
+            (scaling.target_replicas(dep), "Serve's target"),
+        ]
+        per_replica: list[tuple[str, str]] = [(f"{load} / {scaling.healthy_replicas(dep)}", "signal per replica")]
+        if phase.autoscaled:
+            replicas += [(f"{load} / {phase.target_ongoing_requests:g}", "signal / target"),
+                         (f"vector({phase.min_replicas})", "minReplicas"),
+                         (f"vector({phase.max_replicas})", "maxReplicas")]
+            per_replica.append((f"vector({phase.target_ongoing_requests:g})", "targetOngoingRequests"))
+            bounds = (f"between {phase.min_replicas} and {phase.max_replicas}; alert after "
+                      f"{scaling.PINNED_FOR} at the maximum")
+        else:
+            bounds = f"fixed at {phase.replicas} (no autoscaling block)"
+        panels += [
+            Panel(f"{name.capitalize()} replicas", f"Replicas of {dep}: running, Serve's target "
+                  f"({bounds}), and the count the signal asks for ({scaling.signal_words(name, deployments)}"
+                  " divided by targetOngoingRequests, before Serve's delays and bounds).", "short",
+                  tuple(replicas), width=12),
+            Panel(f"{name.capitalize()} scaling signal", f"The load {name} scales on, "
+                  f"{scaling.signal_words(name, deployments)}, per running replica, against the "
+                  "target per replica: above it for upscaleDelaySeconds Serve adds a replica, "
+                  "below it for downscaleDelaySeconds it stops one.", "short",
+                  tuple(per_replica), width=12),
+        ]
+    return panels
+
+
 def rows(spec: DeploymentSpec) -> list[tuple[str, list[Panel]]]:
     """The dashboard's rows, top to bottom."""
     rows_ = [("SLO (ingress)", slo_strip(spec))]
@@ -243,7 +280,7 @@ def rows(spec: DeploymentSpec) -> list[tuple[str, list[Panel]]]:
     else:
         rows_ += [("Prefill (colocated engines)", prefill_column())]
     rows_ += [("Decode" if spec.mode == "disaggregated" else "Decode (colocated engines)",
-               decode_column()), ("Capacity", capacity(spec))]
+               decode_column()), ("Scaling", scaling_row(spec)), ("Capacity", capacity(spec))]
     return rows_
 
 

@@ -36,6 +36,7 @@ from components.config import defaults
 from components.config.spec import DeploymentSpec
 from components.plan.slo import slo_for
 from components.render import metric_names as m
+from components.render.observability_scaling import PINNED_FOR, pinned_at_max_expr
 from components.render.serve_config import APP_NAME, serve_deployment_name
 
 # The runbooks, relative to the repository root: raypd has no canonical public URL to point at.
@@ -168,6 +169,23 @@ def _alert(name: str, expr: str, for_: str, severity: str, summary: str, descrip
     return rule
 
 
+def _pinned_at_max(spec: DeploymentSpec) -> list[dict[str, Any]]:
+    """A phase whose Serve target has sat at its maxReplicas for PINNED_FOR: only on a stack where
+    some phase autoscales, and only for those phases (components/render/observability_scaling.py)."""
+    expr = pinned_at_max_expr(spec)
+    if expr is None:
+        return []
+    return [_alert(
+        "RaypdPhaseAtMaxReplicas", expr, PINNED_FOR, "warning",
+        "{{ $labels.phase }} ({{ $labels.deployment }}) has wanted its maxReplicas for " + PINNED_FOR,
+        "Serve's target replica count of the phase has been at the phase's maxReplicas for "
+        f"{PINNED_FOR}: its load asks for at least every engine it may have, so the phase cannot "
+        "grow further and a heavier load only queues (TTFT for prefill, ITL and waiting requests "
+        "for decode). Raise raypd:<phase>.autoscaling.maxReplicas (the preflight checks the vCPU "
+        "quota for the new maximum), or look at the Scaling panel for why the signal is high.",
+        "alert-phase-at-max-replicas")]
+
+
 def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
     slo = slo_for(spec)
     decodes = f'{m.PHASE_LABEL}=~"decode|colocated"'
@@ -245,6 +263,7 @@ def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
                "its target. The pod's events say which (FailedScheduling, NotTriggerScaleUp, "
                "TriggeredScaleUp); so does the kube-system/cluster-autoscaler-status ConfigMap.",
                "alert-pods-pending-for-nodes"),
+        *_pinned_at_max(spec),
     ]
 
 

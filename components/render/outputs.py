@@ -38,6 +38,8 @@ SYSTEM_ZONE_KEY = "systemZone"
 # with estimatedUsdPerHour when some phase autoscales.
 COST_AT_MIN_KEY = "estimatedUsdPerHourAtMinimum"
 COST_AT_MAX_KEY = "estimatedUsdPerHourAtMaximum"
+# Where the Ray head's GCS keeps its state (issue 31): {"gcs": "elasticache" | "external" | "off"}.
+FAULT_TOLERANCE_KEY = "faultTolerance"
 
 
 class OutputsError(ValueError):
@@ -140,6 +142,7 @@ def render_stack_outputs(
         "kvTransfer": kv_transfer_output(spec),
         "image": spec.image_uri,
         "rayVersion": spec.ray_version,
+        FAULT_TOLERANCE_KEY: {"gcs": spec.gcs_store},
     }
     if image_provenance is not None:
         outputs[IMAGE_PROVENANCE_KEY] = dict(image_provenance)

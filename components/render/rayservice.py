@@ -45,6 +45,7 @@ from components.config import catalogue, defaults
 from components.config.spec import DeploymentSpec
 from components.plan.topology import DeploymentPlan, GpuGroupPlan
 from components.render import observability_names as metrics
+from components.render.gcs_fault_tolerance import gcs_fault_tolerance_options
 from components.render.model_access import service_account_name
 from components.render.node_autoscaler import busy_engine_annotations
 from components.render.ray_autoscaler import autoscaler_options, worker_group_bounds
@@ -335,6 +336,7 @@ def _ray_cluster_config(plan: DeploymentPlan, zone: Optional[str],
         "autoscalerOptions": autoscaler_options(),  # components.render.ray_autoscaler
         "headGroupSpec": _head_group(plan),
         "workerGroupSpecs": [_worker_group(plan, group, zone, node_set) for group in plan.groups],
+        **gcs_fault_tolerance_options(spec),  # the head survives a restart (issue 31)
     }
 
 

@@ -47,10 +47,9 @@ PD_IMPORT_PATH = "ray.serve.llm:build_pd_openai_app"
 COLOCATED_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 HTTP_HOST = "0.0.0.0"  # Serve's proxy must listen beyond localhost for the Kubernetes Service
 KV_ROLE = "kv_both"
-# vLLM 0.26's default, written out: an image whose vLLM defaults to "recompute" would turn a failed KV
-# load into a decode that silently recomputes the prompt (and still answers 200). Verify still
-# checks the transfers, because a decode that never got KV params recomputes anyway.
-KV_LOAD_FAILURE_POLICY = "fail"
+# The default policy (raypd:kvTransfer.loadFailurePolicy; components.config.defaults says why), as
+# serve.verify words a 500 from a failed KV load: only "fail" answers one.
+KV_LOAD_FAILURE_POLICY = defaults.KV_LOAD_FAILURE_POLICY
 # STRICT_PACK keeps all of one engine's GPU bundles on one node, which is what the node plan sized
 # for (TP/PP over NVLink/PCIe, never across the network). Ray's default is PACK (best effort).
 PIN_STRATEGY = "STRICT_PACK"
@@ -98,13 +97,25 @@ def _placement_group_config(phase: PhasePlan) -> Optional[dict[str, Any]]:
 
 
 def _kv_transfer_config(spec: DeploymentSpec, phase_name: str) -> dict[str, Any]:
+    """One phase's `kv_transfer_config`; the same settings on both phases (issue 31).
+
+    Field names from vLLM's `KVTransferConfig` (vllm/config/kv_transfer.py: `kv_load_failure_policy`
+    "fail" | "recompute", read by the scheduler on decode, vllm/v1/core/sched/scheduler.py) and the
+    NIXL connector's extra config (`get_from_extra_config("kv_lease_duration", 30)` in
+    nixl/base_scheduler.py, where prefill expires the blocks it holds, and nixl/base_worker.py, where
+    decode renews the lease: both sides read it, so both get it). The policy is written out even at
+    vLLM's own default: an image whose vLLM defaults to "recompute" would otherwise turn a failed KV
+    load into a silent recompute (verify still checks the transfers, since a decode that never got
+    KV params recomputes anyway).
+    """
+    kv = spec.kv_transfer
     return {
-        "kv_connector": spec.kv_transfer.connector,
+        "kv_connector": kv.connector,
         "kv_role": KV_ROLE,
         "engine_id": phase_name,
-        "kv_load_failure_policy": KV_LOAD_FAILURE_POLICY,
+        "kv_load_failure_policy": kv.load_failure_policy,
         # Without an explicit backend NIXL picks UCX, which runs at TCP speed on EFA, silently.
-        "kv_connector_extra_config": {"backends": [spec.kv_transfer.backend]},
+        "kv_connector_extra_config": {"backends": [kv.backend], "kv_lease_duration": kv.lease_seconds},
     }
 
 

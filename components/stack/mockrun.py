@@ -38,6 +38,7 @@ SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 SERVICE_TYPE = "kubernetes:core/v1:Service"
 RANDOM_STRING_TYPE = "random:index/randomString:RandomString"
+REPLICATION_GROUP_TYPE = "aws:elasticache/replicationGroup:ReplicationGroup"
 # What the offline plan says an ECR tag resolves to: a well-formed digest no image has.
 OFFLINE_IMAGE_DIGEST = "sha256:" + "0ff1" * 16
 # How long one mock run may take before it is reported as stuck (real runs take about a second).
@@ -122,6 +123,11 @@ class PlanMocks(mocks.Mocks):
             host = (f"k8s-{names[0]}-{names[1]}-{_digest(args.name, 10)}"
                     f"-{_digest('nlb' + args.name, 16)}.elb.{self.region}.{_dns_suffix(self.region)}")
             state["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
+        elif args.typ == REPLICATION_GROUP_TYPE:
+            # ElastiCache's primary endpoint of a cluster-mode-disabled group with TLS:
+            # master.<group id>.<6 characters>.<region code>.cache.amazonaws.com (a stand-in).
+            state["primaryEndpointAddress"] = (f"master.{args.name}.{_digest('rg' + args.name, 6)}."
+                                               f"{self.region}.cache.{_dns_suffix(self.region)}")
         elif args.typ == RANDOM_STRING_TYPE:
             # A stand-in value, never a real key: the plan shows it as "[secret]".
             state["result"] = rpc.wrap_rpc_secret(_digest("key" + args.name, 48))

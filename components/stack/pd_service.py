@@ -18,9 +18,13 @@ other change of rayClusterConfig (worker sizes, image, env, selectors...) with a
   awaited until KubeRay has switched to the new cluster (its waitFor holds UpgradeInProgress
   False, components.render.rollout 3), so the old generation, which Pulumi deletes only after every
   registered resource's step, outlives the switch whatever the change (Serve config or not).
+GCS fault tolerance (issue 31): with an ElastiCache store the auth token's Secret lives here, the
+RayService waits for it and for the replication group, and the primary endpoint's host is put into
+`gcsFaultToleranceOptions.redisAddress` (components.render.gcs_fault_tolerance.with_redis_host).
 Either way a rollout check Job (components.render.rollout) makes `pulumi up` wait until the new Serve
 config is RUNNING. With an s3:// model, the Ray pods' ServiceAccount (IRSA,
-components.render.model_access) lives here too.
+components.render.model_access) lives here too, and so do the worker groups' PodDisruptionBudgets
+(components.render.disruption).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import SecretStr
 
+from components.render.gcs_fault_tolerance import PASSWORD_SECRET_KEY, with_redis_host
 from components.render.model_access import ROLE_ARN_ANNOTATION
 from components.render.network_policy import pod_security_labels, pod_security_level
 from components.render.rayservice import HF_TOKEN_SECRET_KEY, RAY_CLUSTER_DIGEST_ANNOTATION
@@ -47,6 +52,19 @@ REPLACE_ON_CHANGES = (f'metadata.annotations["{RAY_CLUSTER_DIGEST_ANNOTATION}"]'
 def replace_on_changes(upgrade_strategy: str) -> list[str]:
     """The RayService's replaceOnChanges for a stack's upgrade strategy (module docstring)."""
     return list(REPLACE_ON_CHANGES) if upgrade_strategy == "inPlace" else []
+
+
+@dataclass(frozen=True)
+class GcsRedisArgs:
+    """The Redis of GCS fault tolerance as the RayService needs it (components.stack.gcs_store)."""
+
+    # The ElastiCache primary endpoint (None: an external Redis, whose address is in the manifest).
+    host: Optional[pulumi.Input[str]] = None
+    # The auth token and the Secret raypd keeps it in (None: the user's own Secret, or no password).
+    auth_token: Optional[pulumi.Input[str]] = None
+    secret_name: Optional[str] = None
+    # The replication group: created before the RayService, deleted after it.
+    wait_for: tuple[pulumi.Resource, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,8 +83,12 @@ class PdServiceArgs:
     network_policies: Optional[NetworkPoliciesArgs] = None
     # The Pod Security version label ("v1.35"): the cluster's Kubernetes minor.
     pod_security_version: str = "latest"
-    # ConfigMaps the Ray pods mount (components.render.rayservice.mounted_config_maps).
+    # ConfigMaps the Ray pods mount (components.render.scaling_policy.rendering.mounted_config_maps).
     config_maps: tuple[dict[str, Any], ...] = ()
+    # GCS fault tolerance's Redis (issue 31); None: gcs off.
+    gcs_redis: Optional[GcsRedisArgs] = None
+    # The worker groups' PodDisruptionBudgets (components.render.disruption.disruption_budgets).
+    disruption_budgets: tuple[dict[str, Any], ...] = ()
 
 
 class PdService(pulumi.ComponentResource):
@@ -99,13 +121,15 @@ class PdService(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self))
             needs.append(policies)
         needs += self._pod_inputs(name, args, namespace)
+        spec = self._gcs_redis(name, args, namespace, needs)
 
+        self._disruption_budgets(name, args.disruption_budgets, namespace)
         self.ray_service = k8s.apiextensions.CustomResource(
             f"{name}-rayservice",
             api_version=manifest["apiVersion"],
             kind=manifest["kind"],
             metadata=manifest["metadata"],
-            spec=manifest["spec"],
+            spec=spec,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=needs,
@@ -165,3 +189,41 @@ class PdService(pulumi.ComponentResource):
             )
             created.append(account)
         return created
+
+    def _gcs_redis(self, name: str, args: PdServiceArgs, namespace: k8s.core.v1.Namespace,
+                   needs: list[pulumi.Resource]) -> pulumi.Input[dict[str, Any]]:
+        """The RayService's spec with GCS fault tolerance's Redis wired in (module docstring):
+        the auth token's Secret and the replication group join `needs`."""
+        manifest_spec: dict[str, Any] = args.manifest["spec"]
+        redis = args.gcs_redis
+        if redis is None:
+            return manifest_spec
+        needs.extend(redis.wait_for)
+        if redis.auth_token is not None and redis.secret_name is not None:
+            needs.append(k8s.core.v1.Secret(
+                f"{name}-gcs-redis",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=redis.secret_name, namespace=args.namespace),
+                # Secret end to end, as the HF token: encrypted state, masked outputs.
+                string_data={PASSWORD_SECRET_KEY: pulumi.Output.secret(redis.auth_token)},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            ))
+        if redis.host is None:
+            return manifest_spec
+        return pulumi.Output.from_input(redis.host).apply(lambda host: with_redis_host(manifest_spec, host))
+
+    def _disruption_budgets(self, name: str, budgets: tuple[dict[str, Any], ...],
+                            namespace: k8s.core.v1.Namespace) -> None:
+        """Beside the RayService, not before it: a budget limits evictions only, and selects the
+        worker pods of every RayCluster generation (components.render.disruption)."""
+        for budget in budgets:
+            spec = budget["spec"]
+            k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-{budget['metadata']['name']}",
+                metadata=budget["metadata"],
+                spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+                    min_available=spec["minAvailable"],
+                    selector=k8s.meta.v1.LabelSelectorArgs(match_labels=spec["selector"]["matchLabels"]),
+                    unhealthy_pod_eviction_policy=spec["unhealthyPodEvictionPolicy"],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            )

@@ -22,7 +22,9 @@ from components.plan.scaling import scaling_warnings
 from components.plan.scaling_bounds import group_node_bounds
 from components.plan.topology import DeploymentPlan, plan_deployment
 from components.render import rayservice
+from components.render.disruption import disruption_budgets
 from components.render.endpoint import endpoint_output
+from components.render.gcs_fault_tolerance import redis_secret_name, replication_group_settings
 from components.render.model_access import s3_location, service_account_name
 from components.render.network_policy import ADDON_NAMESPACE_LEVELS, kubernetes_policy_version
 from components.render.observability import prometheus_peers
@@ -39,6 +41,7 @@ from components.stack.endpoint_stack import (
     LoadBalancerControllerArgs,
     creation_time,
 )
+from components.stack.gcs_store import GcsStore, GcsStoreArgs
 from components.stack.image_lookup import resolve_for_deploy
 from components.stack.model_read_role import ModelReadRole, ModelReadRoleArgs
 from components.stack.network import Network, NetworkArgs
@@ -46,7 +49,7 @@ from components.stack.network_policies import NetworkPoliciesArgs, label_addon_n
 from components.stack.node_autoscaler import NodeAutoscaler, NodeAutoscalerArgs
 from components.stack.node_groups import GpuNodeGroup, GpuNodeGroupArgs, node_group_resource_name
 from components.stack.observability_stack import Observability, ObservabilityArgs
-from components.stack.pd_service import PdService, PdServiceArgs
+from components.stack.pd_service import GcsRedisArgs, PdService, PdServiceArgs
 from components.stack.zone_lookup import resolve_zones
 
 
@@ -176,7 +179,29 @@ def _ray_service(plan: DeploymentPlan, gpu_zone: str, network: Network, cluster:
             metrics_peers=_metrics_peers(spec),
         ),
         pod_security_version=policy_version,
+        gcs_redis=_gcs_redis(spec, network, cluster, tags),
+        disruption_budgets=tuple(disruption_budgets(plan)),  # issue 31: one worker pod at a time
     ), opts=kubernetes)
+
+
+def _gcs_redis(spec: DeploymentSpec, network: Network, cluster: Cluster,
+               tags: dict[str, str]) -> Optional[GcsRedisArgs]:
+    """The Redis the Ray head's GCS survives a restart with (issue 31; components.config.
+    fault_tolerance_spec): an ElastiCache replication group raypd creates, a Redis the user runs
+    (its address and Secret are in the manifest already), or None with gcs off."""
+    if spec.gcs_store == "off":
+        return None
+    if spec.gcs_store == "external":
+        return GcsRedisArgs()
+    store = GcsStore("gcs", GcsStoreArgs(
+        settings=replication_group_settings(spec),
+        vpc_id=network.vpc_id,
+        subnet_ids=network.private_subnet_ids,
+        node_security_group_id=cluster.eks_cluster.cluster_security_group_id,
+        tags=tags,
+    ))
+    return GcsRedisArgs(host=store.host, auth_token=store.auth_token,
+                        secret_name=redis_secret_name(spec), wait_for=(store.replication_group,))
 
 
 def _node_autoscaler(spec: DeploymentSpec, cluster: Cluster, tags: dict[str, str],

@@ -2,6 +2,7 @@
 
     run (--endpoint URL --model ID | --outputs FILE|-) (--rate R[,R...] | --concurrency N) --requests N
         [--input-tokens N] [--output-tokens N] [--slo-ttft-ms X --slo-tpot-ms Y] --out DIR [--json]
+    run ... (--schedule 0s:1,60s:8,180s:end | --schedule-file F | --trace F.jsonl) [--dashboard URL] ...
     compare DIR_A DIR_B [...] --out REPORT_DIR [--region REGION]
     job --outputs FILE|- [--name NAME] -- RUN ARGS     (prints the in-cluster Job: kubectl apply -f -)
     job --outputs FILE|- [--name NAME] --out DIR -- RUN ARGS   (runs it now and brings the results back)
@@ -15,19 +16,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import math
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Optional, Sequence
+from typing import Any, Optional, Sequence
 from urllib.parse import quote, urlparse
 
+from serve.benchmark import varying
+from serve.benchmark.cli_args import MAX_REQUESTS, MAX_SCHEDULE_S, UsageError, parser
 from serve.benchmark.events import ProgressReporter, write_result
-from serve.benchmark.loadgen import APIS, LoadConfig, run_load
+from serve.benchmark.loadgen import LoadConfig, run_load
 from serve.benchmark.runfiles import dumps, write_run
+from serve.benchmark.schedule import ScheduleError
 from serve.benchmark.summary import CompareError, goodput, summarize
 from serve.benchmark.table import table
 from serve.benchmark.workload import (
-    DISTRIBUTIONS,
     MAX_PROMPT_WORDS,
     PRESETS,
     RequestSpec,
@@ -37,116 +39,10 @@ from serve.benchmark.workload import (
 )
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_INVALID = 0, 1, 2
-MAX_REQUESTS = 100_000
-MAX_TOKENS = 1_000_000
-MAX_RATES = 32
-MAX_SCHEDULE_S = 86_400.0  # an open-loop schedule longer than a day without --duration is a typo
-
-
-class UsageError(Exception):
-    """Invalid arguments: reported as one line on stderr with exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse prints the usage and exits 2 on its own; make that one readable line instead."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def _positive_int(name: str, limit: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if not 1 <= value <= limit:
-            raise argparse.ArgumentTypeError(f"{name} must be between 1 and {limit}, got {value}")
-        return value
-    return parse
-
-
-def _positive_float(name: str, allow_zero: bool = False) -> Any:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-            raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text}")
-        return value
-    return parse
-
-
-def _rates(text: str) -> list[float]:
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts or len(parts) > MAX_RATES:
-        raise argparse.ArgumentTypeError(f"--rate takes 1 to {MAX_RATES} comma-separated rates, got {text!r}")
-    rates = [_positive_float("--rate")(p.strip()) for p in parts]
-    if len(set(rates)) != len(rates):
-        raise argparse.ArgumentTypeError(f"--rate has a repeated rate: {text!r}")
-    return sorted(rates)
-
-
-def _endpoint(text: str) -> str:
-    parsed = urlparse(text)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise argparse.ArgumentTypeError(f"--endpoint must be an http(s) URL, got {text!r}")
-    return text
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m serve.benchmark", description=(__doc__ or "").split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = commands.add_parser("run", help="send a workload and write requests.jsonl and summary.json")
-    target = run.add_mutually_exclusive_group(required=True)
-    target.add_argument("--endpoint", type=_endpoint, help="server root or its /v1 base URL")
-    target.add_argument("--outputs", help="a raypd stack's outputs JSON (or -): through the Kubernetes API "
-                                          "server's service proxy, with the outputs' kubeconfig")
-    run.add_argument("--kubeconfig", type=Path, help="with --outputs: this kubeconfig instead of the outputs' own")
-    run.add_argument("--model", help="the model id the endpoint serves (default with --outputs: its modelId)")
-    run.add_argument("--api", choices=APIS, default="chat", help="chat: /v1/chat/completions; completions")
-    load = run.add_mutually_exclusive_group(required=True)
-    load.add_argument("--rate", type=_rates, help="open-loop Poisson rate(s), requests/s; R1,R2,... sweeps")
-    load.add_argument("--concurrency", type=_positive_int("--concurrency", 10_000), help="requests in flight")
-    run.add_argument("--requests", required=True, type=_positive_int("--requests", MAX_REQUESTS),
-                     help="requests per (sub-)run")
-    run.add_argument("--duration", type=_positive_float("--duration"), help="stop sending after this many s")
-    run.add_argument("--timeout", type=_positive_float("--timeout"), default=60.0, help="per request, s")
-    run.add_argument("--input-tokens", type=_positive_int("--input-tokens", MAX_TOKENS),
-                     help="prompt length in words (approximately tokens); default 1024 or the preset's")
-    run.add_argument("--output-tokens", type=_positive_int("--output-tokens", MAX_TOKENS),
-                     help="max_tokens; default 256 or the preset's")
-    run.add_argument("--input-dist", choices=DISTRIBUTIONS, default="fixed")
-    run.add_argument("--output-dist", choices=DISTRIBUTIONS, default="fixed")
-    run.add_argument("--preset", choices=sorted(PRESETS), help="chat 1k/256, rag 8k/256, agentic shared prefix")
-    run.add_argument("--prompts", type=Path, help='JSONL file of {"prompt": ..., "max_tokens"?: ...}')
-    run.add_argument("--ignore-eos", action="store_true", help="send vLLM's ignore_eos: exactly max_tokens")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--slo-ttft-ms", type=_positive_float("--slo-ttft-ms"))
-    run.add_argument("--slo-tpot-ms", type=_positive_float("--slo-tpot-ms"))
-    run.add_argument("--usd-per-hour", type=_positive_float("--usd-per-hour", allow_zero=True),
-                     help="cost of the deployment, for usd_per_million_output_tokens")
-    run.add_argument("--out", required=True, type=Path)
-    shown = run.add_mutually_exclusive_group()
-    shown.add_argument("--json", action="store_true", help="print summary.json instead of a table")
-    shown.add_argument("--events", action="store_true",
-                       help="stdout is JSON lines for a program: progress, then the summary and the records")
-    compare = commands.add_parser("compare", help="side-by-side report of 2+ run directories")
-    compare.add_argument("runs", nargs="+", type=Path)
-    compare.add_argument("--out", required=True, type=Path)
-    compare.add_argument("--region", help="the stacks' AWS region, when the runs' --usd-per-hour was raypd's "
-                                          "estimate (estimatedUsdPerHour): the costs then name the catalogue's "
-                                          "price basis for it")
-    job = commands.add_parser("job", help="print the in-cluster Job (for kubectl apply -f -) that runs "
-                                          "`run` next to the endpoint; RUN ARGS after --")
-    job.add_argument("--outputs", required=True, help="stack outputs JSON (pulumi stack output --json), or -")
-    job.add_argument("--name", default="raypd-benchmark", help="Job name (DNS-1123, at most 52 characters)")
-    job.add_argument("--out", type=Path, help="run the Job now through the Kubernetes API (the outputs' "
-                                              "kubeconfig), follow it, and write its results here")
-    job.add_argument("--kubeconfig", type=Path, help="with --out: this kubeconfig instead of the outputs' own")
-    job.add_argument("run_args", nargs=argparse.REMAINDER, help="-- then the run command's load and workload")
-    return parser
+    return parser((__doc__ or "").split("\n\n")[0])
 
 
 def _job(args: argparse.Namespace) -> int:
@@ -155,7 +51,7 @@ def _job(args: argparse.Namespace) -> int:
     from serve.benchmark.yaml_out import dump_all
 
     outputs = _read_outputs(args.outputs)
-    run_args = [arg for arg in args.run_args if arg != "--"]
+    run_args = _inline_schedule([arg for arg in args.run_args if arg != "--"])
     try:
         manifests = render_benchmark_job(outputs, args.name, run_args, package_sources())
     except JobError as exc:
@@ -164,6 +60,17 @@ def _job(args: argparse.Namespace) -> int:
         print(dump_all(manifests), end="")
         return EXIT_OK
     return _job_in_cluster(args, outputs, run_args)
+
+
+def _inline_schedule(run_args: list[str]) -> list[str]:
+    """`--schedule-file F` read here and sent as `--schedule INLINE`: the pod has no files of ours."""
+    if "--schedule-file" not in run_args or run_args.index("--schedule-file") + 1 >= len(run_args):
+        return run_args
+    at = run_args.index("--schedule-file")
+    schedule = varying.schedule_of(_parser().parse_args(["run", "--endpoint", "http://x.invalid", "--model", "m",
+                                                         *run_args, "--out", "/nonexistent"]))
+    assert schedule is not None
+    return [*run_args[:at], "--schedule", schedule.inline(), *run_args[at + 2:]]
 
 
 def _job_in_cluster(args: argparse.Namespace, outputs: dict[str, Any], run_args: list[str]) -> int:
@@ -178,7 +85,9 @@ def _job_in_cluster(args: argparse.Namespace, outputs: dict[str, Any], run_args:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out: {args.out} exists and is not a directory")
     client = _kube_client(outputs, args.kubeconfig)
-    seconds = expected_seconds(load.requests, load.rate or [], load.concurrency, load.timeout, load.duration)
+    schedule = varying.schedule_of(load)
+    seconds = (expected_seconds(load.requests, load.rate or [], load.concurrency, load.timeout, load.duration)
+               if schedule is None else schedule.end + load.timeout + 10)
     run = InClusterRun(client, outputs, args.name, run_args, run_seconds=seconds)
     print(f"benchmark: Job {args.name} created in {run.paths.namespace}; waiting for its pod", file=sys.stderr)
     try:
@@ -195,14 +104,18 @@ def _job_in_cluster(args: argparse.Namespace, outputs: dict[str, Any], run_args:
     return EXIT_OK
 
 
-def _specs(args: argparse.Namespace) -> list[RequestSpec]:
+def _specs(args: argparse.Namespace, count: Optional[int] = None) -> list[RequestSpec]:
     preset = PRESETS.get(args.preset or "chat", PRESETS["chat"])
     output_tokens = args.output_tokens or preset["output_tokens"]
+    count = args.requests if count is None else count
     if args.prompts is not None:
-        return file_workload(args.prompts, args.requests, output_tokens, seed=args.seed, output_dist=args.output_dist)
+        return file_workload(args.prompts, count, output_tokens, seed=args.seed, output_dist=args.output_dist)
     input_tokens = args.input_tokens or preset["input_tokens"]
+    if count * input_tokens > MAX_PROMPT_WORDS:  # a schedule's count is known only once it is planned
+        raise UsageError(f"{count} requests x {input_tokens} input tokens is more than {MAX_PROMPT_WORDS} prompt "
+                         "words; cap the requests with --requests")
     prefix = min(preset["shared_prefix_tokens"], input_tokens - 1) if args.preset == "agentic" else 0
-    return synthetic_workload(args.requests, input_tokens, output_tokens, seed=args.seed,
+    return synthetic_workload(count, input_tokens, output_tokens, seed=args.seed,
                               input_dist=args.input_dist, output_dist=args.output_dist, shared_prefix_tokens=prefix)
 
 
@@ -266,6 +179,7 @@ def _through_the_api_server(args: argparse.Namespace) -> dict[str, Any]:
     if not all(isinstance(v, str) and v for v in (namespace, service, base)):
         raise UsageError("--outputs: needs namespace, serveService and openaiBaseUrl (raypd stack outputs)")
     client = _kube_client(outputs, args.kubeconfig)
+    from components.config.defaults import DASHBOARD_PORT  # importable too: the checkout is here
     from serve.kube import KubeError  # importable: _kube_client said so
 
     try:
@@ -273,25 +187,36 @@ def _through_the_api_server(args: argparse.Namespace) -> dict[str, Any]:
     except KubeError as exc:
         raise UsageError(f"--kubeconfig: {exc}") from None
     port = urlparse(str(base)).port or 8000
-    endpoint = (f"{client.server}/api/v1/namespaces/{quote(str(namespace), safe='')}/services/"
-                f"{quote(str(service), safe='')}:{port}/proxy")
-    return {"endpoint": endpoint, "model": args.model or str(outputs.get("modelId") or ""),
-            "headers": client.auth_headers, "ssl_context": client.ssl_context}
+    proxy = f"{client.server}/api/v1/namespaces/{quote(str(namespace), safe='')}/services/"
+    dashboard = outputs.get("dashboardService")  # the Ray head's Service (docs/outputs.md)
+    return {"endpoint": f"{proxy}{quote(str(service), safe='')}:{port}/proxy",
+            "model": args.model or str(outputs.get("modelId") or ""),
+            "headers": client.auth_headers, "ssl_context": client.ssl_context,
+            "dashboard": (f"{proxy}{quote(dashboard, safe='')}:{DASHBOARD_PORT}/proxy"
+                          if isinstance(dashboard, str) else None)}
 
 
 def _run(args: argparse.Namespace) -> int:
     via = _target(args)
     args.endpoint, args.model = via["endpoint"], via["model"]
-    _check_run_args(args)
-    specs = _specs(args)
+    _check_run_args(args, via)
+    if varying.requested(args):
+        loads: list[dict[str, Any]] = [{}]
+        planned = varying.plan(args, lambda count: _specs(args, count), MAX_REQUESTS)
+        specs = planned[2]
+    else:
+        loads = [{"rate": rate} for rate in args.rate] if args.rate else [{"concurrency": args.concurrency}]
+        specs = _specs(args)
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--out: cannot create {args.out}: {exc.strerror or exc}") from exc
-    loads = [{"rate": rate} for rate in args.rate] if args.rate else [{"concurrency": args.concurrency}]
     progress = (ProgressReporter(lambda line: print(line, flush=True), len(specs) * len(loads), len(loads))
                 if args.events else None)
-    all_records, summary = _send_loads(args, via, specs, loads, progress)
+    if varying.requested(args):
+        all_records, summary = varying.send(args, via, planned, lambda specs: _workload(args, specs), progress)
+    else:
+        all_records, summary = _send_loads(args, via, specs, loads, progress)
     write_run(args.out, all_records, summary)
     code = EXIT_RUN_FAILED if _unreachable(all_records) else EXIT_OK
     if progress is not None:
@@ -316,8 +241,11 @@ def _target(args: argparse.Namespace) -> dict[str, Any]:
     return via
 
 
-def _check_run_args(args: argparse.Namespace) -> None:
+def _check_run_args(args: argparse.Namespace, via: dict[str, Any]) -> None:
     """The checks across arguments argparse cannot make, before anything is sent or written."""
+    varying.check(args, via)
+    if args.requests is None and not varying.requested(args):
+        raise UsageError("--requests is required with --rate and --concurrency")
     if (args.slo_ttft_ms is None) != (args.slo_tpot_ms is None):
         raise UsageError("--slo-ttft-ms and --slo-tpot-ms go together")
     if args.prompts is not None and (args.input_tokens or args.preset):
@@ -325,12 +253,23 @@ def _check_run_args(args: argparse.Namespace) -> None:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out: {args.out} exists and is not a directory")
     input_tokens = args.input_tokens or PRESETS[args.preset or "chat"]["input_tokens"]
-    if args.prompts is None and args.requests * input_tokens > MAX_PROMPT_WORDS:
+    if args.prompts is None and (args.requests or 0) * input_tokens > MAX_PROMPT_WORDS:
         raise UsageError(f"--requests x --input-tokens is {args.requests * input_tokens}, more than "
                          f"{MAX_PROMPT_WORDS} prompt words")
     if args.rate and args.duration is None and args.requests / min(args.rate) > MAX_SCHEDULE_S:
         raise UsageError(f"--rate {min(args.rate):g} with --requests {args.requests} would send for more than "
                          f"{MAX_SCHEDULE_S:g} s; pass --duration")
+
+
+def _workload(args: argparse.Namespace, specs: list[RequestSpec]) -> dict[str, Any]:
+    """summary.json's `workload`: what was asked for (a trace's lengths are per request: null here)."""
+    fixed = args.trace is None and bool(specs)
+    return {"model": args.model, "endpoint": args.endpoint, "api": args.api, "preset": args.preset,
+            "prompts": str(args.prompts) if args.prompts else None, "requests": args.requests or len(specs),
+            "input_tokens": None if args.prompts or not fixed else (specs[0].input_tokens if args.input_dist == "fixed"
+                                                                   else args.input_tokens),
+            "output_tokens": (specs[0].max_tokens if args.output_dist == "fixed" else args.output_tokens) if fixed
+            else None, "input_dist": args.input_dist, "output_dist": args.output_dist, "seed": args.seed}
 
 
 def _send_loads(args: argparse.Namespace, via: dict[str, Any], specs: list[RequestSpec],
@@ -339,12 +278,7 @@ def _send_loads(args: argparse.Namespace, via: dict[str, Any], specs: list[Reque
     """Each load in turn (one, or one per swept rate, each written to its rate-R/ directory); the
     records of all and their summary (a sweep's pooled, with its goodput and a line per rate)."""
     slo = {"slo_ttft_ms": args.slo_ttft_ms, "slo_tpot_ms": args.slo_tpot_ms, "usd_per_hour": args.usd_per_hour}
-    workload = {"model": args.model, "endpoint": args.endpoint, "api": args.api, "preset": args.preset,
-                "prompts": str(args.prompts) if args.prompts else None, "requests": args.requests,
-                "input_tokens": None if args.prompts else (specs[0].input_tokens if args.input_dist == "fixed"
-                                                           else args.input_tokens),
-                "output_tokens": specs[0].max_tokens if args.output_dist == "fixed" else args.output_tokens,
-                "input_dist": args.input_dist, "output_dist": args.output_dist, "seed": args.seed}
+    workload = _workload(args, specs)
     all_records: list[dict[str, Any]] = []
     sweep: list[tuple[float, dict[str, Any]]] = []
     wall = 0.0
@@ -388,7 +322,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "job":
             return _job(args)
         return _run(args)
-    except (UsageError, WorkloadError, CompareError) as exc:
+    except (UsageError, WorkloadError, CompareError, ScheduleError) as exc:
         print(f"benchmark: {exc}", file=sys.stderr)
         return EXIT_INVALID
 

@@ -11,17 +11,19 @@ prints the Contract 6 summary as JSON on stdout, which `kubectl logs job/<name>`
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from components.config import defaults
+from components.render.serve_config import serve_deployment_name
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The files `python -m serve.benchmark run` needs, and nothing that pulls heavy imports.
-RUN_FILES = ("__init__.py", "__main__.py", "events.py", "loadgen.py", "runfiles.py", "summary.py", "table.py",
-             "usage.py", "workload.py")
+RUN_FILES = ("__init__.py", "__main__.py", "cli_args.py", "events.py", "loadgen.py", "replicas.py", "runfiles.py",
+             "schedule.py", "summary.py", "table.py", "trace.py", "usage.py", "varying.py", "workload.py")
 MOUNT_ROOT = "/opt/raypd"
 RESULTS_DIR = "/tmp/benchmark"
 JOB_TTL_SECONDS = 24 * 3600
@@ -54,6 +56,30 @@ def endpoint_of(outputs: Mapping[str, Any]) -> str:
     return url
 
 
+def dashboard_of(outputs: Mapping[str, Any]) -> str:
+    """The Ray head's dashboard inside the cluster, where the Serve REST API answers: the outputs'
+    `dashboardService` (docs/outputs.md; KubeRay's `<rayServiceName>-head-svc`), port 8265."""
+    service = outputs.get("dashboardService") or f"{outputs.get('rayServiceName') or ''}-head-svc"
+    return f"http://{service}.{outputs.get('namespace')}.svc.cluster.local:{defaults.DASHBOARD_PORT}"
+
+
+def sampling_args(outputs: Mapping[str, Any], run_args: Sequence[str]) -> list[str]:
+    """For a schedule: `--dashboard` and `--serve-deployments` ({phase: deployment}, raypd's names
+    for the outputs' phases), so the run in the pod samples each phase's replicas. The run's own
+    varying.FLAGS are not imported here (this module renders; the pod parses)."""
+    def given(flag: str) -> bool:
+        return any(arg == flag or arg.startswith(flag + "=") for arg in run_args)
+
+    if given("--trace") or given("--schedule-file"):
+        raise JobError("the pod cannot read files from here: give the schedule inline (--schedule); "
+                       "replay a trace from your machine (run --trace FILE --outputs ...)")
+    if not given("--schedule"):
+        return []
+    phases = sorted((outputs.get("topology") or {}).keys()) or ["prefill", "decode"]
+    deployments = {phase: serve_deployment_name(phase, str(outputs.get("modelId"))) for phase in phases}
+    return ["--dashboard", dashboard_of(outputs), "--serve-deployments", json.dumps(deployments)]
+
+
 def render_benchmark_job(
     outputs: Mapping[str, Any], name: str, run_args: Sequence[str], sources: Mapping[str, str],
     *, for_program: bool = False, deadline_seconds: Optional[int] = None,
@@ -69,7 +95,7 @@ def render_benchmark_job(
     """
     if not _NAME.fullmatch(name) or len(name) > 52:  # the Job's pods add a suffix to 63
         raise JobError(f"--name {name!r} must be a DNS-1123 label of at most 52 characters")
-    for flag in ("--endpoint", "--model", "--out", "--json", "--events"):
+    for flag in ("--endpoint", "--model", "--out", "--json", "--events", "--dashboard", "--serve-deployments"):
         if flag in run_args:
             raise JobError(f"{flag} is set by the Job itself; leave it out of the run arguments")
     namespace = str(outputs.get("namespace") or "")
@@ -79,7 +105,7 @@ def render_benchmark_job(
     labels = {"app.kubernetes.io/part-of": "raypd", "app.kubernetes.io/component": "benchmark",
               LABEL: name}
     command = ["python", "-m", "serve.benchmark", "run", "--endpoint", endpoint_of(outputs),
-               "--model", str(model), *run_args, "--out", RESULTS_DIR,
+               "--model", str(model), *run_args, *sampling_args(outputs, run_args), "--out", RESULTS_DIR,
                "--events" if for_program else "--json"]
     config_map = {
         "apiVersion": "v1", "kind": "ConfigMap",

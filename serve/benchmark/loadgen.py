@@ -2,10 +2,14 @@
 
 Open loop (`rate`): send times are drawn up front (exponential gaps from a seeded RNG) and each
 request is sent at its time whether or not earlier ones have answered, as real users would; a
-closed loop would slow down with the server and hide queueing. Fixed `concurrency` keeps N
-requests in flight, for a saturation point. Both stop by themselves: after `requests` requests or
-`duration_s` seconds of sending, whichever comes first; each request has its own timeout, so
-the whole run is bounded by duration + timeout.
+closed loop would slow down with the server and hide queueing. Given send times (`offsets`: a
+rate schedule's or a trace's, serve.benchmark.schedule and .trace) are an open loop too. Fixed
+`concurrency` keeps N requests in flight, for a saturation point. `max_in_flight` caps an open
+loop's requests in flight, so a server that stops answering cannot make the client open sockets
+without end: a request due while the cap is reached waits for a slot (as vLLM's benchmark
+`--max-concurrency` does), is sent late (`sent_s - scheduled_s`) and says `held_by_cap: true`.
+All stop by themselves: after `requests` requests or `duration_s` seconds of sending, whichever
+comes first; each request has its own timeout, so the whole run is bounded by duration + timeout.
 
 Times are time.perf_counter() seconds from the run start; token counts come from the server's
 usage chunk (`stream_options.include_usage`), checked by serve.benchmark.usage: an answer whose
@@ -33,6 +37,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence
 
 import aiohttp
 
+from serve.benchmark.replicas import ReplicaRecorder
 from serve.benchmark.usage import UsageProblem, checked_usage
 from serve.benchmark.workload import RequestSpec
 
@@ -62,6 +67,7 @@ class LoadConfig:
     connect_timeout_s: float = 10.0
     seed: int = 0
     ignore_eos: bool = False
+    max_in_flight: Optional[int] = None  # open loop only: None is no cap
     # serve.resilience's hook: more request fields (a sampling `seed`), and each record keeps its
     # answer's `text` and `finish_reason`, to be compared with a golden answer. Off for benchmarks.
     extra_body: Optional[Mapping[str, Any]] = None
@@ -276,14 +282,47 @@ async def _sleep_until(at: float) -> None:
         await asyncio.sleep(0)
 
 
+async def _open_loop(session: aiohttp.ClientSession, url: str, config: LoadConfig, specs: Sequence[RequestSpec],
+                     offsets: Sequence[float], t0: float, deadline: Optional[float],
+                     on_record: Optional[OnRecord]) -> list[dict[str, Any]]:
+    """Each spec sent at t0 + its offset (waiting for a slot under max_in_flight)."""
+    slots = asyncio.Semaphore(config.max_in_flight) if config.max_in_flight else None
+
+    async def send(spec: RequestSpec, offset: float, held: bool) -> dict[str, Any]:
+        try:
+            record = await _reported(send_one(session, url, config, spec, t0, offset), on_record)
+        finally:
+            if slots is not None:
+                slots.release()
+        if slots is not None:
+            record["held_by_cap"] = held
+        return record
+
+    tasks = []
+    for spec, offset in zip(specs, offsets, strict=True):
+        at = t0 + offset
+        if (deadline is not None and at > deadline) or (config.stop is not None and config.stop()):
+            break
+        await _sleep_until(at)
+        held = False
+        if slots is not None:
+            held = slots.locked()
+            await slots.acquire()
+        tasks.append(asyncio.create_task(send(spec, offset, held)))
+    return list(await asyncio.gather(*tasks))
+
+
 async def run_load(config: LoadConfig, specs: Sequence[RequestSpec],
-                   on_record: Optional[OnRecord] = None) -> list[dict[str, Any]]:
-    """Send `specs` as `config` says; one record per request actually sent, in index order.
+                   on_record: Optional[OnRecord] = None, *, offsets: Optional[Sequence[float]] = None,
+                   replicas: Optional[ReplicaRecorder] = None) -> list[dict[str, Any]]:
+    """Send `specs` as `config` says, or at `offsets` (s from the start, one per spec); one record
+    per request actually sent, in index order.
 
     `on_record` sees each record as its request finishes (progress reporting); it runs on the
-    event loop, so it must be quick."""
-    if (config.rate is None) == (config.concurrency is None):
-        raise ValueError("exactly one of rate and concurrency")
+    event loop, so it must be quick. `replicas` samples Serve's replica counts on the run's clock
+    from the start until the last answer (its `samples` hold them afterwards)."""
+    if sum(x is not None for x in (config.rate, config.concurrency, offsets)) != 1:
+        raise ValueError("exactly one of rate, concurrency and offsets")
     url = request_url(config.endpoint, config.api)
     connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=POOL_IDLE_S,
                                      ssl=config.ssl_context if config.ssl_context is not None else True)
@@ -291,29 +330,31 @@ async def run_load(config: LoadConfig, specs: Sequence[RequestSpec],
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(config.timeout_s, config.connect_timeout_s))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         t0 = time.perf_counter()
+        stop_sampling = asyncio.Event()
+        sampling = asyncio.create_task(replicas.run(t0, stop_sampling)) if replicas is not None else None
         deadline = t0 + config.duration_s if config.duration_s is not None else None
-        if config.rate is not None:
-            tasks = []
-            for spec, offset in zip(specs, poisson_arrivals(config.rate, len(specs), config.seed), strict=True):
-                at = t0 + offset
-                if (deadline is not None and at > deadline) or (config.stop is not None and config.stop()):
-                    break
-                await _sleep_until(at)
-                tasks.append(asyncio.create_task(_reported(send_one(session, url, config, spec, t0, offset),
-                                                           on_record)))
-            records = list(await asyncio.gather(*tasks))
-        else:
-            assert config.concurrency is not None
-            queue = iter(specs)
+        try:
+            if config.concurrency is None:
+                if offsets is None:
+                    assert config.rate is not None
+                    offsets = poisson_arrivals(config.rate, len(specs), config.seed)
+                records = await _open_loop(session, url, config, specs, offsets, t0, deadline, on_record)
+            else:
+                queue = iter(specs)
 
-            async def worker() -> None:
-                for spec in queue:  # a shared iterator: each spec goes to exactly one worker
-                    now = time.perf_counter()
-                    if deadline is not None and now > deadline:
-                        return
-                    records.append(await _reported(send_one(session, url, config, spec, t0, now - t0), on_record))
+                async def worker() -> None:
+                    for spec in queue:  # a shared iterator: each spec goes to exactly one worker
+                        now = time.perf_counter()
+                        if deadline is not None and now > deadline:
+                            return
+                        records.append(await _reported(send_one(session, url, config, spec, t0, now - t0),
+                                                       on_record))
 
-            await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(specs)))))
+                await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(specs)))))
+        finally:
+            if sampling is not None:
+                stop_sampling.set()
+                await sampling
     records.sort(key=lambda r: r["index"])
     log.info("sent %d requests, %d failed", len(records), sum(not r["ok"] for r in records))
     return records

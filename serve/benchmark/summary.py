@@ -14,6 +14,8 @@ import math
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from serve.benchmark.schedule import Schedule
+
 PERCENTILES = (50, 90, 95, 99)
 GOODPUT_ATTAINMENT = 0.9  # DistServe: the highest rate at which at least 90% of requests meet the SLOs
 
@@ -124,3 +126,24 @@ def goodput(sweep: Sequence[tuple[float, Mapping[str, Any]]],
 
 class CompareError(ValueError):
     """A run directory that cannot be read: exit 2 in the CLI."""
+
+
+def step_stats(records: Sequence[Mapping[str, Any]], schedule: Schedule) -> list[dict[str, Any]]:
+    """A schedule's steps with what was offered and measured in each (by each request's planned
+    send time, `scheduled_s`): summary.json's `schedule.steps`."""
+    steps: list[dict[str, Any]] = []
+    for index, step in enumerate(schedule.steps):
+        start, end = schedule.bounds(index)
+        mine = [r for r in records if schedule.step_at(r.get("scheduled_s", -1.0)) == index]
+        completed = [r for r in mine if r.get("ok")]
+        steps.append({
+            "step": index, "at_s": start, "end_s": end, "rate": step.rate, "to": step.to,
+            "expected": round(schedule.expected(index), 3),
+            "requests": {"sent": len(mine), "completed": len(completed), "failed": len(mine) - len(completed)},
+            "offered_rate": finite_ratio(len(mine), end - start),
+            "held_by_cap": sum(bool(r.get("held_by_cap")) for r in mine),
+            "ttft_ms": {k: v for k, v in stats([r["ttft_ms"] for r in completed]).items() if k in ("p50", "p90")},
+            "tpot_ms": {k: v for k, v in stats([t for t in map(tpot_ms, completed) if t is not None]).items()
+                        if k in ("p50", "p90")},
+        })
+    return steps

@@ -28,7 +28,33 @@ def table(summary: dict[str, Any], usd_per_hour: Optional[float] = None) -> str:
         priced = f" (at the --usd-per-hour given, {usd_per_hour:g}/h)" if usd_per_hour is not None else ""
         lines.append(f"USD per million output tokens: {summary['usd_per_million_output_tokens']:.4f}{priced}")
     lines.extend(_sweep_lines(summary))
+    lines.extend(_varying_lines(summary))
     return "\n".join(lines)
+
+
+def _varying_lines(summary: dict[str, Any]) -> list[str]:
+    """A schedule's line per step, then the phases' replicas and each scale-up (docs/benchmark.md)."""
+    lines = []
+    for step in (summary.get("schedule") or {}).get("steps") or []:
+        rate = f"{step['rate']:g}" + ("" if step["to"] is None else f"->{step['to']:g}")
+        r, ttft = step["requests"], step["ttft_ms"]
+        held = f", {step['held_by_cap']} held by --max-in-flight" if step["held_by_cap"] else ""
+        p50 = "-" if ttft["p50"] is None else f"{ttft['p50']:.1f}"
+        lines.append(f"step {step['step'] + 1} {step['at_s']:g}-{step['end_s']:g} s at {rate}/s: "
+                     f"{r['completed']}/{r['sent']} completed (expected {step['expected']:g}), TTFT p50 {p50} ms{held}")
+    replicas = summary.get("replicas")
+    if replicas is None:
+        return lines
+    if not replicas["sampled"]:
+        return [*lines, f"replicas: not sampled ({replicas['why']})"]
+    most = ", ".join(f"{phase} {count}" for phase, count in replicas["max_running"].items())
+    lines.append(f"replicas: most RUNNING {most} ({replicas['samples_taken']} samples, "
+                 f"{replicas['failed_samples']} failed)")
+    for up in replicas["scale_ups"]:
+        since = "" if up["took_s"] is None else f"{up['took_s']:g} s after step {up['load_step'] + 1}, "
+        lines.append(f"scale-up {up['phase']} {up['from']}->{up['to']}: serving at {up['serving_s']:g} s, "
+                     f"{since}{up['target_to_serving_s']:g} s after Serve raised its target")
+    return lines
 
 
 def _sweep_lines(summary: dict[str, Any]) -> list[str]:

@@ -134,6 +134,7 @@ from tests.fakes.openai_server import (
     validate_chat_request,
 )
 
+CONTROLLER_LOG = "/serve/controller_1200.log"  # controller_info.log_file_path
 SCENARIOS = (
     "healthy",
     "ucx-fallback",          # NIXL logs "Backend UCX was instantiated" (the TCP-speed fallback)
@@ -349,6 +350,13 @@ class FakeKubeApi(LoopbackServer):
         self.forbidden: set[tuple[str, str]] = set()
         self.eviction_blocked: set[str] = set()
         self.fault_writes: list[dict[str, Any]] = []
+        # Scaling (issue 30 §3), set by a test: each phase's running requests per replica (Serve's
+        # `ray_serve_replica_processing_queries` on the replica's pod), fields of a deployment's
+        # Serve status to override ({deployment: {"status": ..., "target_num_replicas": ...,
+        # "replica_states": [...]}}) and the Serve controller log's lines (`scaling_log`).
+        self.serve_load: dict[str, int] = {}
+        self.serve_overrides: dict[str, dict[str, Any]] = {}
+        self.scaling_log: list[str] = []
         if config is None:
             config = {"raypd:mode": "colocated"} if scenario == "colocated" else {}
         self.spec = DeploymentSpec.from_config(config, stack)
@@ -990,11 +998,12 @@ class FakeKubeApi(LoopbackServer):
             deployments[name] = {
                 "name": name, "status": "HEALTHY" if ready else "UPDATING",
                 "status_trigger": "CONFIG_UPDATE_COMPLETED" if ready else "CONFIG_UPDATE_STARTED",
-                "message": "", "deployment_config": {"name": name, "num_replicas": count},
+                "message": "", "deployment_config": {"name": name, **self._replica_config(phase)},
                 "target_num_replicas": count, "required_resources": {"CPU": 1, "GPU": 1},
                 "replicas": [{k: v for k, v in r.items() if not k.startswith("_")}
                              for r in self.replicas.get(phase, [])],
             }
+            self._override_serve(deployments[name])
         head = next(p for p in self.pods if p["metadata"]["labels"]["ray.io/node-type"] == "head")
         deployments["OpenAiIngress"] = {
             "name": "OpenAiIngress", "status": "HEALTHY" if ready else "UPDATING",
@@ -1014,7 +1023,7 @@ class FakeKubeApi(LoopbackServer):
             "controller_info": {"node_id": _hex("head", 56), "node_ip": head["status"]["podIP"],
                                 "node_instance_id": "", "actor_id": _hex("controller", 32),
                                 "actor_name": "SERVE_CONTROLLER_ACTOR", "worker_id": _hex("cw", 56),
-                                "log_file_path": "/serve/controller_1200.log"},
+                                "log_file_path": CONTROLLER_LOG},
             "proxy_location": "EveryNode",
             "http_options": {"host": "0.0.0.0", "port": 8000, "root_path": "",
                              "request_timeout_s": None, "keep_alive_timeout_s": 90},
@@ -1035,6 +1044,35 @@ class FakeKubeApi(LoopbackServer):
             "target_capacity": None,
             "target_groups": [],
         }
+
+    def _replica_config(self, phase: str) -> dict[str, Any]:
+        """The deployment_config's count part as Serve's DeploymentSchema dumps it (ray/serve/schema.py
+        `_deployment_info_to_schema`: an autoscaling_config, AutoscalingConfig.model_dump() with its
+        defaults, Ray 2.58 and 2.60 alike; or num_replicas)."""
+        settings = self.spec.phases[phase]
+        block = settings.autoscaling
+        if block is None:
+            return {"num_replicas": settings.replicas}
+        return {"autoscaling_config": {
+            "min_replicas": block.minimum, "initial_replicas": settings.replicas, "max_replicas": block.maximum,
+            "target_ongoing_requests": float(block.target), "metrics_interval_s": 10.0,
+            "look_back_period_s": 30.0, "smoothing_factor": 1.0, "upscale_smoothing_factor": None,
+            "downscale_smoothing_factor": None, "upscaling_factor": None, "downscaling_factor": None,
+            "downscale_delay_s": float(block.downscale_delay), "downscale_to_zero_delay_s": None,
+            "upscale_delay_s": float(block.upscale_delay), "aggregation_function": "mean",
+            "policy": {"policy_function": "ray.serve.autoscaling_policy:default_autoscaling_policy",
+                       "policy_kwargs": {}}}}
+
+    def _override_serve(self, deployment: dict[str, Any]) -> None:
+        """A test's `serve_overrides` for one deployment; `replica_states` sets its replicas' states
+        in turn, adding STARTING replicas beyond those that run."""
+        override = dict(self.serve_overrides.get(deployment["name"], {}))
+        states = override.pop("replica_states", None)
+        deployment.update(override)
+        if states is not None:
+            template = deployment["replicas"][0]
+            deployment["replicas"] = [{**template, "replica_id": f"{template['replica_id'][:4]}{i:04d}",
+                                       "state": state} for i, state in enumerate(states)]
 
     def metrics_text(self, pod: str) -> str:
         """Ray's metrics export page of one worker pod (Prometheus text), as Ray 2.58-2.60 write it
@@ -1098,7 +1136,8 @@ class FakeKubeApi(LoopbackServer):
                   f'deployment="{self.deployment_names[phase]}",'
                   'otel_scope_name="ray._private.telemetry.open_telemetry_metric_recorder",'
                   f'otel_scope_schema_url="",otel_scope_version="",replica="{replica["replica_id"]}"')
-        return f"ray_serve_deployment_replica_starts_total{{{labels}}} 1.0"
+        return (f"ray_serve_deployment_replica_starts_total{{{labels}}} 1.0\n"
+                f"ray_serve_replica_processing_queries{{{labels}}} {float(self.serve_load.get(phase, 0))}")
 
     def scrape_configs(self) -> list[dict[str, Any]]:
         """Prometheus scrape jobs reading every worker pod's metrics page through this API's pod
@@ -1121,7 +1160,10 @@ class FakeKubeApi(LoopbackServer):
 
     def ray_log(self, query: dict[str, str]) -> Optional[str]:
         """`/api/v0/logs/file?actor_id=...&suffix=out|err&lines=N` (state_head.get_logs: suffix
-        defaults to out); None when the actor is unknown."""
+        defaults to out); None when the actor is unknown. `?node_id=&filename=serve/controller_1200.log`
+        is the Serve controller's log (`scaling_log`)."""
+        if query.get("filename") == CONTROLLER_LOG.lstrip("/"):
+            return "\n".join(self.scaling_log[-int(query.get("lines", "1000")):]) + "\n"
         logs = self._actor_logs.get(query.get("actor_id", ""))
         if logs is None:
             return None

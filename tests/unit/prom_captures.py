@@ -132,7 +132,10 @@ def scrape_pages(deployments: Mapping[str, str] | None = None,
     def twice(idle: list[Series], after: list[Series]) -> tuple[str, ...]:
         return (exposition(renamed(idle)),) * IDLE_SCRAPES + (exposition(renamed(after)),)
 
-    serve = serve_replica_series()
+    # Every replica's per-replica Serve series, as each replica exports them (the Scaling row reads
+    # the healthy and processing gauges per phase).
+    serve = [s for name in (m.SERVE_REPLICA_STARTS, m.SERVE_REPLICA_HEALTHY, m.SERVE_REPLICA_QUERIES)
+             for s in serve_replica_series(name)]
     probe = serve_probe()
     return {
         "/ray": twice(parse((REAL / "ray" / "metrics-export-idle.txt").read_text()), ray_export()),

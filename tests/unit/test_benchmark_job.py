@@ -15,6 +15,7 @@ import yaml
 
 from components.config.spec import DeploymentSpec
 from components.render.outputs import render_stack_outputs
+from components.render.serve_config import serve_safe_model_id
 from serve.benchmark.job import (
     MOUNT_ROOT,
     RUN_FILES,
@@ -23,6 +24,7 @@ from serve.benchmark.job import (
     render_benchmark_job,
 )
 from tests.fakes.openai_server import OpenAIServer
+from tests.fakes.serve_api import ServeApi
 from tests.unit.cli_support import run_module
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -115,3 +117,66 @@ def test_the_cli_prints_the_manifests_for_kubectl(tmp_path):
     assert "SECRET-KUBECONFIG-7788" not in result.stdout  # nothing secret from the outputs ends up in the Job
     bad = run_module("serve.benchmark", "job", "--outputs", str(tmp_path / "missing.json"))
     assert bad.returncode == 2 and "--outputs" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_scheduled_job_samples_the_heads_serve_api_for_raypds_deployments():
+    outputs = _outputs()
+    _, job = _render(["--schedule", "0s:1,60s:8,180s:end"])
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--dashboard") + 1] == (
+        f"http://{outputs['dashboardService']}.{outputs['namespace']}.svc.cluster.local:8265")
+    assert outputs["dashboardService"] == "ray-llm-head-svc"
+    model = serve_safe_model_id(outputs["modelId"])
+    assert json.loads(command[command.index("--serve-deployments") + 1]) == {
+        "decode": f"Decode:{model}", "prefill": f"Prefill:{model}"}
+    _, steady = _render(["--rate", "2", "--requests", "10"])  # a steady load samples nothing
+    assert "--dashboard" not in steady["spec"]["template"]["spec"]["containers"][0]["command"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--trace", "mine.jsonl"], "the pod cannot read files"),
+    (["--schedule-file", "s.yaml"], "give the schedule inline"),
+    (["--schedule", "0s:1,9s:end", "--dashboard", "http://x:8265"], "--dashboard is set by the Job"),
+])
+def test_files_and_the_sampling_flags_are_not_for_the_job(args, message):
+    with pytest.raises(JobError, match=message):
+        render_benchmark_job(_outputs(), "ok", args, package_sources())
+
+
+def test_the_cli_sends_a_schedule_file_inline(tmp_path):
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps(_outputs()), encoding="utf-8")
+    schedule = tmp_path / "s.json"
+    schedule.write_text(json.dumps({"steps": [{"at": 0, "rate": 1}, {"at": "1m", "rate": 2, "to": 6}],
+                                    "end": "5m"}), encoding="utf-8")
+    result = run_module("serve.benchmark", "job", "--outputs", str(outputs), "--", "--schedule-file", str(schedule))
+    assert result.returncode == 0, result.stderr
+    command = list(yaml.safe_load_all(result.stdout))[1]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--schedule") + 1] == "0s:1,60s:2->6,300s:end"
+    assert "--schedule-file" not in command
+
+
+def test_the_mounted_files_alone_run_a_scheduled_benchmark_and_sample_the_replicas(tmp_path):
+    """As in the pod, with a schedule: the replica sampling needs nothing beyond RUN_FILES either."""
+    config_map, job = _render(["--schedule", "0s:4,1s:end", "--arrivals", "uniform", "--output-tokens", "2",
+                               "--input-tokens", "3", "--sample-every", "0.2"])
+    root = tmp_path / MOUNT_ROOT.strip("/")
+    package = root / "serve" / "benchmark"
+    package.mkdir(parents=True)
+    for key, source in config_map["data"].items():
+        (package / key).write_text(source, encoding="utf-8")
+    deployments = json.loads(job["spec"]["template"]["spec"]["containers"][0]["command"][
+        job["spec"]["template"]["spec"]["containers"][0]["command"].index("--serve-deployments") + 1])
+    with OpenAIServer("qwen3.5-9b") as server, ServeApi(
+            lambda t: {name: (1, ["RUNNING"]) for name in deployments.values()}) as api:
+        command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        command = [sys.executable, *command[1:]]
+        command[command.index("--endpoint") + 1] = server.url
+        command[command.index("--dashboard") + 1] = api.url
+        command[command.index("--out") + 1] = str(tmp_path / "results")
+        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(root)}
+        result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["requests"] == {"sent": 4, "completed": 4, "failed": 0}
+    assert summary["replicas"]["sampled"] and summary["replicas"]["max_running"] == {"decode": 1, "prefill": 1}

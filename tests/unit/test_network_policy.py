@@ -120,12 +120,16 @@ def test_the_rollout_check_job_reaches_the_dashboard_and_nothing_else():
     assert not may_reach(policies(), rollout_check_pod(), head(), defaults.CLIENT_PORT)
 
 
-def test_the_gateway_and_the_benchmark_reach_the_serve_port_only():
+def test_the_gateway_and_the_benchmark_reach_the_serve_port_and_only_the_benchmark_the_dashboard():
     assert BENCHMARK_POD_LABELS.items() <= benchmark_pod().labels.items()
     for client in (GATEWAY_PROXY, benchmark_pod()):
         assert may_reach(policies(), client, head(), defaults.SERVE_PORT)
         assert may_reach(policies(), client, worker(), defaults.SERVE_PORT)
-        assert not may_reach(policies(), client, head(), defaults.DASHBOARD_PORT)
+        assert not may_reach(policies(), client, head(), defaults.GCS_PORT)
+        assert not may_reach(policies(), client, head(), defaults.CLIENT_PORT)
+    # A scheduled benchmark samples Serve's replicas from the REST API on the head's dashboard.
+    assert may_reach(policies(), benchmark_pod(), head(), defaults.DASHBOARD_PORT)
+    assert not may_reach(policies(), GATEWAY_PROXY, head(), defaults.DASHBOARD_PORT)
 
 
 def test_another_services_gateway_does_not_reach_this_serve_port():

@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from components.config import catalogue
 from components.config.spec import DeploymentSpec
 from components.render.observability_dashboards import dashboards
@@ -26,10 +28,13 @@ def _dashboard(spec: DeploymentSpec) -> dict[str, Any]:
     return board
 
 
-def test_the_eight_alerts_each_say_what_it_means_and_link_an_existing_runbook(
-        reference_spec: DeploymentSpec) -> None:
-    alerts = [rule for rule in _rules(reference_spec) if "alert" in rule]
-    assert len(alerts) == 8  # issue 30: RaypdPodsPendingForNodes
+@pytest.mark.parametrize("autoscaled", [False, True])
+def test_the_alerts_each_say_what_it_means_and_link_an_existing_runbook(autoscaled: bool) -> None:
+    scaling = {"raypd:decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 2, "targetOngoingRequests": 8}}}
+    spec = DeploymentSpec.from_config(scaling if autoscaled else {}, "dev")
+    alerts = [rule for rule in _rules(spec) if "alert" in rule]
+    # issue 30: RaypdPodsPendingForNodes; RaypdPhaseAtMaxReplicas only where a phase autoscales
+    assert len(alerts) == (9 if autoscaled else 8)
     anchors = set(re.findall(r'<a id="([^"]+)"></a>', (DOCS / "troubleshooting.md").read_text()))
     for alert in alerts:
         notes = alert["annotations"]
@@ -49,10 +54,10 @@ def test_the_phase_join_names_the_deployments_serve_runs(reference_spec: Deploym
     assert "Prefill:" not in colocated
 
 
-def test_dashboard_reads_top_to_bottom_slo_prefill_kv_decode_capacity(
+def test_dashboard_reads_top_to_bottom_slo_prefill_kv_decode_scaling_capacity(
         reference_spec: DeploymentSpec, colocated_spec: DeploymentSpec) -> None:
     rows = [p["title"] for p in _dashboard(reference_spec)["panels"] if p["type"] == "row"]
-    assert rows == ["SLO (ingress)", "Prefill", "KV handoff (NIXL)", "Decode", "Capacity"]
+    assert rows == ["SLO (ingress)", "Prefill", "KV handoff (NIXL)", "Decode", "Scaling", "Capacity"]
     colocated_rows = [p["title"] for p in _dashboard(colocated_spec)["panels"] if p["type"] == "row"]
     assert not any("KV handoff" in title for title in colocated_rows)
 

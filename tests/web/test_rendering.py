@@ -171,6 +171,8 @@ def test_the_form_has_one_field_per_contract_1_key_derived_from_the_spec():
                                              "0f3c7d2e-1b4a-4c5d-9e8f-a1b2c3d4e5f6"},
         "raypd:inClusterClients": ["apps"],
         "raypd:observability": {"enabled": False, "prometheusRetention": "30d"},
+        "raypd:faultTolerance": {"gcs": "external", "redisAddress": "rediss://r.example:6379",
+                                 "redisPasswordSecret": "gcs-redis/password"},
     })
     contract_keys = {item["key"] for item in config_diff({}, every_key_set.public_config())}
     form_keys = {field.key for field in forms.FIELDS if field.key != forms.NAME_FIELD}

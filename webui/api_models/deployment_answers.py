@@ -221,5 +221,10 @@ class LiveStatus(Passthrough):
     metrics: dict[str, Any] = absent(
         "from the deployment's Prometheus: {available, reason?, strip: [{key, label, unit, value, slo, "
         "breached}], alerts: [{name, state, severity, summary, runbook, activeAt}]}")
+    scaling: dict[str, Any] = absent(
+        "per phase (serve/live_scaling.py): {phases: [{phase, deployment, autoscaled, running, starting, "
+        "target, min, max, initial, boundsSource, targetOngoingRequests, signal: {words, value, perReplica}, "
+        "status: {status, trigger, message}, decisions: [{time, from, to, direction, reason}]}], "
+        "serveSource, decisionsSource, signals: {available, reason?}} (or error)")
     dashboards: dict[str, Any] = absent(
         "Grafana of the deployment: {portForward: the command that reaches it, links: [{title, url}]}")

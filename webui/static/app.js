@@ -259,6 +259,7 @@
       }
     }
     renderMetrics(box, status.metrics, status.dashboards);
+    renderScaling(box, status.scaling);
     if (!sectionError(box, status.nodes, "Nodes")) {
       box.appendChild(table(["GPU node", "Group", "Type", "Zone", "Ready", "GPUs", "EFA"], (status.nodes || []).map(function (n) {
         return [n.name, n.nodeGroup || n.eksNodeGroup || "", n.instanceType || "", n.zone || "", yesNo(n.ready), n.gpus, n.efa];
@@ -344,6 +345,65 @@
       });
       section.appendChild(links);
     }
+    box.appendChild(section);
+  }
+
+  // Scaling per phase (issue 30 §3); the shape is serve.live_scaling's. Each part names its source,
+  // and a part that could not be read says so.
+  function signalText(p) {
+    var signal = p.signal || {};
+    if (signal.value === null || signal.value === undefined) return "no data";
+    var text = signal.value.toFixed(signal.value < 10 ? 1 : 0) + " requests";
+    if (signal.perReplica !== null && signal.perReplica !== undefined) {
+      text += " (" + signal.perReplica.toFixed(1) + " per replica";
+      if (p.autoscaled && p.targetOngoingRequests) text += ", target " + p.targetOngoingRequests;
+      text += ")";
+    }
+    return text;
+  }
+
+  function renderScaling(box, scaling) {
+    if (!scaling) return;
+    var section = element("div", null, "live-scaling");
+    section.id = "scaling";
+    section.appendChild(element("h3", "Scaling"));
+    if (sectionError(section, scaling, "Scaling")) { box.appendChild(section); return; }
+    sectionError(section, scaling.serve, "Serve's application status");
+    var phases = scaling.phases || [];
+    var t = table(["Phase", "Replicas now", "Target", "Min", "Max", "Scales on", "Signal now", "Serve"], phases.map(function (p) {
+      var status = p.status || {};
+      var now = p.running === undefined ? "?" : String(p.running) + (p.starting ? " (+" + p.starting + " starting)" : "");
+      return [p.phase + (p.autoscaled ? "" : " (fixed)"), now, p.target === undefined ? "?" : String(p.target),
+        String(p.min), String(p.max), p.signal ? p.signal.words : "", signalText(p),
+        status.error ? status.error : [status.status, status.trigger, status.message].filter(Boolean).join(" · ")];
+    }));
+    t.id = "scaling-phases";
+    t.querySelectorAll("tbody tr").forEach(function (row, index) { row.setAttribute("data-phase", phases[index].phase); });
+    section.appendChild(t);
+    var signals = scaling.signals || {};
+    section.appendChild(element("p", "Replicas, target and bounds: " + (scaling.serveSource || "Serve") +
+      "; signal: " + (signals.available ? "Prometheus, now" : "not available: " + (signals.reason || "?")), "muted small"));
+    var rows = [];
+    phases.forEach(function (p) {
+      (p.decisions || []).forEach(function (d) {
+        rows.push({phase: p.phase, cells: [p.phase, d.time, d.from + " → " + d.to, d.reason]});
+      });
+    });
+    var source = scaling.decisionsSource;
+    var decisions = element("div", null, "scaling-decisions");
+    decisions.id = "scaling-decisions";
+    decisions.appendChild(element("h4", "Last scaling decisions"));
+    if (source && source.error) {
+      decisions.appendChild(element("p", source.error, "notice notice-bad"));
+    } else if (!rows.length) {
+      decisions.appendChild(element("p", "No scaling decision logged yet.", "muted"));
+    } else {
+      var dt = table(["Phase", "When (controller's clock)", "Replicas", "Reason (Serve's log)"], rows.map(function (r) { return r.cells; }));
+      dt.querySelectorAll("tbody tr").forEach(function (row, index) { row.setAttribute("data-phase", rows[index].phase); });
+      decisions.appendChild(dt);
+    }
+    if (source && !source.error) decisions.appendChild(element("p", "From " + source + ".", "muted small"));
+    section.appendChild(decisions);
     box.appendChild(section);
   }
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from typing import Any, Iterator, Sequence, overload
+from typing import Any, Iterator, Optional, Sequence, overload
 
 from serve.benchmark.loadgen import LoadConfig, run_load
+from serve.benchmark.replicas import ReplicaRecorder
 from serve.benchmark.workload import RequestSpec, synthetic_workload
 
 POOL = 32  # distinct prompts, cycled
@@ -53,8 +54,10 @@ class UntilStopped(Sequence[RequestSpec]):
 class BackgroundLoad:
     """A load running in its own thread and event loop; `finish` stops sending and waits for the rest."""
 
-    def __init__(self, config: LoadConfig, specs: Sequence[RequestSpec], stop: threading.Event) -> None:
+    def __init__(self, config: LoadConfig, specs: Sequence[RequestSpec], stop: threading.Event,
+                 replicas: Optional[ReplicaRecorder] = None) -> None:
         self.stop = stop
+        self.replicas = replicas
         self.records: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
         self._thread = threading.Thread(name="scaling-load", daemon=True, target=self._send, args=(config, specs))
@@ -62,7 +65,7 @@ class BackgroundLoad:
 
     def _send(self, config: LoadConfig, specs: Sequence[RequestSpec]) -> None:
         try:
-            self.records.extend(asyncio.run(run_load(config, specs)))
+            self.records.extend(asyncio.run(run_load(config, specs, replicas=self.replicas)))
         except BaseException as exc:  # noqa: BLE001 - handed to the test's thread by finish()
             self.errors.append(exc)
 
@@ -76,15 +79,16 @@ class BackgroundLoad:
         return self.records
 
 
-def start_load(endpoint: str, model: str, *, concurrency: int, input_words: int, output_tokens: int
-               ) -> BackgroundLoad:
+def start_load(endpoint: str, model: str, *, concurrency: int, input_words: int, output_tokens: int,
+               replicas: Optional[ReplicaRecorder] = None) -> BackgroundLoad:
     """Chat requests of `input_words` words and exactly `output_tokens` tokens (ignore_eos), streamed,
-    `concurrency` at a time, until `finish`."""
+    `concurrency` at a time, until `finish`; `replicas` records Serve's counts over the run, as
+    `serve.benchmark run --dashboard` does."""
     config = LoadConfig(endpoint=endpoint, model=model, concurrency=concurrency, timeout_s=REQUEST_TIMEOUT_S,
                         ignore_eos=True)
     stop = threading.Event()
     return BackgroundLoad(config, UntilStopped(synthetic_workload(POOL, input_words, output_tokens, seed=30), stop),
-                          stop)
+                          stop, replicas)
 
 
 def answered(record: dict[str, Any]) -> bool:

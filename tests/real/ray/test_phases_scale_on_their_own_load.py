@@ -26,6 +26,7 @@ from typing import Any
 
 import requests
 
+from serve.benchmark.replicas import ReplicaRecorder, ReplicaSampler, raypd_deployments, scale_ups
 from tests.real.processes import wait_until
 from tests.real.ray.load import answered, start_load
 from tests.real.ray_serve import RayServe
@@ -35,6 +36,7 @@ PREFILL = "Prefill:tiny"
 DECODE = "Decode:tiny"
 SCALE_UP_DEADLINE_S = 1200.0  # a second CPU engine under load: ~150 s measured, far more on a busy machine
 SAMPLE_EVERY_S = 2.0
+PHASE_OF = {PREFILL: "prefill", DECODE: "decode"}
 UPSCALE_DELAY_S = SCALING_TEST_BOUNDS["upscaleDelaySeconds"]
 DOWNSCALE_DELAY_S = SCALING_TEST_BOUNDS["downscaleDelaySeconds"]
 
@@ -83,6 +85,21 @@ def at_min(ray: RayServe, samples: Samples) -> bool:
     return all(now[name] == {"target": 1, "running": 1} for name in (PREFILL, DECODE))
 
 
+def benchmark_saw_the_same(recorder: ReplicaRecorder, samples: Samples, grows: str, stays: str, message: str) -> None:
+    """The benchmark's own replica records (serve.benchmark.replicas, as `run --dashboard` keeps them)
+    agree with Serve's counts read here: one scale-up of `grows` from 1 to 2, none of `stays`, and the
+    same most replicas for each phase while the load ran."""
+    rows = [row for row in recorder.samples if "phases" in row]
+    assert rows, f"the benchmark recorded no replica counts: {recorder.samples[:3]}\n{message}"
+    ups = scale_ups(rows)
+    assert [(u["phase"], u["from"], u["to"]) for u in ups] == [(PHASE_OF[grows], 1, 2)], f"{ups}\n{message}"
+    for deployment in (grows, stays):
+        phase = PHASE_OF[deployment]
+        for key in ("target", "running"):
+            seen = max(row["phases"][phase][key] for row in rows)
+            assert seen == samples.most(deployment, key), f"{phase} {key}: benchmark {seen}\n{message}"
+
+
 def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str, **load_shape: int) -> None:
     """Drive `load_shape` until `grows` serves on 2 replicas; check `stays` never left 1, every request
     was answered, and `grows` returned to 1 after the load (the delays are Serve's, from SCALING_TEST_BOUNDS)."""
@@ -91,7 +108,9 @@ def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str,
     wait_until("both phases at 1 replica before the load", lambda: at_min(ray, samples),
                deadline_s=300 + DOWNSCALE_DELAY_S, watch=[ray.process], interval_s=SAMPLE_EVERY_S)
     started = facts["load_started_s"] = samples.rows[-1]["t"]
-    load = start_load(ray.serve_url, ray.model_id, **load_shape)
+    recorder = ReplicaRecorder(ReplicaSampler(ray.dashboard_url, raypd_deployments(ray.model_id), app=ray.app_name),
+                               every_s=SAMPLE_EVERY_S)
+    load = start_load(ray.serve_url, ray.model_id, replicas=recorder, **load_shape)
     try:
         wait_until(f"{grows} serving on 2 replicas under the {name} load",
                    lambda: samples.take()[grows]["running"] >= 2, deadline_s=SCALE_UP_DEADLINE_S,
@@ -107,6 +126,7 @@ def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str,
     assert records and not failed, f"{len(failed)} of {len(records)} requests not answered: {failed[:3]}\n{message}"
     assert samples.most(stays, "target") == 1, f"{stays} was scaled by the {name} load\n{message}"
     assert facts["target_2_after_s"] >= UPSCALE_DELAY_S, f"scaled before upscale_delay_s\n{message}"
+    benchmark_saw_the_same(recorder, samples, grows, stays, message)
     wait_until(f"{grows} back to 1 replica after the load", lambda: at_min(ray, samples),
                deadline_s=300 + DOWNSCALE_DELAY_S, watch=[ray.process], interval_s=SAMPLE_EVERY_S)
     facts["back_to_1_after_stop_s"] = round(samples.rows[-1]["t"] - stopped, 1)
