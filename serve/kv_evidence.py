@@ -8,7 +8,8 @@ The formats, as their sources define them and as a real prefill/decode pair on C
 - vLLM's metrics (`vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py`,
   `vllm/v1/metrics/loggers.py`): `vllm:nixl_xfer_time_seconds` (histogram: `_count` is the
   number of transfers), `vllm:nixl_bytes_transferred` (histogram), `vllm:nixl_num_failed_transfers`
-  (counter, "including handshake and notification failures"), and
+  (counter, "including handshake and notification failures"), `vllm:nixl_num_kv_expired_reqs`
+  (counter: requests whose KV lease ran out before decode read them; serve.resilience reports it), and
   `vllm:prompt_tokens_by_source{source="external_kv_transfer"|"local_compute"|"local_cache_hit"}`.
   Under Ray Serve LLM the same series come from Ray's metrics agent
   (`vllm/v1/metrics/ray_wrappers.py`): the name sanitized (":" -> "_") and prefixed `ray_`, so
@@ -105,6 +106,7 @@ class KvCounters:
     local_tokens: Optional[float] = None      # prompt_tokens_by_source{source=local_compute}
     cached_tokens: Optional[float] = None     # prompt_tokens_by_source{source=local_cache_hit}
     generated: Optional[float] = None         # generation_tokens_total: did decode work at all?
+    expired: Optional[float] = None           # nixl_num_kv_expired_reqs_total: leases that ran out
 
     def __add__(self, other: "KvCounters") -> "KvCounters":
         def plus(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -119,7 +121,9 @@ _NAME_FIELDS = {"nixl_xfer_time_seconds_count": "transfers",
                 "nixl_num_failed_transfers_total": "failed",
                 "nixl_num_failed_transfers": "failed",  # an exporter that keeps the bare name
                 "nixl_bytes_transferred_sum": "bytes_moved",
-                "generation_tokens_total": "generated"}
+                "generation_tokens_total": "generated",
+                "nixl_num_kv_expired_reqs_total": "expired",
+                "nixl_num_kv_expired_reqs": "expired"}
 
 
 # One series: the KvCounters field it feeds and every label of the sample, sorted.
@@ -165,6 +169,12 @@ def kv_series(samples: Iterable[Sample],
     return KvSeries(values, frozenset(engines))
 
 
+def expired_only(samples: Iterable[Sample]) -> list[Sample]:
+    """The expired-lease samples alone: the producer (prefill) counts the leases that ran out,
+    while its other KV series (its own local_compute prompt tokens) are not decode's."""
+    return [sample for sample in samples if _NAME_FIELDS.get(sample.name) == "expired"]
+
+
 def kv_counters(samples: Iterable[Sample],
                 keep: Callable[[Mapping[str, str]], bool] = lambda labels: True) -> KvCounters:
     """The sums of the samples whose labels `keep` accepts: one page's totals, for reading, never
@@ -194,6 +204,7 @@ class KvChange:
     local_tokens: float
     cached_tokens: float
     generated: float
+    expired: float = 0.0  # requests whose NIXL KV lease ran out (prefill freed their blocks)
 
     @classmethod
     def between(cls, before: KvSeries, after: KvSeries) -> "KvChange":

@@ -68,6 +68,13 @@ class LoadConfig:
     seed: int = 0
     ignore_eos: bool = False
     max_in_flight: Optional[int] = None  # open loop only: None is no cap
+    # serve.resilience's hook: more request fields (a sampling `seed`), and each record keeps its
+    # answer's `text` and `finish_reason`, to be compared with a golden answer. Off for benchmarks.
+    extra_body: Optional[Mapping[str, Any]] = None
+    keep_text: bool = False
+    # serve.resilience's hook too: an open loop stops sending once this says so (it has seen the
+    # deployment recover); the requests in flight still finish and are recorded.
+    stop: Optional[Callable[[], bool]] = None
     # Through the Kubernetes API server's service proxy: its TLS and a fresh Authorization per request.
     headers: Optional[Callable[[], Mapping[str, str]]] = None
     ssl_context: Optional[ssl.SSLContext] = None
@@ -90,6 +97,7 @@ def request_body(config: LoadConfig, spec: RequestSpec) -> dict[str, Any]:
         body["prompt"] = spec.prompt
     if config.ignore_eos:  # vLLM's extension: exactly max_tokens, so output length is the workload's
         body["ignore_eos"] = True
+    body.update(config.extra_body or {})
     return body
 
 
@@ -101,6 +109,12 @@ def poisson_arrivals(rate: float, count: int, seed: int) -> list[float]:
         offsets.append(now)
         now += rng.expovariate(rate)
     return offsets
+
+
+def _finish_reason(chunk: dict[str, Any]) -> Optional[str]:
+    choices = chunk.get("choices") or []
+    reason = choices[0].get("finish_reason") if choices and isinstance(choices[0], dict) else None
+    return reason if isinstance(reason, str) else None
 
 
 def _content(chunk: dict[str, Any]) -> str:
@@ -120,6 +134,7 @@ class _Stream:
     last: Optional[float] = None  # when the last chunk with content came
     usage: Any = None  # the last non-null usage the server sent, unchecked until the answer is complete
     done_at: Optional[float] = None  # when [DONE] came: the answer ends there, not when its connection is settled
+    text: Optional[list[str]] = None  # the answer's content pieces, when LoadConfig.keep_text
 
 
 def _new_record(spec: RequestSpec, scheduled_s: float) -> dict[str, Any]:
@@ -145,7 +160,9 @@ async def send_one(session: aiohttp.ClientSession, url: str, config: LoadConfig,
         return record
     sent = time.perf_counter()
     record["sent_s"] = sent - t0
-    stream = _Stream()
+    stream = _Stream(text=[] if config.keep_text else None)
+    if config.keep_text:
+        record.update(text=None, finish_reason=None)
     try:
         async with asyncio.timeout(config.timeout_s):
             async with session.post(url, json=body, headers=headers) as response:
@@ -201,6 +218,10 @@ async def _read_stream(response: aiohttp.ClientResponse, sent: float, stream: _S
             return
         if isinstance(chunk, dict) and chunk.get("usage") is not None:  # null on the others
             stream.usage = chunk["usage"]
+        if stream.text is not None and isinstance(chunk, dict):
+            stream.text.append(_content(chunk))
+            record["text"] = "".join(stream.text)
+            record["finish_reason"] = _finish_reason(chunk) or record["finish_reason"]
         if _content(chunk):
             if stream.last is None:
                 record["ttft_ms"] = (now - sent) * 1000
@@ -280,7 +301,7 @@ async def _open_loop(session: aiohttp.ClientSession, url: str, config: LoadConfi
     tasks = []
     for spec, offset in zip(specs, offsets, strict=True):
         at = t0 + offset
-        if deadline is not None and at > deadline:
+        if (deadline is not None and at > deadline) or (config.stop is not None and config.stop()):
             break
         await _sleep_until(at)
         held = False

@@ -16,7 +16,10 @@ real components produce them:
 - the OpenAI endpoint on the Serve Service (tests.fakes.openai_server's documents);
 - vLLM's metrics as Ray exports them on each worker pod's port 8080 (see `metrics_text`);
 - Secrets: GET and JSON merge PATCH with resourceVersion preconditions (the API keys' Secret;
-  `put_secret`, `secret_data`, and the knobs in FakeKubeApi's Secrets block).
+  `put_secret`, `secret_data`, and the knobs in FakeKubeApi's Secrets block);
+- serve.resilience's acts: a pod's GET and DELETE, its eviction, a node's GET and merge PATCH,
+  dry runs, RBAC refusals (`forbidden`) and disruption budgets (`eviction_blocked`):
+  tests/fakes/kube_faults.py.
 
 Where the engines' lines are, by `executor` (vllm/v1/executor; ray/llm vllm_models.py): "ray"
 (default, the GPU layout: each engine replica has TP x PP `RayWorkerWrapper` actors on its node,
@@ -123,7 +126,7 @@ from components.plan.topology import plan_deployment
 from components.render import observability_names
 from components.render.outputs import render_stack_outputs
 from serve.kube import ALLOW_HTTP_CREDENTIALS_EXTENSION
-from tests.fakes import LoopbackServer
+from tests.fakes import LoopbackServer, kube_faults
 from tests.fakes.openai_server import (
     chat_completion_document,
     error_document,
@@ -342,6 +345,11 @@ class FakeKubeApi(LoopbackServer):
         self.metric_prefix = metric_prefix
         self.requests: list[dict[str, Any]] = []
         self.chats = 0
+        # serve.resilience's acts (tests/fakes/kube_faults.py): RBAC refusals as (verb, resource),
+        # pods a disruption budget keeps from eviction, and every write made.
+        self.forbidden: set[tuple[str, str]] = set()
+        self.eviction_blocked: set[str] = set()
+        self.fault_writes: list[dict[str, Any]] = []
         # Scaling (issue 30 §3), set by a test: each phase's running requests per replica (Serve's
         # `ray_serve_replica_processing_queries` on the replica's pod), fields of a deployment's
         # Serve status to override ({deployment: {"status": ..., "target_num_replicas": ...,
@@ -572,7 +580,7 @@ class FakeKubeApi(LoopbackServer):
             phase = spec.phases[phase_name]
             for replica in replicas:
                 self._engines[replica["replica_id"]] = dict.fromkeys(
-                    ("transfers", "xfer_seconds", "bytes", "failed", "external", "local", "generated"), 0.0)
+                    ("transfers", "xfer_seconds", "bytes", "failed", "external", "local", "generated", "expired"), 0.0)
                 nixl = [f"2026-12-01 12:03:11 NIXL INFO    _api.py:405 Backend {backend} was instantiated",
                         "2026-12-01 12:03:11 NIXL INFO    _api.py:281 Initialized NIXL agent: "
                         f"{_uuid(replica['actor_id'])}"] if self.disaggregated else []
@@ -699,6 +707,8 @@ class FakeKubeApi(LoopbackServer):
                                      "ports": [{"containerPort": 8080, "name": "metrics",
                                                 "protocol": "TCP"}]}]},
             "status": {"phase": "Running", "podIP": ip, "hostIP": "10.0.1.20",
+                       "conditions": [{"type": "Ready", "status": "True",
+                                       "lastTransitionTime": "2026-12-01T12:04:30Z"}],
                        "containerStatuses": [{"name": container, "ready": True, "restartCount": 0,
                                               "state": {"running": {"startedAt": "2026-12-01T12:00:00Z"}}}]},
         }
@@ -1114,6 +1124,7 @@ class FakeKubeApi(LoopbackServer):
                     series("nixl_bytes_transferred_sum", engine["bytes"], "histogram")
                     series("nixl_bytes_transferred_count", engine["transfers"], "histogram")
                     series("nixl_num_failed_transfers_total", engine["failed"], "counter")
+                    series("nixl_num_kv_expired_reqs_total", engine["expired"], "counter")
         return "\n".join(lines) + "\n"
 
     def _serve_replica_series(self, pod_ip: str, phase: str, replica: dict[str, Any]) -> str:
@@ -1549,6 +1560,10 @@ class _Handler(BaseHTTPRequestHandler):
         spec = fake.spec
         ns = spec.namespace
         parts = path.strip("/").split("/")
+        faulted = kube_faults.answer(fake, method, parts, query, body, _merge_patch)
+        if faulted is not None:
+            self._json(*faulted)
+            return
         if self._workloads(fake, method, parts, query, body):
             return
         if method == "GET" and path == "/api/v1/nodes":
@@ -1566,7 +1581,8 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "GET" and len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] \
                 and parts[4] == "pods":
             selector = query.get("labelSelector")
-            items = [p for p in fake.pods if _matches(p["metadata"]["labels"], selector)] if parts[3] == ns else []
+            items = [p for p in fake.pods if _matches(p["metadata"]["labels"], selector)
+                     and kube_faults.field_selected(p, query.get("fieldSelector"))] if parts[3] == ns else []
             items += fake.job_pods(parts[3], selector)
             self._json(200, {"kind": "PodList", "apiVersion": "v1",
                              "metadata": {"resourceVersion": "81724"}, "items": items})

@@ -147,7 +147,7 @@ def start_pair(real: RealVllm, log_dir: Path, processes: list[ManagedProcess], *
         log_dir / "proxy.log")
     processes.append(proxy)
     pair = PdPair(prefill, decode, f"http://127.0.0.1:{proxy_port}", proxy, log_dir,
-                  model_dir=real.model_dir, processes=list(processes))
+                  model_dir=real.model_dir, processes=processes)  # one list: a restarted engine is stopped too
     wait_until("the vLLM prefill/decode pair", lambda: prefill.ready() and decode.ready(),
                deadline_s=deadline_s, watch=[prefill.process, decode.process, proxy])
     wait_until("the PD proxy", lambda: http_ok(pair.proxy_url + "/v1/models"), deadline_s=300, watch=[proxy])

@@ -334,3 +334,14 @@ def test_a_connect_the_server_never_completes_fails_at_the_connect_timeout() -> 
     assert isinstance(default_s, float) and 0.5 < default_s
     # Not the default's 10 s: the setting was used (a timer 0.5 s away is never 9.5 s late).
     assert records[0]["error"].startswith("connect timed out") and records[0]["e2e_ms"] < default_s * 1000
+
+
+def test_keep_text_records_the_answer_and_finish_reason_and_extra_body_is_sent() -> None:
+    """serve.resilience's hook: with keep_text each record carries the streamed answer's text and
+    finish_reason (to compare with a golden answer), and extra_body's fields reach the server."""
+    with OpenAIServer(MODEL, output_tokens=4) as server:
+        kept = run(patient(server.url, concurrency=1, keep_text=True, extra_body={"seed": 7}), 2, output_tokens=3)
+        plain = run(patient(server.url, concurrency=1), 1)
+    assert [(r["text"], r["finish_reason"]) for r in kept] == [("t0 t1 t2", "length")] * 2
+    assert all(body["seed"] == 7 for _, _, body in server.requests[:2])
+    assert "text" not in plain[0] and "finish_reason" not in plain[0] and "seed" not in server.requests[2][2]

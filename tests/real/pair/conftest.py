@@ -14,6 +14,18 @@ from tests.real.pd_pair import PdPair, start_pair
 from tests.real.processes import stopping
 
 log = logging.getLogger(__name__)
+RESILIENCE_MODULE = "test_resilience_on_real_pair.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The resilience tests last in this package: they kill and restart the prefill engine (and
+    leave it ready); every other test here sees the pair as it started. Only this package's places
+    in the list are reordered (as tests/real/ray/conftest.py does, for the same reason)."""
+    here = Path(__file__).parent
+    places = [i for i, item in enumerate(items) if item.path.parent == here]
+    ours = sorted((items[i] for i in places), key=lambda item: item.path.name == RESILIENCE_MODULE)
+    for place, item in zip(places, ours, strict=True):
+        items[place] = item
 
 
 @pytest.fixture(scope="package")

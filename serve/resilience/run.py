@@ -1,0 +1,139 @@
+"""One resilience run: golden answers, a steady load, the fault injected under it, the evidence.
+
+The steady load is serve.benchmark.loadgen's open-loop Poisson load at `rate`; the fault is
+injected `fault_at_s` into it, from a thread so the load keeps its schedule; the load keeps going
+until the requests finished so far show the deployment recovered (serve/resilience/judge.py
+`recovery`, settled for `settle_s`), at most `duration_s` (loadgen's `stop` hook). The
+deployment's readiness is sampled beside it (for the wedge); the decode's KV counters are read
+before the load and after it. What a fault is and what a deployment is are two small interfaces
+(`Fault`, `Target`): serve/resilience/faults.py implements both through the Kubernetes API, and a
+test implements them for a local engine pair. `Fault.restore` is always called, however the run
+ends (the CLI also turns SIGTERM into that path): it uncordons a node.
+
+Clocks: the load generator's records are on its own clock (seconds from its start); the fault time
+is taken on the same perf_counter, from the moment just before the load started, so it is early by
+at most the time the load generator takes to open its client session (well under a millisecond).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace
+from typing import Any, Mapping, Optional, Protocol
+
+from serve.benchmark.loadgen import run_load
+from serve.kv_evidence import KvReading
+from serve.resilience import judge
+from serve.resilience.golden import Workload, record_golden
+from serve.resilience.report import Measured, Settings
+
+log = logging.getLogger(__name__)
+READY_EVERY_S = 2.0
+
+
+class Target(Protocol):
+    """The deployment under test: its readiness, and its decode's KV counters."""
+
+    def describe(self) -> str: ...
+
+    def ready(self) -> Optional[bool]:
+        """Are all of the deployment's engines Ready now? None when that cannot be read."""
+
+    def kv_reading(self) -> Optional[KvReading]:
+        """The decode's KV counters now, None when they cannot be read."""
+
+
+class Fault(Protocol):
+    name: str
+
+    def choose(self) -> str:
+        """Pick what to hit (checked against the deployment) and say what, before any load."""
+
+    def inject(self) -> str:
+        """Do it; say what was done. Raises FaultRefused when it may not."""
+
+    def restore(self) -> None:
+        """Undo what must not stay (a cordon); safe to call twice, or when nothing was done."""
+
+
+class FaultRefused(Exception):
+    """The fault cannot or may not be injected (RBAC, nothing matching the deployment): exit 2."""
+
+
+Samples = list[tuple[float, Optional[bool]]]
+
+
+def _recovered(finished: list[Mapping[str, Any]], golden: list[Optional[str]], hit: dict[str, Any],
+               settle_s: float) -> bool:
+    """Stop sending? Once the fault is in and the requests finished so far show recovery."""
+    if "what" not in hit:
+        return False
+    return judge.recovery(judge.judged(finished, golden), hit["at"], settle_s).recovered
+
+
+async def _under_load(config: Any, specs: list[Any], fault: Fault, fault_at_s: float, target: Target,
+                      ready_every_s: float, golden: list[Optional[str]], settle_s: float
+                      ) -> tuple[list[dict[str, Any]], float, str, Samples]:
+    samples: Samples = []
+    done = asyncio.Event()
+    hit: dict[str, Any] = {}
+    finished: list[Mapping[str, Any]] = []
+    config = replace(config, stop=lambda: _recovered(finished, golden, hit, settle_s))
+    start = time.perf_counter()
+
+    async def inject() -> None:
+        await asyncio.sleep(max(0.0, start + fault_at_s - time.perf_counter()))
+        hit["at"] = time.perf_counter() - start
+        hit["what"] = await asyncio.to_thread(fault.inject)
+
+    async def sample_ready() -> None:
+        while not done.is_set():
+            at = time.perf_counter() - start
+            samples.append((at, await asyncio.to_thread(target.ready)))
+            try:
+                await asyncio.wait_for(done.wait(), ready_every_s)
+            except TimeoutError:
+                pass
+
+    load = asyncio.create_task(run_load(config, specs, on_record=finished.append))
+    injector = asyncio.create_task(inject())
+    sampler = asyncio.create_task(sample_ready())
+    try:
+        await asyncio.wait({load, injector}, return_when=asyncio.FIRST_EXCEPTION)
+        if injector.done() and injector.exception() is not None:
+            load.cancel()  # the fault was refused: the run measures nothing, stop sending
+            raise injector.exception()  # type: ignore[misc]
+        records = await load
+        await injector  # a load shorter than fault_at_s ends before the fault: that is refused up front
+    finally:
+        done.set()
+        for task in (load, injector):
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(load, injector, return_exceptions=True)
+        await sampler
+    return records, float(hit["at"]), str(hit["what"]), samples
+
+
+def measure(endpoint: str, model: str, fault: Fault, target: Target, settings: Settings,
+            workload: Optional[Workload] = None, *, ready_every_s: float = READY_EVERY_S,
+            connection: Optional[dict[str, Any]] = None) -> Measured:
+    """Golden answers, then the load with the fault; `fault.restore()` is the caller's to call
+    (in a finally) so that an interrupt anywhere still reaches it."""
+    if not 0 < settings.fault_at_s < settings.duration_s:
+        raise ValueError("the fault must come during the load (0 < fault_at_s < duration_s)")
+    connection = dict(connection or {})
+    workload = workload or Workload()
+    chosen = fault.choose()
+    golden = record_golden(workload, endpoint, model, settings.timeout_s, **connection)
+    kv_before = target.kv_reading()
+    config = workload.config(endpoint, model, rate=settings.rate, duration_s=settings.duration_s,
+                             timeout_s=settings.timeout_s, **connection)
+    specs = workload.load_specs(settings.rate, settings.duration_s)
+    records, fault_s, injected, ready = asyncio.run(
+        _under_load(config, specs, fault, settings.fault_at_s, target, ready_every_s, golden.answers,
+                    settings.settle_s))
+    kv_after = target.kv_reading()
+    return Measured(fault.name, chosen, injected, fault_s, golden, records, ready, kv_before, kv_after)

@@ -1,0 +1,94 @@
+"""serve.resilience's measurement on the real vLLM pair (issue 31 §3): the numbers its report gives
+are the load generator's own, counted again here straight from the records; a planted proxy that
+corrupts one answer in twenty is reported as exactly that many wrong answers.
+
+Runs last in this package (conftest.py): the kill test restarts prefill, and leaves it ready.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from serve.resilience.golden import ASKED, Workload
+from serve.resilience.report import Settings, build_report, table
+from serve.resilience.run import measure
+from tests.real.pd_pair import PdPair
+from tests.real.processes import wait_until
+from tests.real.resilience_pair import CorruptingProxy, NoFault, PairTarget, PrefillKill
+
+WORKLOAD = Workload(prompts=6, input_tokens=32, max_tokens=8)
+# A connect may wait as long as a request: on a 2-core machine at load 17 the client's event loop
+# was starved for seconds, and the default 10 s connect timeout failed requests the server never saw.
+PATIENT = {"connect_timeout_s": 120.0}
+
+
+def _keep(pair: PdPair, name: str, records: list[dict[str, Any]]) -> None:
+    """The load generator's records beside the engines' logs, for a failing run's reader."""
+    (pair.log_dir / f"resilience-{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_a_corrupting_proxy_is_counted_as_exactly_its_wrong_answers(real_pd_pair: PdPair) -> None:
+    pair = real_pd_pair
+    settings = Settings(rate=4.0, duration_s=25.0, fault_at_s=5.0, timeout_s=120.0, settle_s=5.0)
+    with CorruptingProxy(pair.proxy_url, pair.log_dir / "corrupting-proxy.log", every=20,
+                         skip_first=WORKLOAD.prompts * ASKED) as proxy:
+        measured = measure(proxy.url, pair.model_id, NoFault(), PairTarget(pair), settings, WORKLOAD,
+                           connection=PATIENT)
+        corrupted = proxy.corrupted()
+    _keep(pair, "corrupting-proxy", measured.records)
+    report = build_report(measured, settings)
+    print(table(report))
+    golden = measured.golden.answers
+    prompts = [spec.prompt for spec in WORKLOAD.specs()]
+    assert corrupted, "the proxy changed no answer: the load was too short"
+    # an answer to a prompt without a repeatable golden answer is not judged (judge.py)
+    judged_corruptions = [p for p in corrupted if golden[prompts.index(p)] is not None]
+    assert judged_corruptions, f"every corrupted answer was to an unjudged prompt: {report['golden']}"
+    assert report["requests"]["wrong"] == len(judged_corruptions), (report["requests"], len(judged_corruptions))
+    assert report["requests"]["sent"] == len(measured.records)
+    assert report["requests"]["failed-before-first-token"] + report["requests"]["failed-after-first-token"] == 0
+    assert next(c for c in report["checks"] if c["id"] == "no-wrong-answers")["status"] == "fail"
+    print(f"measured: {len(corrupted)} corrupted answer(s) of {len(measured.records)} ({len(judged_corruptions)} to "
+          f"a judged prompt), {report['requests']['wrong']} reported wrong")
+
+
+def test_prefill_killed_under_load_failures_and_recovery_match_the_records(real_pd_pair: PdPair) -> None:
+    pair = real_pd_pair
+    # the load stops once recovered; the cap covers a prefill restart on a busy 2-core machine
+    # (~150 s measured with the load at 17: the new engine's imports alone took 30 s)
+    settings = Settings(rate=2.0, duration_s=600.0, fault_at_s=20.0, timeout_s=120.0, settle_s=10.0)
+    fault = PrefillKill(pair, pair.processes)
+    try:
+        measured = measure(pair.proxy_url, pair.model_id, fault, PairTarget(pair), settings, WORKLOAD,
+                           connection=PATIENT)
+        _keep(pair, "prefill-kill", measured.records)
+    finally:  # the pair is shared: leave prefill ready whatever happened
+        wait_until("the restarted prefill engine", pair.prefill.ready, deadline_s=900,
+                   watch=[pair.prefill.process, pair.decode.process])
+    report = build_report(measured, settings)
+    print(table(report))
+    print("measured report:", json.dumps({k: report[k] for k in ("fault", "requests", "recovery", "kv")}))
+    records = sorted(measured.records, key=lambda r: r["sent_s"])
+    failed = [r for r in records if not r["ok"]]
+    requests = report["requests"]
+    assert requests["sent"] == len(records)
+    assert requests["failed-before-first-token"] + requests["failed-after-first-token"] == len(failed)
+    assert requests["failed-before-first-token"] == sum(r["ttft_ms"] is None for r in failed)
+    assert failed, f"killing prefill under load failed no request:\n{table(report)}"
+    # recovery, counted again from the records: the first good request after the last failed one
+    fault_s = measured.fault_s
+    assert report["recovery"]["baselineGoodShare"] == 1.0, table(report)
+    assert report["recovery"]["recovered"], f"{table(report)}\n{pair.describe()}"
+    golden = measured.golden.answers
+    def good(r: dict[str, Any]) -> bool:
+        expected = golden[r["index"] % len(golden)]  # None: not repeatable, not judged
+        return bool(r["ok"]) and (expected is None or r["text"] == expected)
+
+    bad = [r for r in records if r["sent_s"] >= fault_s and not good(r)]
+    first_good = next(r for r in records if r["sent_s"] > bad[-1]["sent_s"])
+    assert report["recovery"]["timeToRecoverS"] == first_good["sent_s"] - fault_s
+    print(f"measured: {len(failed)} failed request(s) of {len(records)} "
+          f"({requests['failed-before-first-token']} before the first token), recovered "
+          f"{report['recovery']['timeToRecoverS']:.1f} s after the SIGKILL, {requests['wrong']} wrong; "
+          f"KV change {report['kv']['change']}")
