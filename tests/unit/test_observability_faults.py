@@ -12,6 +12,7 @@ kube-prometheus-stack's ServiceMonitor scrapes them (honorLabels; its target lab
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,21 @@ def test_every_fault_alert_links_a_runbook_that_exists() -> None:
         assert f'<a id="{anchor}"></a>' in runbooks, alert
         assert f"| `{alert}` |" in table, alert
         assert f"`{alert}`" in resilience, alert
+
+
+def test_every_fault_of_the_resilience_table_names_alerts_the_rules_raise() -> None:
+    """Issue 31 §2: each fault of docs/resilience.md's table fires an alert. Its alert cell names
+    at least one, and every name there is an alert raypd renders (no renamed or invented one)."""
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "resilience.md").read_text()
+    table = text[text.index("## The faults"):].split("\n\n")[1].splitlines()
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    column = next(i for i, cell in enumerate(header) if cell.startswith("alert"))
+    rendered = {r["alert"] for g in prometheus_rule_groups(SPEC) for r in g["rules"] if "alert" in r}
+    faults = {}
+    for row in table[2:]:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        faults[cells[0]] = set(re.findall(r"`(Raypd[A-Za-z]+)`", cells[column]))
+    assert len(faults) == 8, list(faults)
+    for fault, alerts in faults.items():
+        assert alerts and alerts <= rendered, (fault, alerts - rendered)
