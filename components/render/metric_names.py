@@ -85,6 +85,16 @@ SERVE_HTTP_ERRORS = "ray_serve_num_http_error_requests_total"
 SERVE_REPLICA_HEALTHY = "ray_serve_deployment_replica_healthy"
 SERVE_TARGET_REPLICAS = "ray_serve_autoscaling_target_replicas"   # the controller's, per deployment
 SERVE_QUEUED_QUERIES = "ray_serve_deployment_queued_queries"      # per calling handle
+# The controller's count of failed replica health checks (Ray 2.58 and 2.60
+# `ray/serve/_private/deployment_state.py`, `serve_health_check_failures_total`, tags deployment,
+# application and, with RAY_SERVE_CONTROLLER_METRICS_INCLUDE_HIGH_CARDINALITY_TAGS on as it is by
+# default, replica): one per check that raised (the replica's actor died: RayActorError ->
+# ACTOR_CRASHED, or the replica's check_health raised) or timed out. The Prometheus exporter strips
+# the name's `_total` and puts it back (prometheus_client CounterMetricFamily), so the name is
+# unchanged after Ray's `ray_` prefix. Not `serve_deployment_replica_starts`: Serve never restarts
+# a replica actor in place (max_restarts 0), it starts a new replica under a new id, so that
+# counter is 1 on every replica and a replacement looks like a first start or a scale-up.
+SERVE_HEALTH_CHECK_FAILURES = "ray_serve_health_check_failures_total"
 
 # ---- GPUs and Kubernetes (not in the captures) ----
 DCGM_GPU_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -104,3 +114,9 @@ KUBE_POD_PHASE = "kube_pod_status_phase"
 KUBE_POD_UNSCHEDULABLE = "kube_pod_status_unschedulable"
 KUBE_NODE_CONDITION = "kube_node_status_condition"
 KUBE_NODE_LABELS = "kube_node_labels"
+# Per container, from 0 (labels namespace, pod, uid, container) and the pod's allow-listed labels
+# as label_<key> (namespace, pod, uid; NO series at all without a pods= allowlist): both STABLE in
+# kube-state-metrics internal/store/pod.go (read at v2.9.2 and v2.20.0;
+# docs/metrics/workload/pod-metrics.md).
+KUBE_POD_RESTARTS = "kube_pod_container_status_restarts_total"
+KUBE_POD_LABELS = "kube_pod_labels"

@@ -35,6 +35,7 @@ from typing import Any
 from components.config import defaults
 from components.config.spec import DeploymentSpec
 from components.render import observability_names as names
+from components.render.observability_faults import KUBE_STATE_POD_LABELS
 from components.render.observability_rules import KUBE_STATE_NODE_LABELS
 from components.render.rayservice import RAY_SERVICE_LABEL
 
@@ -120,8 +121,11 @@ def kube_prometheus_stack_values(spec: DeploymentSpec) -> dict[str, Any]:
         # kube_node_labels carries only the node labels listed here (kube-state-metrics'
         # --metric-labels-allowlist): the GPU-node alert and the per-phase GPU and per-type node
         # panels join on them.
+        # kube_pod_labels likewise carries only the pod labels listed (and has no series at all
+        # without a pods= entry): the head-restart alert finds this deployment's head pods by them.
         "kube-state-metrics": {**_system(), "metricLabelsAllowlist": [
-            f"nodes=[{','.join(KUBE_STATE_NODE_LABELS)}]"]},
+            f"nodes=[{','.join(KUBE_STATE_NODE_LABELS)}]",
+            f"pods=[{','.join(KUBE_STATE_POD_LABELS)}]"]},
         "grafana": {
             "fullnameOverride": names.GRAFANA_SERVICE,
             **_system(),

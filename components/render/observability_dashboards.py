@@ -25,12 +25,12 @@ from components.config.spec import DeploymentSpec
 from components.plan.slo import Slo, slo_for
 from components.render import metric_names as m
 from components.render import observability_scaling as scaling
+from components.render.observability_faults import kube_label
 from components.render.observability_rules import (
     PHASE_INFO,
     POD_PHASE_INFO,
     WINDOW,
     guarded_quantile,
-    kube_label,
     phased,
 )
 from components.render.serve_config import APP_NAME

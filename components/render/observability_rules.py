@@ -29,13 +29,21 @@ is new within the window (`x unless x offset 5m`).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from components.config import defaults
 from components.config.spec import DeploymentSpec
 from components.plan.slo import slo_for
 from components.render import metric_names as m
+from components.render.observability_faults import (
+    HEAD_WINDOW,
+    KUBE_STATE_POD_LABELS,
+    REPLICA_WINDOW,
+    gpu_node_not_ready_expr,
+    head_restarted_expr,
+    replica_failed_expr,
+    system_node_not_ready_expr,
+)
 from components.render.observability_scaling import PINNED_FOR, pinned_at_max_expr
 from components.render.serve_config import APP_NAME, serve_deployment_name
 
@@ -57,8 +65,9 @@ WINDOW = "5m"
 # chat, then none; tests/real/ray/test_verify_on_real_ray.py). Counters stay exported once born,
 # and every engine that served has generated tokens (prefill one per request).
 ENGINE_PRESENCE = m.GENERATION_TOKENS
-# The node labels kube-state-metrics must export in kube_node_labels for the GPU-node alert and the
-# dashboard's per-type node panel (its --metric-labels-allowlist=nodes=[...]).
+# The node labels kube-state-metrics must export in kube_node_labels for the GPU- and system-node
+# alerts (both roles share the key `role`) and the dashboard's per-type node panel (its
+# --metric-labels-allowlist=nodes=[...]).
 KUBE_STATE_NODE_LABELS = (next(iter(defaults.GPU_ROLE_LABEL)), defaults.INSTANCE_TYPE_LABEL)
 # How long a Ray pod may be unschedulable before it counts as waiting for a node that is not coming:
 # a new GPU node launches, boots, joins and gets its device plugins in a few minutes
@@ -74,11 +83,6 @@ def phased(metric: str) -> str:
 
 def ttft_p95() -> str:
     return f"phase:raypd_ttft_seconds:p95_{WINDOW}"
-
-
-def kube_label(key: str) -> str:
-    """A node label as kube-state-metrics exports it in kube_node_labels (allow-listed labels)."""
-    return "label_" + re.sub(r"[^A-Za-z0-9_]", "_", key)
 
 
 def _replica_phases(spec: DeploymentSpec, by: str) -> list[str]:
@@ -190,9 +194,6 @@ def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
     slo = slo_for(spec)
     decodes = f'{m.PHASE_LABEL}=~"decode|colocated"'
     by_engine = f"{m.PHASE_LABEL}, {m.SERVE_DEPLOYMENT_LABEL}, {m.REPLICA_ID_LABEL}"
-    gpu_role_key, gpu_role_value = next(iter(defaults.GPU_ROLE_LABEL.items()))
-    ready = f'{m.KUBE_NODE_CONDITION}{{condition="Ready",status="true"}}'
-    gpu_nodes = f'{m.KUBE_NODE_LABELS}{{{kube_label(gpu_role_key)}="{gpu_role_value}"}}'
     return [
         _alert("RaypdNixlTransferFailed", _new_or_increased(phased(m.NIXL_FAILED_TRANSFERS), ""),
                "", "critical",
@@ -205,10 +206,13 @@ def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
                "alert-nixl-transfers-failed"),
         _alert("RaypdKvExpired", _new_or_increased(phased(m.NIXL_KV_EXPIRED), ""), "", "warning",
                "Prefill freed KV cache that decode never read ({{ $labels.deployment }})",
-               "A prefill engine held a request's KV blocks past VLLM_NIXL_ABORT_REQUEST_TIMEOUT "
-               "and freed them without decode reading them: decode was too slow to pick the "
-               "request up (queueing, a full KV cache) or the request was lost between the two. "
-               "The prefill work was wasted. Look at decode's waiting requests and KV cache usage.",
+               "A prefill engine freed a request's KV blocks when their NIXL lease ran out "
+               "(raypd:kvTransfer.leaseSeconds) before every decode worker had read them: "
+               "decode was too slow to pick the request up (queueing, a full KV cache), its "
+               "decode died, or the request was lost between the two. The prefill work was "
+               "wasted, and a decode that reads after the expiry answers 200 with wrong text "
+               "(docs/resilience.md): no metric shows that. Look at decode's waiting requests "
+               "and KV cache usage; raise leaseSeconds if decode queues for that long.",
                "alert-kv-expired"),
         _alert("RaypdDecodeKvCacheFull",
                f"max by ({m.PHASE_LABEL}, {m.SERVE_DEPLOYMENT_LABEL}, {m.REPLICA_ID_LABEL}) "
@@ -244,7 +248,7 @@ def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
                "with fewer engines. Check the RayService and the replica's logs.",
                "alert-engine-stopped-reporting"),
         _alert("RaypdGpuNodeNotReady",
-               f"({ready} == 0) * on(node) group_left() {gpu_nodes}", "5m", "critical",
+               gpu_node_not_ready_expr(), "5m", "critical",
                "GPU node {{ $labels.node }} is not Ready",
                "A GPU node of the deployment is not Ready: the replicas on it are gone or will "
                "be, and prefill or decode runs short until it returns or is replaced. Check the "
@@ -264,6 +268,43 @@ def alert_rules(spec: DeploymentSpec) -> list[dict[str, Any]]:
                "TriggeredScaleUp); so does the kube-system/cluster-autoscaler-status ConfigMap.",
                "alert-pods-pending-for-nodes"),
         *_pinned_at_max(spec),
+        *_fault_alerts(spec),
+    ]
+
+
+def _fault_alerts(spec: DeploymentSpec) -> list[dict[str, Any]]:
+    """The faults of docs/resilience.md the alerts above do not already name (expressions and
+    what each can and cannot tell apart: components/render/observability_faults.py)."""
+    return [
+        _alert("RaypdReplicaHealthCheckFailed", replica_failed_expr(spec), "", "warning",
+               "A {{ $labels.phase }} replica failed its health check ({{ $labels.replica }})",
+               "Ray Serve's controller counted a failed health check of a replica of "
+               "{{ $labels.deployment }} in the last " + REPLICA_WINDOW + ": its actor was "
+               "dead (the replica's pod, node or engine process was lost; Serve starts a "
+               "replacement at once) or the check raised or went unanswered for 10 s (three in "
+               "a row and Serve replaces it). Requests in flight on a dead replica failed, and "
+               "nothing retried a started stream. A first start, a scale-up or a planned roll "
+               "fails no check and does not fire this.",
+               "alert-replica-health-check-failed"),
+        _alert("RaypdHeadRestarted", head_restarted_expr(spec), "", "critical",
+               "Ray head pod {{ $labels.pod }} restarted",
+               "The Ray head of the deployment restarted in the last " + HEAD_WINDOW + ": its "
+               "ray-head container restarted, or KubeRay made a new head pod for the same Ray "
+               "cluster (the old one was deleted, evicted or lost with its node). With GCS fault "
+               "tolerance serving goes on, but no replica is replaced until the head is back; "
+               "without it every engine restarts. A head that keeps restarting with GCS fault "
+               "tolerance on is the sign of a lost Redis: the GCS exits when Redis does not "
+               "answer. Needs kube-state-metrics with "
+               f"--metric-labels-allowlist=pods=[{','.join(KUBE_STATE_POD_LABELS)}].",
+               "alert-head-restarted"),
+        _alert("RaypdSystemNodeNotReady", system_node_not_ready_expr(), "5m", "critical",
+               "System node {{ $labels.node }} is not Ready",
+               "A system node (the Ray head, the KubeRay operator, the endpoint's Envoy proxy, "
+               "Prometheus and Alertmanager run there) has not been Ready for 5 minutes: what "
+               "ran on it moves to another system node, the endpoint is down until its proxy "
+               "runs elsewhere, and the head restarts. Check the node's conditions and the "
+               "system node group.",
+               "alert-system-node-not-ready"),
     ]
 
 

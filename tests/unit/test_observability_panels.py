@@ -33,8 +33,9 @@ def test_the_alerts_each_say_what_it_means_and_link_an_existing_runbook(autoscal
     scaling = {"raypd:decode": {"autoscaling": {"minReplicas": 1, "maxReplicas": 2, "targetOngoingRequests": 8}}}
     spec = DeploymentSpec.from_config(scaling if autoscaled else {}, "dev")
     alerts = [rule for rule in _rules(spec) if "alert" in rule]
-    # issue 30: RaypdPodsPendingForNodes; RaypdPhaseAtMaxReplicas only where a phase autoscales
-    assert len(alerts) == (9 if autoscaled else 8)
+    # issue 30: RaypdPodsPendingForNodes; RaypdPhaseAtMaxReplicas only where a phase autoscales;
+    # issue 31: RaypdReplicaHealthCheckFailed, RaypdHeadRestarted, RaypdSystemNodeNotReady
+    assert len(alerts) == (12 if autoscaled else 11)
     anchors = set(re.findall(r'<a id="([^"]+)"></a>', (DOCS / "troubleshooting.md").read_text()))
     for alert in alerts:
         notes = alert["annotations"]

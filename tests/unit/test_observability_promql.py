@@ -36,10 +36,12 @@ from tests.unit import prom_captures as cap
 # Metrics no capture holds (DCGM and kube-state-metrics do not run on this machine): their queries
 # must parse, need not answer. Every other query must answer on the real captures.
 NOT_CAPTURED = (m.DCGM_GPU_ACTIVE, m.KUBE_POD_PHASE, m.KUBE_NODE_LABELS, m.KUBE_NODE_CONDITION,
-                m.KUBE_POD_UNSCHEDULABLE, m.SERVE_TARGET_REPLICAS, m.SERVE_QUEUED_QUERIES)
+                m.KUBE_POD_UNSCHEDULABLE, m.SERVE_TARGET_REPLICAS, m.SERVE_QUEUED_QUERIES,
+                m.SERVE_HEALTH_CHECK_FAILURES, m.KUBE_POD_RESTARTS, m.KUBE_POD_LABELS)
 ALERTS = ("RaypdNixlTransferFailed", "RaypdKvExpired", "RaypdDecodeKvCacheFull",
           "RaypdDecodeRequestsWaiting", "RaypdTtftAboveSlo", "RaypdEngineStoppedReporting",
-          "RaypdGpuNodeNotReady", "RaypdPodsPendingForNodes")
+          "RaypdGpuNodeNotReady", "RaypdPodsPendingForNodes", "RaypdReplicaHealthCheckFailed",
+          "RaypdHeadRestarted", "RaypdSystemNodeNotReady")
 
 
 def _spec() -> Any:

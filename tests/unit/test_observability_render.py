@@ -310,13 +310,23 @@ def test_the_defaults_are_the_documented_ones_and_leave_no_config_key():
     assert spec_of(OFF).public_config()["raypd:observability"]["enabled"] is False
 
 
-def test_kube_state_metrics_exports_every_node_label_the_rules_and_panels_join_on():
+def test_kube_state_metrics_exports_every_node_and_pod_label_the_rules_and_panels_join_on():
+    """kube_node_labels and kube_pod_labels carry only allow-listed labels (and kube_pod_labels
+    nothing at all without a pods= entry): every label_* the rules and panels read on either must
+    be in the list of its kind."""
     from components.render.observability_dashboards import dashboards
 
     spec = spec_of({})
-    (allowlist,) = kube_prometheus_stack_values(spec)["kube-state-metrics"]["metricLabelsAllowlist"]
-    exported = set(allowlist.removeprefix("nodes=[").removesuffix("]").split(","))
+    allowlist = kube_prometheus_stack_values(spec)["kube-state-metrics"]["metricLabelsAllowlist"]
+    exported = {entry.split("=", 1)[0]: {"label_" + re.sub(r"[^a-z0-9]", "_", label)
+                                         for label in entry.split("=", 1)[1].strip("[]").split(",")}
+                for entry in allowlist}
+    assert set(exported) == {"nodes", "pods"}
     # kube-state-metrics turns label role into label_role, raypd.io/phase into label_raypd_io_phase.
     promql = json.dumps([prometheus_rule_groups(spec), dashboards(spec)])
-    used = set(re.findall(r"label_[a-z0-9_]+", promql)) - {"label_replace"}
-    assert used and used <= {"label_" + re.sub(r"[^a-z0-9]", "_", label) for label in exported}
+    for kind, metric in (("nodes", "kube_node_labels"), ("pods", "kube_pod_labels")):
+        used = {label for selector in re.findall(metric + r"\{([^}]*)\}", promql)
+                for label in re.findall(r"(label_[a-z0-9_]+)=", selector)}
+        used |= {label for group in re.findall(r"by \(([^)]*)\) \(" + metric, promql)
+                 for label in re.findall(r"label_[a-z0-9_]+", group)}
+        assert used and used <= exported[kind], (kind, used, exported[kind])
