@@ -144,6 +144,8 @@ def values_from_config(name: str, config: Mapping[str, Any]) -> dict[str, str]:
             values[field.key] = "on" if value else ""
         elif field.kind == "list":
             values[field.key] = ", ".join(str(item) for item in value) if isinstance(value, list) else str(value)
+        elif isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+            values[field.key] = str(int(value))  # a target of 8 reads "8", as typed, not "8.0"
         else:
             values[field.key] = str(value)
     return values

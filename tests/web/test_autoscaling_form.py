@@ -2,7 +2,8 @@
 "Autoscaling" group, three levels deep (`raypd:decode.autoscaling.minReplicas`). Empty = no block on
 a new deployment; on the change form, emptying a phase's group turns its autoscaling off (a null in
 the merge patch), and filling any field sends the whole block, cleared keys as null. The preview of a
-new bound says "in place"; turning the block on or off says the engines restart."""
+new bound says "in place"; so does turning one phase's block on or off while another phase
+autoscales; turning off the last one says a new Ray cluster starts (components.changes.rayservice)."""
 
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def test_a_new_deployment_form_with_empty_groups_has_no_block_and_a_filled_group
 def test_the_change_form_is_filled_with_the_deployed_block():
     values = forms.values_from_config("s", DeploymentSpec.from_config(SCALED, "s").public_config())
     assert {key: values[f"raypd:decode.autoscaling.{key}"] for key in KEYS} == {
-        "minReplicas": "1", "maxReplicas": "4", "targetOngoingRequests": "8.0", "upscaleDelaySeconds": "30.0",
-        "downscaleDelaySeconds": "1200.0"}
+        "minReplicas": "1", "maxReplicas": "4", "targetOngoingRequests": "8", "upscaleDelaySeconds": "30",
+        "downscaleDelaySeconds": "1200"}
     assert values["raypd:prefill.autoscaling.maxReplicas"] == ""  # a fixed count: the group is empty
 
 
@@ -155,7 +156,7 @@ def _said(preview: dict[str, Any]) -> str:
 
 
 @pytest.mark.slow
-def test_create_with_autoscaling_then_a_bound_is_in_place_turning_on_and_off_restarts_engines(app):
+def test_create_with_autoscaling_change_a_bound_turn_phases_on_and_off(app):
     browser = app.test_client()
     login(browser)
     page = text_of(browser.get("/deployments/new"))
@@ -178,17 +179,25 @@ def test_create_with_autoscaling_then_a_bound_is_in_place_turning_on_and_off_res
     shown = text_of(browser.get(f"/deployments/scaled?job={preview['id']}"))
     assert "raypd:decode.autoscaling.maxReplicas" in shown and "in place, no engine restarts" in shown
 
-    # Prefill's group filled: its autoscaling turns on, which Serve counts in the code version.
+    # Prefill's group filled while decode autoscales: only its autoscaling_config changes.
     on = _save_change(browser, "scaled", _typed("prefill", {"minReplicas": "1", "maxReplicas": "2",
                                                             "targetOngoingRequests": "4"}))
     spec = browser.get("/api/v1/deployments/scaled", headers=AUTH).get_json()["spec"]
     assert spec["raypd:prefill"]["autoscaling"] == {"minReplicas": 1, "maxReplicas": 2, "targetOngoingRequests": 4.0}
-    assert on["summary"]["assessment"]["kind"] == "engines restart"
-    assert "autoscaling is turned on for prefill" in _said(on)
+    assert on["summary"]["assessment"]["kind"] == "in place"
+    assert "prefill: autoscaling turned on (1..2 replicas, target 4 ongoing requests each" in _said(on)
 
-    # Decode's group emptied: autoscaling: null, off; the engines restart again.
+    # Decode's group emptied: autoscaling: null, off (prefill still autoscales: in place).
     off = _save_change(browser, "scaled", {f"raypd:decode.autoscaling.{key}": "" for key in KEYS})
     spec = browser.get("/api/v1/deployments/scaled", headers=AUTH).get_json()["spec"]
     assert "autoscaling" not in spec["raypd:decode"] and spec["raypd:prefill"]["autoscaling"]["maxReplicas"] == 2
-    assert off["summary"]["assessment"]["kind"] == "engines restart"
-    assert "autoscaling is turned off for decode" in _said(off)
+    assert off["summary"]["assessment"]["kind"] == "in place"
+    assert "decode: autoscaling turned off, a fixed count of 1: in place, no engine restarts" in _said(off)
+
+    # Prefill's emptied too: no phase autoscales, the workers lose the node autoscaler's annotation,
+    # so a new Ray cluster (every engine reloads) against the deployed stack, where decode autoscaled.
+    fixed = _save_change(browser, "scaled", {f"raypd:prefill.autoscaling.{key}": "" for key in KEYS})
+    spec = browser.get("/api/v1/deployments/scaled", headers=AUTH).get_json()["spec"]
+    assert "autoscaling" not in spec["raypd:decode"] and "autoscaling" not in spec["raypd:prefill"]
+    assert fixed["summary"]["assessment"]["kind"] == "new Ray cluster"
+    assert "autoscaling is turned off for decode" in _said(fixed) and "every engine loads the model" in _said(fixed)
