@@ -8,7 +8,10 @@ replica before starting its successor (`DeploymentState._stop_or_update_outdated
 with no spare GPU each engine is down for a model load; only the per-deployment replica counts
 and autoscaling settings change without a restart (components.render.serve_autoscaling cites
 Serve's update types), except that Serve counts each deployment's autoscaling policy in the code
-version: turning a phase's autoscaling on or off rebuilds the application like new args do.
+version: turning a stack's autoscaling on or off (its first phase on, its last one off) is a new
+Ray cluster here anyway (the workers' do-not-evict annotation). One more phase turned on or off
+while another autoscales changes neither: a fixed phase of such a disaggregated app is rendered
+pinned (components.render.serve_autoscaling.pinned_config), so only its autoscaling_config changes.
 """
 
 from __future__ import annotations
