@@ -2,9 +2,10 @@
 
 Field names ARE the config keys (`raypd:prefill.tensorParallelSize`), so an error from
 `DeploymentSpec.from_config` lands next to the field it names without a mapping table. The fields
-are derived from the spec itself (its keys, types, defaults and choices; `PRESENTATION` only adds the
-words and sections) and instance-type choices come from the catalogue: the form cannot disagree with
-the spec.
+are derived from the spec itself (its keys, types, defaults and choices; webui.form_words only adds
+the words, sections and groups) and instance-type choices come from the catalogue: the form cannot
+disagree with the spec. A key may be three levels deep: a phase's autoscaling block
+(`raypd:decode.autoscaling.minReplicas`), whose fields form a group that is all or nothing.
 Pure functions; the HF token field is never filled back in (it is a password field).
 """
 
@@ -17,9 +18,10 @@ from typing import Any, Literal, Mapping, Optional, Union, get_args, get_origin
 from pydantic import BaseModel, SecretStr
 from pydantic.alias_generators import to_camel
 
-from components.config import catalogue, defaults
+from components.config import defaults
 from components.config.errors import FieldError
-from components.config.spec import HF_TOKEN_KEY, NAMESPACE, REGION_KEY, VLLM_DTYPES, DeploymentSpec
+from components.config.spec import HF_TOKEN_KEY, NAMESPACE, REGION_KEY, DeploymentSpec
+from webui.form_words import PRESENTATION
 
 NAME_FIELD = "name"
 TOKEN_FIELD = HF_TOKEN_KEY
@@ -37,10 +39,16 @@ class Field:
     section: str = "general"
     mode: Optional[str] = None  # only submitted in this mode
     wide: bool = False  # takes two grid columns (long choice labels)
+    group: str = ""  # drawn in a fieldset of its own inside the section (form_words.GROUPS)
 
     @property
     def dom_id(self) -> str:
         return "f-" + self.key.replace(":", "-").replace(".", "-")
+
+    @property
+    def block(self) -> str:
+        """The key of the object a grouped field belongs to (`raypd:decode.autoscaling`), else ""."""
+        return self.key.rpartition(".")[0] if self.group else ""
 
     def default_text(self) -> str:
         if self.kind == "bool":
@@ -48,130 +56,6 @@ class Field:
         return "" if self.default is None else str(self.default)
 
 
-def _gpu_choices() -> tuple[tuple[str, str], ...]:
-    choices = []
-    for item in catalogue.gpu_instance_types():
-        efa = f", {item.max_efa_interfaces} EFA" if item.efa_supported else ", no EFA"
-        price = (f", ${item.usd_per_hour:.2f}/h in {catalogue.PRICE_REGION}" if item.usd_per_hour is not None
-                 else "")
-        choices.append((item.name, f"{item.name} ({item.gpus}× {item.gpu_model}{efa}{price})"))
-    return tuple(choices)
-
-
-def _cpu_choices() -> tuple[tuple[str, str], ...]:
-    return tuple((t.name, f"{t.name} ({t.vcpus} vCPU, {t.memory_gib} GiB)")
-                 for t in catalogue.CATALOGUE.values() if t.gpus == 0)
-
-
-# How each Contract 1 key looks on the page: the words, the section, choices the type alone does not
-# give. Everything else (which keys exist, their types, defaults and Literal choices, which are
-# optional) is read from DeploymentSpec, so the form cannot drift from the spec: a key the spec
-# gains without an entry here fails at import.
-_PHASE_WORDS: dict[str, dict[str, Any]] = {
-    "instanceType": dict(label="Instance type", choices=_gpu_choices, wide=True,
-                         help="GPU type for this phase's nodes (GPUs, EFA, on-demand price)"),
-    "replicas": dict(label="Replicas", help="vLLM engines for this phase"),
-    "tensorParallelSize": dict(label="Tensor parallel size", help="GPUs per replica split by tensor parallelism"),
-    "pipelineParallelSize": dict(label="Pipeline parallel size", help="TP × PP must fit on one node"),
-}
-PRESENTATION: dict[str, dict[str, Any]] = {
-    "aws:region": dict(label="AWS region"),
-    "raypd:clusterName": dict(label="EKS cluster name", help="default raypd-<name>"),
-    "raypd:kubernetesVersion": dict(label="Kubernetes version"),
-    "raypd:availabilityZone": dict(
-        label="GPU availability zone",
-        help="default: the first zone offering every GPU type (EFA cannot cross zones)"),
-    "raypd:systemNodes.instanceType": dict(label="System node type", section="system", choices=_cpu_choices),
-    "raypd:systemNodes.count": dict(label="System nodes", section="system"),
-    "raypd:mode": dict(label="Mode", section="serving",
-                       help="disaggregated splits prefill and decode; colocated is the baseline"),
-    "raypd:model.id": dict(label="Served model name", section="model"),
-    "raypd:model.source": dict(label="Model source", section="model",
-                               help="Hugging Face repo id (org/name) or s3:// URI"),
-    "raypd:model.maxModelLen": dict(label="Max model length", section="model"),
-    "raypd:model.dtype": dict(label="dtype", section="model",
-                              choices=lambda: tuple((d, d) for d in VLLM_DTYPES)),
-    "raypd:model.gpuMemoryUtilization": dict(label="GPU memory utilization", section="model",
-                                             help="0 < value ≤ 0.98"),
-    "raypd:model.enforceEager": dict(label="Enforce eager (no CUDA graphs)", section="model"),
-    **{f"raypd:{phase}.{key}": dict(words, section=phase)
-       for phase in ("prefill", "decode", "colocated") for key, words in _PHASE_WORDS.items()},
-    "raypd:upgradeStrategy": dict(label="Rollout of disruptive changes", section="serving", wide=True,
-                                  choices=lambda: (
-        ("inPlace", "in place: about one model load of downtime, no extra nodes"),
-        ("newCluster", "zero downtime: a second Ray cluster on extra GPU nodes during the switch"))),
-    "raypd:kvTransfer.connector": dict(label="KV connector", section="kv"),
-    "raypd:kvTransfer.backend": dict(label="KV transfer backend", section="kv", choices=lambda: (
-        ("LIBFABRIC", "LIBFABRIC (EFA)"), ("UCX", "UCX (TCP speed on EFA)"))),
-    # issue 31 (components.config.serving_spec.KvTransferSpec, docs/resilience.md).
-    "raypd:kvTransfer.loadFailurePolicy": dict(label="On a failed KV load", section="kv", wide=True, choices=lambda: (
-        ("fail", "fail: the request gets an error (seen by clients and alerts)"),
-        ("recompute", "recompute: decode redoes the prefill, answers 200 (hides the failure)"))),
-    "raypd:kvTransfer.leaseSeconds": dict(label="KV lease (seconds)", section="kv",
-                                          help="how long prefill keeps a request's KV blocks for decode; "
-                                               "6-3600, default 300"),
-    "raypd:image": dict(label="Container image", section="cluster",
-                        help="default: the Ray LLM Deep Learning Container of the region"),
-    "raypd:rayVersion": dict(label="Ray version", section="cluster"),
-    "raypd:kuberayVersion": dict(label="KubeRay version", section="cluster"),
-    "raypd:namespace": dict(label="Namespace", section="cluster"),
-    "raypd:serviceName": dict(label="RayService name", section="cluster"),
-    "raypd:hfToken": dict(label="Hugging Face token", section="cluster",
-                          help="for gated models; stored only as an encrypted Pulumi secret, never shown again"),
-    "raypd:apiAccessCidrs": dict(label="Kubernetes API access (CIDRs)", section="cluster", wide=True,
-                                 help="comma-separated IPv4 CIDRs that may reach the cluster's public "
-                                      "API endpoint: where Deploy, the web app and kubectl run; empty: "
-                                      "every address (0.0.0.0/0), with a warning"),
-    # raypd:endpoint (issue 17; components.config.endpoint_spec, docs/endpoint.md).
-    "raypd:endpoint.scope": dict(label="Endpoint reachable from", section="endpoint", choices=lambda: (
-        ("vpc", "vpc: an internal load balancer, the VPC (and peered networks) only"),
-        ("internet", "internet: an internet-facing load balancer, TLS (needs a certificate)"),
-        ("cluster", "cluster: pods in the cluster only, no load balancer"))),
-    "raypd:endpoint.auth": dict(label="Endpoint authentication", section="endpoint", choices=lambda: (
-        ("apiKey", "API keys (Authorization: Bearer <key>)"),
-        ("none", "none (cluster or vpc only; anyone who can reach it may use it)"))),
-    "raypd:endpoint.certificateArn": dict(label="TLS certificate (ACM ARN)", section="endpoint", wide=True,
-                                          help="required for internet; optional for vpc (HTTPS)"),
-    "raypd:endpoint.allowedCidrs": dict(label="Endpoint allowed CIDRs", section="endpoint", wide=True,
-                                        help="comma-separated IPv4 CIDRs that may connect; empty: the "
-                                             "VPC's range (vpc) or every address (internet)"),
-    "raypd:endpoint.host": dict(label="Endpoint host name", section="endpoint",
-                                help="optional: the DNS name you point at the load balancer"),
-    "raypd:adminRoleArns": dict(label="Admin IAM roles", section="cluster", wide=True,
-                                help="comma-separated IAM role ARNs that get cluster-admin (EKS access "
-                                     "entries): CI's, teammates'; not the role that deploys (it is admin "
-                                     "already, and listing it fails the first Deploy)"),
-    # raypd:observability (issue 18; components.config.observability_spec, docs/observability.md).
-    "raypd:observability.enabled": dict(label="Metrics stack", section="observability",
-                                        help="Prometheus, Grafana, dcgm-exporter and the PodMonitors"),
-    "raypd:observability.prometheusStorageSize": dict(label="Prometheus volume", section="observability",
-                                                      help="e.g. 50Gi"),
-    "raypd:observability.prometheusRetention": dict(label="Prometheus retention", section="observability",
-                                                    help="e.g. 15d"),
-    "raypd:observability.grafanaStorageSize": dict(label="Grafana volume", section="observability",
-                                                   help="e.g. 10Gi"),
-    # raypd:faultTolerance (issue 31; components.config.fault_tolerance_spec, docs/resilience.md).
-    "raypd:faultTolerance.gcs": dict(label="Head fault tolerance (GCS)", section="faultTolerance", wide=True,
-                                     choices=lambda: (
-        ("", "default: ElastiCache when disaggregated, off when colocated"),
-        ("elasticache", "elasticache: a managed Valkey in the VPC (TLS, auth token)"),
-        ("external", "external: your Redis (address and password Secret below)"),
-        ("off", "off: a head restart restarts every engine"))),
-    "raypd:faultTolerance.cacheNodeType": dict(label="ElastiCache node type", section="faultTolerance",
-                                               help="gcs elasticache only; e.g. cache.t4g.small"),
-    "raypd:faultTolerance.redisAddress": dict(label="Redis address", section="faultTolerance", wide=True,
-                                              help="gcs external only: rediss://host:port"),
-    "raypd:faultTolerance.redisPasswordSecret": dict(
-        label="Redis password Secret", section="faultTolerance",
-        help="gcs external only: <Secret name>/<key> in the deployment's namespace"),
-    "raypd:inClusterClients": dict(label="In-cluster client namespaces", section="cluster", wide=True,
-                                   help="comma-separated namespaces whose pods may call the Serve port "
-                                        "directly, without the gateway or an API key; empty: none"),
-}
-# Keys the form leaves to the stack file and the JSON API for now: a phase's autoscaling block (issue
-# 30 §1; its fields on this form are issue 30 §3). A "Change settings" PATCH sends each phase as an
-# object, which merges into the stored one, so a block set elsewhere is kept.
-NOT_ON_THE_FORM = frozenset(f"raypd:{phase}.autoscaling" for phase in ("prefill", "decode", "colocated"))
 # Sections that belong to one mode (the page hides the other mode's sections).
 _MODE_OF_SECTION = {"prefill": "disaggregated", "decode": "disaggregated", "kv": "disaggregated",
                     "colocated": "colocated"}
@@ -191,30 +75,37 @@ def _kind(annotation: Any) -> tuple[str, bool, tuple[tuple[str, str], ...]]:
     return kinds.get(annotation, "text"), optional or annotation is SecretStr, ()
 
 
+def _model_of(annotation: Any) -> Optional[type[BaseModel]]:
+    """The spec model a field holds, also behind Optional (a phase's autoscaling block), or None."""
+    if get_origin(annotation) is Union:
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = members[0] if len(members) == 1 else None
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _keys_under(key: str, annotation: Any, value: Any) -> list[tuple[str, Any, Any]]:
+    """(key, type, reference default) of `key` itself, or of every key inside it when it is an
+    object; a block the reference leaves out (None) has no defaults inside."""
+    model = _model_of(annotation)
+    if model is None:
+        return [(key, annotation, value)]
+    return [item for sub, info in model.model_fields.items()
+            for item in _keys_under(f"{key}.{to_camel(sub)}", info.annotation,
+                                    None if value is None else getattr(value, sub))]
+
+
 def _spec_keys() -> list[tuple[str, Any, Any]]:
     """(Contract 1 key, field type, reference default) for every key, in the spec's order."""
     reference = DeploymentSpec.from_config({}, "dev")
-    keys: list[tuple[str, Any, Any]] = []
-    for name, info in DeploymentSpec.model_fields.items():
-        if name == "stack":
-            continue
-        key = REGION_KEY if name == "region" else f"{NAMESPACE}:{to_camel(name)}"
-        value = getattr(reference, name)
-        nested = info.annotation if isinstance(info.annotation, type) else None
-        if nested is not None and issubclass(nested, BaseModel):
-            for sub, sub_info in nested.model_fields.items():
-                keys.append((f"{key}.{to_camel(sub)}", sub_info.annotation, getattr(value, sub)))
-        else:
-            keys.append((key, info.annotation, value))
-    return keys
+    return [item for name, info in DeploymentSpec.model_fields.items() if name != "stack"
+            for item in _keys_under(REGION_KEY if name == "region" else f"{NAMESPACE}:{to_camel(name)}",
+                                    info.annotation, getattr(reference, name))]
 
 
 def form_fields() -> list[Field]:
     fields = [Field(NAME_FIELD, "Deployment name", "text", "", help=(
         "the Pulumi stack name: lower-case letters, digits and '-', at most 40 characters"))]
     for key, annotation, default in _spec_keys():
-        if key in NOT_ON_THE_FORM:
-            continue
         words = dict(PRESENTATION[key])  # KeyError: a new spec key needs its words here
         kind, optional, choices = _kind(annotation)
         made = words.pop("choices", None)
@@ -233,20 +124,6 @@ FIELDS: tuple[Field, ...] = tuple(form_fields())
 FIELDS_BY_KEY = {field.key: field for field in FIELDS}
 # A section belongs to a mode when its fields do (the page hides the other mode's sections).
 SECTION_MODES = {field.section: field.mode for field in FIELDS if field.mode is not None}
-SECTIONS = (
-    ("general", "Deployment"),
-    ("system", "System nodes"),
-    ("serving", "Serving mode"),
-    ("model", "Model"),
-    ("prefill", "Prefill"),
-    ("decode", "Decode"),
-    ("colocated", "Colocated baseline"),
-    ("kv", "KV transfer"),
-    ("cluster", "Cluster and image"),
-    ("endpoint", "Endpoint"),
-    ("observability", "Observability"),
-    ("faultTolerance", "Head fault tolerance"),
-)
 
 
 def default_values() -> dict[str, str]:
@@ -260,16 +137,15 @@ def values_from_config(name: str, config: Mapping[str, Any]) -> dict[str, str]:
     for field in FIELDS:
         if field.key == NAME_FIELD or field.kind == "password":
             continue
-        top, _, sub = field.key.partition(".")
-        value = config.get(top)
-        if sub:
-            value = value.get(sub) if isinstance(value, Mapping) else None
+        value = _lookup(config, field.key)
         if value is None:
             continue
         if field.kind == "bool":
             values[field.key] = "on" if value else ""
         elif field.kind == "list":
             values[field.key] = ", ".join(str(item) for item in value) if isinstance(value, list) else str(value)
+        elif isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+            values[field.key] = str(int(value))  # a target of 8 reads "8", as typed, not "8.0"
         else:
             values[field.key] = str(value)
     return values
@@ -279,20 +155,48 @@ def form_to_patch(form: Mapping[str, str]) -> tuple[dict[str, Any], list[FieldEr
     """The change form -> a PATCH body's config, applied as the API's PATCH is (a JSON Merge Patch,
     webui.merge_patch): every shown key; an optional field left empty resets its key (None), a
     nested one too, since a merge keeps a sub-key the patch leaves out; an empty token field keeps
-    the token the stack has. Keys of the other mode's sections are left out, so they keep their values."""
+    the token the stack has. Keys of the other mode's sections are left out, so they keep their values.
+    A group left all empty turns its block off (`autoscaling: null`): an object of nulls instead
+    would merge into an empty block, which is still on (and which the spec refuses)."""
     _, config, errors = form_to_config(form)
     mode = _form_mode(form)
-    for field in FIELDS:
-        if not field.optional or field.kind == "password" or field.key == NAME_FIELD:
-            continue
-        if field.mode is not None and field.mode != mode:
-            continue
-        top, _, sub = field.key.partition(".")
-        if not sub:
-            config.setdefault(top, None)
-        elif isinstance(config.setdefault(top, {}), dict):
-            config[top].setdefault(sub, None)
+    shown = [field for field in FIELDS if field.key != NAME_FIELD and field.kind != "password"
+             and field.mode in (None, mode)]
+    for block in sorted({field.block for field in shown if field.block}):
+        if _lookup(config, block) is None:
+            _put(config, block, None)
+    for field in shown:
+        if field.optional:
+            _null_unless_given(config, field.key)
     return config, errors
+
+
+def _lookup(config: Mapping[str, Any], key: str) -> Any:
+    """The value at a dotted Contract 1 key (`raypd:decode.autoscaling.minReplicas`), None if absent."""
+    value: Any = config
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def _put(config: dict[str, Any], key: str, value: Any) -> None:
+    """Set a dotted key, making the objects above it."""
+    *parents, leaf = key.split(".")
+    node = config
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+
+
+def _null_unless_given(config: dict[str, Any], key: str) -> None:
+    """A null (reset) for a key the form left empty; nothing under an object that is reset whole."""
+    *parents, leaf = key.split(".")
+    node = config
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            return
+    node.setdefault(leaf, None)
 
 
 def form_values(form: Mapping[str, str]) -> dict[str, str]:
@@ -374,11 +278,7 @@ def form_to_config(form: Mapping[str, str]) -> tuple[str, dict[str, Any], list[F
             except ValueError as exc:
                 errors.append(FieldError(field.key, str(exc)))
                 continue
-        top, _, sub = field.key.partition(".")
-        if sub:
-            config.setdefault(top, {})[sub] = value
-        else:
-            config[top] = value
+        _put(config, field.key, value)
     return name, config, errors
 
 

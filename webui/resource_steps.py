@@ -117,14 +117,15 @@ SCALING_KEYS = ("scalingConfig",)
 
 # ---- settings ----
 
-def _flatten(config: Mapping[str, Any]) -> dict[str, Any]:
+def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Every leaf setting under its dotted key, at any depth: a phase's autoscaling block reads
+    `raypd:decode.autoscaling.maxReplicas`, as its field on the change form is named."""
     flat: dict[str, Any] = {}
     for key, value in config.items():
         if isinstance(value, Mapping):
-            for inner, item in value.items():
-                flat[f"{key}.{inner}"] = item
+            flat.update(_flatten(value, f"{prefix}{key}."))
         else:
-            flat[key] = value
+            flat[f"{prefix}{key}"] = value
     return flat
 
 

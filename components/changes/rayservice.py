@@ -8,7 +8,10 @@ replica before starting its successor (`DeploymentState._stop_or_update_outdated
 with no spare GPU each engine is down for a model load; only the per-deployment replica counts
 and autoscaling settings change without a restart (components.render.serve_autoscaling cites
 Serve's update types), except that Serve counts each deployment's autoscaling policy in the code
-version: turning a phase's autoscaling on or off rebuilds the application like new args do.
+version: turning a stack's autoscaling on or off (its first phase on, its last one off) is a new
+Ray cluster here anyway (the workers' do-not-evict annotation). One more phase turned on or off
+while another autoscales changes neither: a fixed phase of such a disaggregated app is rendered
+pinned (components.render.serve_autoscaling.pinned_config), so only its autoscaling_config changes.
 """
 
 from __future__ import annotations
@@ -182,6 +185,9 @@ def _autoscaling_effects(old: DeploymentPlan, new: DeploymentPlan) -> list[Effec
     effects = []
     for name, phase in new.phases.items():
         before = old.phases[name] if name in old.phases else None
+        if before is not None and (before.settings.autoscaling is None) != (phase.settings.autoscaling is None):
+            effects.append(_turned_in_place(name, phase))
+            continue
         if before is None or before.settings.autoscaling is None or phase.settings.autoscaling is None:
             continue
         was, now = _autoscaling_words(before), _autoscaling_words(phase)
@@ -198,6 +204,25 @@ def _autoscaling_effects(old: DeploymentPlan, new: DeploymentPlan) -> list[Effec
             "still needs them, so change the block with replicas near the count that runs",
         ))
     return effects
+
+
+def _turned_in_place(name: str, phase: PhasePlan) -> Effect:
+    """A phase's autoscaling turned on or off while another phase of the application autoscales
+    (only then is this reached without a rebuild): the Ray cluster keeps its workers' template and
+    Serve its code version, since raypd renders a fixed phase of an autoscaled application as an
+    autoscaling_config pinned at its count (components.render.serve_autoscaling), so only that
+    NeedsActorReconfigure option changes."""
+    scaling = phase.settings.autoscaling
+    turned = (f"autoscaling turned on ({scaling.minimum}..{scaling.maximum} replicas, target "
+              f"{scaling.target:g} ongoing requests each, starting at {phase.replicas})" if scaling is not None
+              else f"autoscaling turned off, a fixed count of {phase.replicas}")
+    return Effect(
+        f"raypd:{name}.autoscaling", Kind.IN_PLACE,
+        f"{name}: {turned}: in place, no engine restarts: another phase already autoscales, so "
+        "Serve's code version (the application's autoscaling policy) stays and only this "
+        "deployment's autoscaling_config changes (a NeedsActorReconfigure option, "
+        "ray/serve/_private/config.py)",
+    )
 
 
 def _autoscaling_words(phase: PhasePlan) -> dict[str, str]:

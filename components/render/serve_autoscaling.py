@@ -22,7 +22,9 @@ How the override reaches the running deployment (Ray 2.58, read in the wheel's s
 - But the code version (ray/serve/_private/deploy_utils.py `get_app_code_version`) hashes, beside
   import path, runtime_env and args, the `policy` of every override that has an autoscaling_config:
   turning a phase's autoscaling on or off, or changing its policy, is a new code version, which
-  rebuilds the application and restarts every engine (components.changes.rayservice says so).
+  rebuilds the application and restarts every engine (components.changes.rayservice says so);
+  except that a fixed phase of an app under the PD policy is rendered pinned (`pinned_config`), so
+  there one more phase turned on or off changes only its override's autoscaling_config.
 - Serve sets the target count to `initial_replicas` whenever the deployment's config changes
   (ray/serve/_private/autoscaling_state.py `DeploymentAutoscalingState.register`), then the policy
   takes it from there: raypd renders initial_replicas = the phase's `replicas`, its starting count.

@@ -245,6 +245,26 @@ def test_changing_the_block_is_in_place_and_says_serve_resets_to_the_starting_co
     assert effect.downtime_seconds == 0 and result.chosen.downtime_seconds == 0
 
 
+@pytest.mark.parametrize("old,new,turned", [
+    ({"raypd:decode": {"autoscaling": AUTOSCALING}},
+     {"raypd:decode": {"autoscaling": AUTOSCALING}, "raypd:prefill": {"autoscaling": AUTOSCALING}},
+     "prefill: autoscaling turned on (1..4 replicas, target 8 ongoing requests each, starting at 1): "),
+    ({"raypd:decode": {"autoscaling": AUTOSCALING}, "raypd:prefill": {"replicas": 2, "autoscaling": {
+        **AUTOSCALING, "maxReplicas": 2}}},
+     {"raypd:decode": {"autoscaling": AUTOSCALING}, "raypd:prefill": {"replicas": 2}},
+     "prefill: autoscaling turned off, a fixed count of 2: "),
+])
+def test_turning_a_second_phases_autoscaling_on_or_off_is_in_place_and_says_so(old, new, turned):
+    # Another phase still autoscales: the workers keep the do-not-evict annotation (same Ray
+    # cluster) and the application its policy (same code version); a fixed phase of an autoscaled
+    # application is already rendered as a pinned autoscaling_config, which is all that changes.
+    result = assessment(old, new)
+    assert result.kind == Kind.IN_PLACE and not result.disruptive
+    (effect,) = [e for e in result.effects if e.subject == "raypd:prefill.autoscaling"]
+    assert effect.detail.startswith(turned + "in place, no engine restarts")
+    assert "NeedsActorReconfigure" in effect.detail and effect.downtime_seconds == 0
+
+
 def test_a_zero_downtime_stack_turns_autoscaling_on_without_downtime():
     result = assessment({"raypd:upgradeStrategy": "newCluster"},
                         {"raypd:upgradeStrategy": "newCluster", "raypd:decode": {"autoscaling": AUTOSCALING}})

@@ -200,7 +200,7 @@ def form_defaults(page: str) -> dict[str, str]:
     for select in re.findall(r'<select id="[^"]+" name="([^"]+)".*?</select>', page, flags=re.S):
         block = page[page.index(f'name="{select}"'):]
         block = block[: block.index("</select>")]
-        chosen = re.search(r'<option value="([^"]+)" selected', block)
+        chosen = re.search(r'<option value="([^"]*)" selected', block)
         values[html.unescape(select)] = html.unescape(chosen.group(1))
     for name in re.findall(r'<input type="checkbox" id="[^"]+" name="([^"]+)" value="on" checked', page):
         values[html.unescape(name)] = "on"

@@ -173,6 +173,9 @@ def test_the_form_has_one_field_per_contract_1_key_derived_from_the_spec():
         "raypd:observability": {"enabled": False, "prometheusRetention": "30d"},
         "raypd:faultTolerance": {"gcs": "external", "redisAddress": "rediss://r.example:6379",
                                  "redisPasswordSecret": "gcs-redis/password"},
+        **{f"raypd:{phase}": {"replicas": 2, "autoscaling": {
+            "minReplicas": 1, "maxReplicas": 3, "targetOngoingRequests": 8, "upscaleDelaySeconds": 30,
+            "downscaleDelaySeconds": 900}} for phase in ("prefill", "decode", "colocated")},
     })
     contract_keys = {item["key"] for item in config_diff({}, every_key_set.public_config())}
     form_keys = {field.key for field in forms.FIELDS if field.key != forms.NAME_FIELD}

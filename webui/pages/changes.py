@@ -11,7 +11,7 @@ from flask.typing import ResponseReturnValue
 
 from components.config.defaults import UPGRADE_STRATEGIES
 from components.config.errors import FieldError, SpecError
-from webui import forms
+from webui import form_words, forms
 from webui.deployments.errors import Conflict, NotFound
 from webui.engines.base import EngineError
 from webui.errors import render_error
@@ -24,7 +24,7 @@ def _render_change(name: str, values: dict[str, str], errors: list[FieldError], 
     by_field, general = forms.split_errors(errors)
     return render_template(
         "change.html", name=name, values=values, field_errors=by_field, general_errors=general,
-        sections=forms.SECTIONS, section_modes=forms.SECTION_MODES,
+        sections=form_words.SECTIONS, groups=form_words.GROUPS, section_modes=forms.SECTION_MODES,
         fields=[f for f in forms.FIELDS if f.key != forms.NAME_FIELD],
     ), status
 

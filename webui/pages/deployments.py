@@ -9,7 +9,7 @@ from markupsafe import Markup
 
 from components.config.errors import FieldError, SpecError
 from components.plan.topology import plan_deployment
-from webui import forms
+from webui import form_words, forms
 from webui.api_key_service import keys_box_state
 from webui.deployments.errors import Conflict, NotFound
 from webui.deployments.reads import ACTIVE_STATUSES
@@ -40,7 +40,8 @@ def _render_form(values: dict[str, str], errors: list[FieldError], draft: Option
     by_field, general = forms.split_errors(errors)
     return render_template(
         "new.html", values=values, field_errors=by_field, general_errors=general,
-        sections=forms.SECTIONS, section_modes=forms.SECTION_MODES, fields=forms.FIELDS, draft=draft,
+        sections=form_words.SECTIONS, groups=form_words.GROUPS, section_modes=forms.SECTION_MODES,
+        fields=forms.FIELDS, draft=draft,
         token_kept=raypd().drafts.peek(draft) is not None,
     ), status
 
