@@ -186,7 +186,9 @@ NESTED_START: dict[str, dict[str, Any]] = {
                      "pipelineParallelSize": 1},
     "raypd:colocated": {"instanceType": "g6.12xlarge", "replicas": 1, "tensorParallelSize": 2,
                         "pipelineParallelSize": 1},
-    "raypd:kvTransfer": {"connector": "NixlConnector", "backend": "UCX"},
+    "raypd:kvTransfer": {"connector": "NixlConnector", "backend": "UCX", "loadFailurePolicy": "fail",
+                         "leaseSeconds": 600},
+    "raypd:faultTolerance": {"gcs": "elasticache", "cacheNodeType": "cache.t4g.medium"},
     "raypd:endpoint": {"scope": "vpc", "auth": "none", "allowedCidrs": ["10.1.0.0/16"],
                        "host": "llm.internal.example.com"},
     "raypd:observability": {"enabled": True, "prometheusStorageSize": "100Gi", "prometheusRetention": "30d",
@@ -199,6 +201,7 @@ NESTED_PATCH: dict[str, dict[str, Any]] = {
     "raypd:decode": {"replicas": 3},  # the example: it reset decode.instanceType to g6.8xlarge
     "raypd:colocated": {"replicas": 2},
     "raypd:kvTransfer": {"connector": "NixlConnector"},  # backend stays UCX
+    "raypd:faultTolerance": {"cacheNodeType": "cache.t4g.small"},  # gcs stays elasticache
     "raypd:endpoint": {"auth": "apiKey"},
     "raypd:observability": {"grafanaStorageSize": "30Gi"},
 }
