@@ -18,7 +18,7 @@ import pytest
 
 from components.render.endpoint_names import FIRST_KEY_NAME
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
-from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, patient_context
 from tests.patience import PATIENCE_S
 from tests.web.keys_support import ENDPOINT_URL, EndpointEngine, quiet_checks, seed_keys
 from tests.web.support import TOKEN
@@ -52,7 +52,7 @@ def test_create_a_key_see_it_once_then_revoke_it(live):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page = patient_context(browser, 900).new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))

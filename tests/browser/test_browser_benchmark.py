@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
-from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, patient_context
 from tests.web.support import TOKEN, FakeEngine
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -50,7 +50,7 @@ def test_benchmark_tab_runs_a_sweep_in_the_cluster_shows_progress_plots_and_comp
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_context(viewport={"width": 1280, "height": 1000}).new_page()
+        page = patient_context(browser, 1000).new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))

@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -33,6 +33,15 @@ CHROMIUM_ARGS = [
 ]
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def patient_context(browser: Any, height: int = 900) -> Any:
+    """A browser context whose clicks, fills and navigations wait PATIENCE_S, not Playwright's 30 s:
+    on a busy 2-core machine a form POST and the page after it can take longer (tests/patience.py)."""
+    context = browser.new_context(viewport={"width": 1280, "height": height})
+    context.set_default_timeout(PATIENCE_S * 1000)
+    context.set_default_navigation_timeout(PATIENCE_S * 1000)
+    return context
 
 
 def _free_port() -> int:
@@ -79,7 +88,7 @@ def page(server: dict[str, str]):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context = patient_context(browser)
         tab = context.new_page()
         # Script errors and CSP violations; a 400 page (the form with errors) is not one.
         tab.console_errors = []  # type: ignore[attr-defined]
@@ -187,7 +196,7 @@ def test_a_page_that_watched_a_job_end_says_so_before_it_reloads(server, page):
 
     base = server["base"]
     # Its own context of the module's browser: the clock is the context's, the other tests keep theirs.
-    context = page.context.browser.new_context(viewport={"width": 1280, "height": 900})
+    context = patient_context(page.context.browser)
     try:
         tab = context.new_page()
         tab.on("dialog", lambda dialog: dialog.accept())

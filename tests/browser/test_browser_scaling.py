@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
-from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, patient_context
 from tests.patience import PATIENCE_S, until
 from tests.prometheus_server import answers, need_prometheus, prometheus_scraping
 from tests.web.support import TOKEN, FakeEngine
@@ -59,7 +59,7 @@ def test_scaling_panel_shows_each_phase_its_signal_and_the_last_decision(live):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page = patient_context(browser, 900).new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))

@@ -17,7 +17,7 @@ import pytest
 
 from components.config.checks import VERIFY_IDS
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
-from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, patient_context
 from tests.patience import PATIENCE_S
 from tests.prometheus_server import need_prometheus, prometheus_with_captures
 from tests.web.support import TOKEN, FakeEngine
@@ -52,7 +52,7 @@ def test_status_panel_shows_the_live_cluster_and_verify_now_reruns_the_checks(li
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page = patient_context(browser, 900).new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
