@@ -3,6 +3,9 @@ the Serve Service through the Kubernetes API's proxy (or an --endpoint URL). The
 also the one whose KV cache kv-transfer follows (serve/verify/kv_transfer.py).
 
 `Endpoint` is that OpenAI server: a URL the user gave, or the Serve Service through the API proxy.
+Its `transport` carries another HTTP client's requests the same way (api-parity's `openai` client,
+serve/verify/api_parity.py): a socket to the URL, or each request through the API server's service
+proxy with verify's own credentials.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
+from urllib.parse import parse_qsl
+
+import httpx2
 
 from components.config import defaults
 from components.config.checks import Check
@@ -31,6 +37,9 @@ class Endpoint:
 
     describe: str
     call: Callable[[str, str, Optional[bytes], float], tuple[int, bytes]]
+    # for an HTTP client's own requests: its base URL, and a new transport that reaches it
+    base_url: str = ""
+    transport: Callable[[], httpx2.BaseTransport] = httpx2.HTTPTransport
 
     def get(self, path: str, timeout: float) -> tuple[int, bytes]:
         return self.call("GET", path, None, timeout)
@@ -59,7 +68,7 @@ def direct_endpoint(url: str) -> Endpoint:
             reason = getattr(exc, "reason", exc)
             raise KubeError(f"cannot reach the endpoint {base}: {reason}") from None
 
-    return Endpoint(describe=base, call=call)
+    return Endpoint(describe=base, call=call, base_url=base)
 
 
 def proxied_endpoint(ev: Evidence) -> Endpoint:
@@ -71,7 +80,34 @@ def proxied_endpoint(ev: Evidence) -> Endpoint:
         return response.status, response.body
 
     return Endpoint(describe=(f"service {plan.namespace}/{plan.serve_service}:{defaults.SERVE_PORT} "
-                              "through the Kubernetes API proxy"), call=call)
+                              "through the Kubernetes API proxy"), call=call,
+                    base_url=f"http://{plan.serve_service}.{plan.namespace}.svc:{defaults.SERVE_PORT}",
+                    transport=lambda: ServiceProxyTransport(ev))
+
+
+class ServiceProxyTransport(httpx2.BaseTransport):
+    """An httpx transport that sends each request to the Serve Service through the API server's
+    service proxy, with verify's Kubernetes credentials. Only the body's type travels with it: the
+    client's own Authorization header would replace verify's credentials for the API server, which
+    drops it after authenticating anyway (serve/verify/external.py). The answer is read whole
+    (KubeClient's bounded read): a streamed answer arrives as its complete event stream."""
+
+    def __init__(self, ev: Evidence):
+        self.ev = ev
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        plan = self.ev.plan
+        timeout = (request.extensions.get("timeout") or {}).get("read")
+        headers = {k: request.headers[k] for k in ("Content-Type", "Accept") if k in request.headers}
+        query = parse_qsl(request.url.query.decode("ascii", "replace")) if request.url.query else None
+        try:
+            answer = self.ev.live_client().service_proxy(
+                plan.namespace, plan.serve_service, defaults.SERVE_PORT, request.url.path, method=request.method,
+                query=query, body=request.read() or None, headers=headers, timeout=timeout)
+        except KubeError as exc:
+            raise httpx2.ConnectError(str(exc), request=request) from None
+        kept = {k: v for k, v in answer.headers.items() if k == "content-type"}
+        return httpx2.Response(answer.status, headers=kept, content=answer.body, request=request)
 
 
 def check_endpoint_models(endpoint: Optional[Endpoint], ev: Evidence, timeout: float) -> Check:

@@ -23,8 +23,9 @@ from serve.evidence import (
 )
 from serve.kube import DEFAULT_TIMEOUT, KubeClient, KubeConfigError, client_from_kubeconfig
 from serve.kv_evidence import KvReading, compare_readings
-from serve.verify import exposure, metrics_flowing
+from serve.verify import api_parity, exposure, metrics_flowing
 from serve.verify.endpoint import (
+    ChatOutcome,
     check_endpoint_chat,
     check_endpoint_models,
     direct_endpoint,
@@ -60,6 +61,7 @@ def run_verify(
     api_key: Optional[str] = None,
     metrics_wait_seconds: float = metrics_flowing.WAIT_SECONDS,
     metrics_poll_seconds: float = metrics_flowing.POLL_SECONDS,
+    parity_budget_seconds: float = api_parity.BUDGET_SECONDS,
 ) -> Report:
     """Every verify check against a deployed stack; raises VerifyInputError on unusable input.
 
@@ -69,6 +71,7 @@ def run_verify(
     `api_key` is the key endpoint-external sends to outputs endpoint.url (default: the outputs'
     apiKey, as the web app's verify job has them); it never appears in the report. After the
     chat, metrics-flowing waits up to `metrics_wait_seconds` for its series to reach Prometheus.
+    api-parity's requests (each bounded by `chat_timeout`) take at most `parity_budget_seconds`.
     """
     check_outputs(outputs, have_kubeconfig=kubeconfig is not None or client is not None)
     plan = VerifyPlan.from_outputs(outputs)
@@ -107,6 +110,11 @@ def run_verify(
     waited = time.monotonic() - started
     checks += [via_target("endpoint-chat", check_endpoint_chat, chat, target),
                api.check("kv-transfer", check_kv_transfer, plan.kv_backend, before, after, chat, waited)]
+    scrub = ev.client.scrub if ev.client is not None else str
+    checks.append(via_target(api_parity.CHECK_ID, functools.partial(
+        api_parity.check_api_parity, budget_seconds=parity_budget_seconds, scrub=scrub),
+        target, chat or ChatOutcome(None), plan.model_id, api_parity.key_for(outputs, api_key, endpoint),
+        chat_timeout))
     checks += endpoint_checks(outputs, api_key, timeout)  # the public endpoint, never through the API
     checks.append(api.check(exposure.CHECK_ID, exposure.check_exposure, ev))
     checks.append(api.check(metrics_flowing.CHECK_ID, functools.partial(
