@@ -99,7 +99,7 @@ class Session:
         except openai.APIConnectionError as exc:  # includes APITimeoutError
             status = 200 if chunks else None  # the stream had begun: a cut, not a refusal
             return Exchange(label, route, sent, status, chunks=tuple(chunks), stream=stream,
-                            error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - started)
+                            error=_connection_error(exc), seconds=time.monotonic() - started)
         except openai.APIError as exc:  # an error event inside a 200 stream
             return Exchange(label, route, sent, 200, body={"error": exc.body}, chunks=tuple(chunks), stream=stream,
                             error=f"error event in the stream: {exc.message}",
@@ -161,6 +161,13 @@ def _error_body(exc: openai.APIStatusError) -> Any:
         return exc.response.json()
     except ValueError:
         return exc.response.text[:MAX_ERROR_CHARS]
+
+
+def _connection_error(exc: openai.APIConnectionError) -> str:
+    """The client's words ("Connection error.") and the transport's cause, which says what broke
+    (refused, reset, the proxy's own error): the client's words alone are no evidence."""
+    cause = exc.__cause__
+    return f"{type(exc).__name__}: {exc}" + (f" ({type(cause).__name__}: {cause})" if cause is not None else "")
 
 
 def _texts(chunks: list[Any]) -> int:

@@ -15,8 +15,8 @@ verdicts to its statuses (`to_check`):
   seen, so it is said, as verify says every missing evidence (Contract 5: never pass without it).
 
 It reaches the endpoint as endpoint-models and endpoint-chat do (serve/verify/endpoint.py): through
-the API server's service proxy, or the --endpoint URL. The API key goes only to a URL given with
---endpoint when the stack's auth is on (`key_for`), never through the proxy, which drops it. It runs
+the API server's service proxy, or the --endpoint URL with the key those checks send there
+(serve/verify/external.py `key_for_endpoint`); never through the proxy, which drops it. It runs
 after kv-transfer's readings, so its requests do not blur that check's counters, and only when
 endpoint-chat got its 200 (otherwise that check has already said why). Every request is bounded by
 verify's chat timeout, and all of them together by `BUDGET_SECONDS` (`Budget`): about ten short
@@ -26,8 +26,7 @@ requests, a second or two on a healthy stack.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Optional
-from urllib.parse import urlsplit
+from typing import Callable, Optional
 
 import httpx2
 
@@ -37,7 +36,6 @@ from serve.conformance.features import Verdict
 from serve.conformance.report import FeatureResult, Report
 from serve.evidence import shorten
 from serve.verify.endpoint import ChatOutcome, Endpoint
-from serve.verify.external import EndpointTarget, api_key_from
 from serve.verify.report import TITLES
 
 CHECK_ID = "api-parity"
@@ -76,38 +74,15 @@ class Budget(httpx2.BaseTransport):
         self.inner.close()
 
 
-def key_for(outputs: Mapping[str, Any], given: Optional[str], endpoint_url: Optional[str]) -> Optional[str]:
-    """The API key api-parity's requests carry: none through the proxy (the API server drops it and
-    the Serve Service checks none) nor with auth none; the key given (--api-key-file, $RAYPD_API_KEY)
-    to the --endpoint it was given with; the outputs' own apiKey only to the outputs' own endpoint
-    URL, so a stack's key never travels to another host."""
-    if endpoint_url is None:
-        return None
-    target = EndpointTarget.from_outputs(outputs)
-    if target is not None and target.auth == "none":
-        return None
-    if given:
-        return given
-    if target is not None and _origin(target.url) == _origin(endpoint_url):
-        return api_key_from(outputs, None)
-    return None
-
-
-def _origin(url: str) -> tuple[str, str, Optional[int]]:
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
-def check_api_parity(endpoint: Optional[Endpoint], chat: ChatOutcome, model: str, api_key: Optional[str],
-                     timeout: float, budget_seconds: float = BUDGET_SECONDS,
-                     scrub: Callable[[str], str] = lambda text: text) -> Check:
+def check_api_parity(endpoint: Optional[Endpoint], chat: ChatOutcome, model: str, timeout: float,
+                     budget_seconds: float = BUDGET_SECONDS, scrub: Callable[[str], str] = lambda text: text) -> Check:
     if endpoint is None:
         return Check.skipped(CHECK_ID, TITLE, "no endpoint: the Kubernetes API is not reachable")
     if chat.status != 200:
         return Check.skipped(CHECK_ID, TITLE, "not run: the endpoint did not answer the test chat with 200 "
                              "(endpoint-chat says why)")
     budget = Budget(endpoint.transport(), budget_seconds)
+    api_key = endpoint.api_key
     session = Session(endpoint.base_url, model, api_key=api_key, timeout_s=timeout, transport=budget)
     try:
         report = run_features(session, FEATURES)

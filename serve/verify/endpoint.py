@@ -23,6 +23,7 @@ import httpx2
 
 from components.config import defaults
 from components.config.checks import Check
+from components.render.endpoint_names import API_KEY_HEADER
 from components.render.serve_config import KV_LOAD_FAILURE_POLICY
 from serve.evidence import Evidence, VerifyInputError, name_list, shorten
 from serve.kube import KubeError
@@ -40,6 +41,7 @@ class Endpoint:
     # for an HTTP client's own requests: its base URL, and a new transport that reaches it
     base_url: str = ""
     transport: Callable[[], httpx2.BaseTransport] = httpx2.HTTPTransport
+    api_key: Optional[str] = None  # what `call` sends (an --endpoint behind the gateway's keys)
 
     def get(self, path: str, timeout: float) -> tuple[int, bytes]:
         return self.call("GET", path, None, timeout)
@@ -48,7 +50,9 @@ class Endpoint:
         return self.call("POST", path, json.dumps(body).encode("utf-8"), timeout)
 
 
-def direct_endpoint(url: str) -> Endpoint:
+def direct_endpoint(url: str, api_key: Optional[str] = None) -> Endpoint:
+    """The --endpoint URL; with `api_key` (serve/verify/external.py `key_for_endpoint`) every
+    request carries it, and an answer that quotes it is read with the key blanked out."""
     base = url.rstrip("/")
     if base.endswith("/v1"):
         base = base[: -len("/v1")]
@@ -56,19 +60,24 @@ def direct_endpoint(url: str) -> Endpoint:
         raise VerifyInputError(f"--endpoint must be an http(s) URL, got {url!r}")
 
     def call(method: str, path: str, body: Optional[bytes], timeout: float) -> tuple[int, bytes]:
-        request = urllib.request.Request(base + path, data=body, method=method,
-                                         headers={"Content-Type": "application/json",
-                                                  "Accept": "application/json"})
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if api_key:
+            headers[API_KEY_HEADER] = f"Bearer {api_key}"
+        request = urllib.request.Request(base + path, data=body, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, response.read(4 * 1024 * 1024)
+                return response.status, _blank(response.read(4 * 1024 * 1024), api_key)
         except urllib.error.HTTPError as exc:
-            return exc.code, exc.read(64 * 1024)
+            return exc.code, _blank(exc.read(64 * 1024), api_key)
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise KubeError(f"cannot reach the endpoint {base}: {reason}") from None
 
-    return Endpoint(describe=base, call=call, base_url=base)
+    return Endpoint(describe=base, call=call, base_url=base, api_key=api_key)
+
+
+def _blank(body: bytes, api_key: Optional[str]) -> bytes:
+    return body.replace(api_key.encode(), b"<api key>") if api_key else body
 
 
 def proxied_endpoint(ev: Evidence) -> Endpoint:

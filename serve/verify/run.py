@@ -32,7 +32,7 @@ from serve.verify.endpoint import (
     proxied_endpoint,
     send_chat,
 )
-from serve.verify.external import endpoint_checks
+from serve.verify.external import endpoint_checks, key_for_endpoint
 from serve.verify.kv_transfer import check_kv_transfer, read_kv
 from serve.verify.nixl import check_nixl_backend
 from serve.verify.nodes import check_efa_devices, check_gpu_nodes, check_one_zone
@@ -83,7 +83,8 @@ def run_verify(
         except KubeConfigError as exc:
             raise VerifyInputError(str(exc)) from None
     ev = Evidence(client, plan, log_lines=log_lines)
-    target = direct_endpoint(endpoint) if endpoint else proxied_endpoint(ev)
+    target = direct_endpoint(endpoint, key_for_endpoint(outputs, api_key, endpoint)) if endpoint \
+        else proxied_endpoint(ev)
     api = ApiGate(ev)  # the checks that need the Kubernetes API; an --endpoint is reached without it
     via_target = functools.partial(guarded, ev) if endpoint else api.check
     checks = [api.check("gpu-nodes", check_gpu_nodes, ev),
@@ -113,8 +114,7 @@ def run_verify(
     scrub = ev.client.scrub if ev.client is not None else str
     checks.append(via_target(api_parity.CHECK_ID, functools.partial(
         api_parity.check_api_parity, budget_seconds=parity_budget_seconds, scrub=scrub),
-        target, chat or ChatOutcome(None), plan.model_id, api_parity.key_for(outputs, api_key, endpoint),
-        chat_timeout))
+        target, chat or ChatOutcome(None), plan.model_id, chat_timeout))
     checks += endpoint_checks(outputs, api_key, timeout)  # the public endpoint, never through the API
     checks.append(api.check(exposure.CHECK_ID, exposure.check_exposure, ev))
     checks.append(api.check(metrics_flowing.CHECK_ID, functools.partial(

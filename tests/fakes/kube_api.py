@@ -1760,7 +1760,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _pass_through(self, upstream: str, method: str, rest: str, query: dict[str, str], body: bytes) -> None:
         """The API server's proxy: the request to the upstream, its answer streamed back chunk by chunk."""
         target = urlsplit(upstream)
-        connection = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=60)
+        # as long as the slowest real answer here (a CPU engine stalled for minutes under load): a
+        # shorter cut would turn a slow answer into a reset connection the real proxy never makes
+        connection = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=600)
         raw_query = urlsplit(self.path).query  # as sent: repeated keys (State API filters) kept
         try:
             path = "/" + rest + ("?" + (raw_query or urlencode(query)) if query or raw_query else "")
