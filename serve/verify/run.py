@@ -69,7 +69,8 @@ def run_verify(
     use instead of the Serve Service proxy. Every API call is bounded by `timeout` seconds, the
     chat by `chat_timeout`; after the chat the KV counters are re-read for up to `kv_wait_seconds`.
     `api_key` is the key endpoint-external sends to outputs endpoint.url (default: the outputs'
-    apiKey, as the web app's verify job has them); it never appears in the report. After the
+    apiKey, as the web app's verify job has them), and the checks' requests to `endpoint` carry
+    (external.py `key_for_endpoint`); it never appears in the report. After the
     chat, metrics-flowing waits up to `metrics_wait_seconds` for its series to reach Prometheus.
     api-parity's requests (each bounded by `chat_timeout`) take at most `parity_budget_seconds`.
     """
