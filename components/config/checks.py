@@ -22,7 +22,7 @@ PREFLIGHT_IDS: tuple[str, ...] = (
 VERIFY_IDS: tuple[str, ...] = (
     "gpu-nodes", "efa-devices", "one-zone", "rayservice-ready", "serve-app-running",
     "replica-placement", "nixl-backend", "endpoint-models", "endpoint-chat", "kv-transfer",
-    "endpoint-external", "endpoint-auth", "dashboard-exposure", "metrics-flowing",
+    "api-parity", "endpoint-external", "endpoint-auth", "dashboard-exposure", "metrics-flowing",
 )
 KIND_IDS: dict[str, tuple[str, ...]] = {"preflight": PREFLIGHT_IDS, "verify": VERIFY_IDS}
 Kind = Literal["preflight", "verify"]

@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Mapping, Optional
 
+import httpx2
 import openai
 
 from serve.conformance.exchange import Exchange
@@ -38,13 +39,16 @@ class Session:
     """One OpenAI-compatible server, one model id, one API key; each call returns an Exchange."""
 
     def __init__(self, base_url: str, model: str, api_key: Optional[str] = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, transport: Optional[httpx2.BaseTransport] = None):
+        """`transport` carries the client's HTTP another way than a socket to `base_url` (verify's
+        api-parity: through the Kubernetes API server's service proxy); the client is unchanged."""
         root = base_url.rstrip("/")
         self.root = root[: -len("/v1")] if root.endswith("/v1") else root
         self.model = model
+        http_client = openai.DefaultHttpxClient(transport=transport) if transport is not None else None
         # openai insists on a key; vLLM without --api-key ignores whatever is sent.
         self.client = openai.OpenAI(base_url=self.root + "/v1", api_key=api_key or "EMPTY",
-                                    max_retries=0, timeout=timeout_s)
+                                    max_retries=0, timeout=timeout_s, http_client=http_client)
 
     def close(self) -> None:
         self.client.close()
@@ -95,7 +99,7 @@ class Session:
         except openai.APIConnectionError as exc:  # includes APITimeoutError
             status = 200 if chunks else None  # the stream had begun: a cut, not a refusal
             return Exchange(label, route, sent, status, chunks=tuple(chunks), stream=stream,
-                            error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - started)
+                            error=_connection_error(exc), seconds=time.monotonic() - started)
         except openai.APIError as exc:  # an error event inside a 200 stream
             return Exchange(label, route, sent, 200, body={"error": exc.body}, chunks=tuple(chunks), stream=stream,
                             error=f"error event in the stream: {exc.message}",
@@ -157,6 +161,13 @@ def _error_body(exc: openai.APIStatusError) -> Any:
         return exc.response.json()
     except ValueError:
         return exc.response.text[:MAX_ERROR_CHARS]
+
+
+def _connection_error(exc: openai.APIConnectionError) -> str:
+    """The client's words ("Connection error.") and the transport's cause, which says what broke
+    (refused, reset, the proxy's own error): the client's words alone are no evidence."""
+    cause = exc.__cause__
+    return f"{type(exc).__name__}: {exc}" + (f" ({type(cause).__name__}: {cause})" if cause is not None else "")
 
 
 def _texts(chunks: list[Any]) -> int:

@@ -3,9 +3,9 @@ reference; the one function the CLI, verify's api-parity and the web app call.
 
 Order: every feature in groups' order, the `risky` ones (those known to crash a PD decoder) after
 the rest, then `server.alive`, so a crash costs the features after it nothing and is named. Two
-features with the same probe (the models list, the sized long prompts) share its exchanges. A probe
-that raises (a bug, or an answer no judge foresaw) makes that feature `fail` with the reason, and
-the run goes on: one feature never hides the others.
+features with the same probe (the models list) share its exchanges. A probe that raises (a bug, or
+an answer no judge foresaw) makes that feature `fail` with the reason, and the run goes on: one
+feature never hides the others.
 """
 
 from __future__ import annotations

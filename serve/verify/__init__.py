@@ -9,7 +9,8 @@ evidence came from; a check that could not get evidence is warn or skip, never p
 One module per group of checks, in the order the report lists them (components.config.checks VERIFY_IDS):
 nodes (gpu-nodes, efa-devices, one-zone), serve_app (rayservice-ready, serve-app-running,
 replica-placement), nixl (nixl-backend), endpoint (endpoint-models, endpoint-chat), kv_transfer
-(kv-transfer), external (endpoint-external, endpoint-auth), exposure (dashboard-exposure),
+(kv-transfer), api_parity (api-parity: serve.conformance's subset), external (endpoint-external,
+endpoint-auth), exposure (dashboard-exposure),
 metrics_flowing (metrics-flowing); run (`run_verify`: all of them, in order) and report (titles,
 the guard that turns a crash into a warning). The evidence they read is outside the package, as the
 web app's live status reads it too: serve/evidence/ (Kubernetes, the Ray dashboard's Serve, State

@@ -3,6 +3,9 @@ the Serve Service through the Kubernetes API's proxy (or an --endpoint URL). The
 also the one whose KV cache kv-transfer follows (serve/verify/kv_transfer.py).
 
 `Endpoint` is that OpenAI server: a URL the user gave, or the Serve Service through the API proxy.
+Its `transport` carries another HTTP client's requests the same way (api-parity's `openai` client,
+serve/verify/api_parity.py): a socket to the URL, or each request through the API server's service
+proxy with verify's own credentials.
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
+from urllib.parse import parse_qsl
+
+import httpx2
 
 from components.config import defaults
 from components.config.checks import Check
+from components.render.endpoint_names import API_KEY_HEADER
 from components.render.serve_config import KV_LOAD_FAILURE_POLICY
 from serve.evidence import Evidence, VerifyInputError, name_list, shorten
 from serve.kube import KubeError
@@ -31,6 +38,10 @@ class Endpoint:
 
     describe: str
     call: Callable[[str, str, Optional[bytes], float], tuple[int, bytes]]
+    # for an HTTP client's own requests: its base URL, and a new transport that reaches it
+    base_url: str = ""
+    transport: Callable[[], httpx2.BaseTransport] = httpx2.HTTPTransport
+    api_key: Optional[str] = None  # what `call` sends (an --endpoint behind the gateway's keys)
 
     def get(self, path: str, timeout: float) -> tuple[int, bytes]:
         return self.call("GET", path, None, timeout)
@@ -39,7 +50,9 @@ class Endpoint:
         return self.call("POST", path, json.dumps(body).encode("utf-8"), timeout)
 
 
-def direct_endpoint(url: str) -> Endpoint:
+def direct_endpoint(url: str, api_key: Optional[str] = None) -> Endpoint:
+    """The --endpoint URL; with `api_key` (serve/verify/external.py `key_for_endpoint`) every
+    request carries it, and an answer that quotes it is read with the key blanked out."""
     base = url.rstrip("/")
     if base.endswith("/v1"):
         base = base[: -len("/v1")]
@@ -47,19 +60,24 @@ def direct_endpoint(url: str) -> Endpoint:
         raise VerifyInputError(f"--endpoint must be an http(s) URL, got {url!r}")
 
     def call(method: str, path: str, body: Optional[bytes], timeout: float) -> tuple[int, bytes]:
-        request = urllib.request.Request(base + path, data=body, method=method,
-                                         headers={"Content-Type": "application/json",
-                                                  "Accept": "application/json"})
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if api_key:
+            headers[API_KEY_HEADER] = f"Bearer {api_key}"
+        request = urllib.request.Request(base + path, data=body, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, response.read(4 * 1024 * 1024)
+                return response.status, _blank(response.read(4 * 1024 * 1024), api_key)
         except urllib.error.HTTPError as exc:
-            return exc.code, exc.read(64 * 1024)
+            return exc.code, _blank(exc.read(64 * 1024), api_key)
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise KubeError(f"cannot reach the endpoint {base}: {reason}") from None
 
-    return Endpoint(describe=base, call=call)
+    return Endpoint(describe=base, call=call, base_url=base, api_key=api_key)
+
+
+def _blank(body: bytes, api_key: Optional[str]) -> bytes:
+    return body.replace(api_key.encode(), b"<api key>") if api_key else body
 
 
 def proxied_endpoint(ev: Evidence) -> Endpoint:
@@ -71,7 +89,34 @@ def proxied_endpoint(ev: Evidence) -> Endpoint:
         return response.status, response.body
 
     return Endpoint(describe=(f"service {plan.namespace}/{plan.serve_service}:{defaults.SERVE_PORT} "
-                              "through the Kubernetes API proxy"), call=call)
+                              "through the Kubernetes API proxy"), call=call,
+                    base_url=f"http://{plan.serve_service}.{plan.namespace}.svc:{defaults.SERVE_PORT}",
+                    transport=lambda: ServiceProxyTransport(ev))
+
+
+class ServiceProxyTransport(httpx2.BaseTransport):
+    """An httpx transport that sends each request to the Serve Service through the API server's
+    service proxy, with verify's Kubernetes credentials. Only the body's type travels with it: the
+    client's own Authorization header would replace verify's credentials for the API server, which
+    drops it after authenticating anyway (serve/verify/external.py). The answer is read whole
+    (KubeClient's bounded read): a streamed answer arrives as its complete event stream."""
+
+    def __init__(self, ev: Evidence):
+        self.ev = ev
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        plan = self.ev.plan
+        timeout = (request.extensions.get("timeout") or {}).get("read")
+        headers = {k: request.headers[k] for k in ("Content-Type", "Accept") if k in request.headers}
+        query = parse_qsl(request.url.query.decode("ascii", "replace")) if request.url.query else None
+        try:
+            answer = self.ev.live_client().service_proxy(
+                plan.namespace, plan.serve_service, defaults.SERVE_PORT, request.url.path, method=request.method,
+                query=query, body=request.read() or None, headers=headers, timeout=timeout)
+        except KubeError as exc:
+            raise httpx2.ConnectError(str(exc), request=request) from None
+        kept = {k: v for k, v in answer.headers.items() if k == "content-type"}
+        return httpx2.Response(answer.status, headers=kept, content=answer.body, request=request)
 
 
 def check_endpoint_models(endpoint: Optional[Endpoint], ev: Evidence, timeout: float) -> Check:

@@ -224,6 +224,30 @@ def api_key_from(outputs: Mapping[str, Any], given: Optional[str]) -> Optional[s
     return key if isinstance(key, str) and key and key != SECRET_PLACEHOLDER else None
 
 
+def key_for_endpoint(outputs: Mapping[str, Any], given: Optional[str], endpoint_url: Optional[str]) -> Optional[str]:
+    """The API key verify's requests to an --endpoint URL carry (endpoint-models, endpoint-chat,
+    api-parity): none without one (through the proxy the API server drops it and the Serve Service
+    checks none) nor with auth none; the key given (--api-key-file, $RAYPD_API_KEY) to the URL it
+    was given with; the outputs' own apiKey only to the outputs' own endpoint URL (same scheme,
+    host and port), so a stack's key never travels to another host."""
+    if endpoint_url is None:
+        return None
+    target = EndpointTarget.from_outputs(outputs)
+    if target is not None and target.auth == "none":
+        return None
+    if given:
+        return given
+    if target is not None and _origin(target.url) == _origin(endpoint_url):
+        return api_key_from(outputs, None)
+    return None
+
+
+def _origin(url: str) -> tuple[str, str, Optional[int]]:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
 def _read_small_file(path: str) -> bytes:
     """Read by components.config.safe_documents (a regular file only: a FIFO must not hang verify)."""
     try:

@@ -30,6 +30,8 @@ TITLES = {
     "endpoint-models": "OpenAI endpoint lists the model",
     "endpoint-chat": "OpenAI endpoint answers a chat completion",
     "kv-transfer": "KV cache moved from prefill to decode for a real request",
+    "api-parity": "OpenAI features the stack promises work: streamed usage, stop, temperature 0, logprobs, "
+                  "too-long 400",
     **ENDPOINT_TITLES,  # endpoint-external, endpoint-auth: serve/verify/external.py
     exposure.CHECK_ID: exposure.TITLE,
     metrics_flowing.CHECK_ID: metrics_flowing.TITLE,

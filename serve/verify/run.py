@@ -23,15 +23,16 @@ from serve.evidence import (
 )
 from serve.kube import DEFAULT_TIMEOUT, KubeClient, KubeConfigError, client_from_kubeconfig
 from serve.kv_evidence import KvReading, compare_readings
-from serve.verify import exposure, metrics_flowing
+from serve.verify import api_parity, exposure, metrics_flowing
 from serve.verify.endpoint import (
+    ChatOutcome,
     check_endpoint_chat,
     check_endpoint_models,
     direct_endpoint,
     proxied_endpoint,
     send_chat,
 )
-from serve.verify.external import endpoint_checks
+from serve.verify.external import endpoint_checks, key_for_endpoint
 from serve.verify.kv_transfer import check_kv_transfer, read_kv
 from serve.verify.nixl import check_nixl_backend
 from serve.verify.nodes import check_efa_devices, check_gpu_nodes, check_one_zone
@@ -60,6 +61,7 @@ def run_verify(
     api_key: Optional[str] = None,
     metrics_wait_seconds: float = metrics_flowing.WAIT_SECONDS,
     metrics_poll_seconds: float = metrics_flowing.POLL_SECONDS,
+    parity_budget_seconds: float = api_parity.BUDGET_SECONDS,
 ) -> Report:
     """Every verify check against a deployed stack; raises VerifyInputError on unusable input.
 
@@ -67,8 +69,10 @@ def run_verify(
     use instead of the Serve Service proxy. Every API call is bounded by `timeout` seconds, the
     chat by `chat_timeout`; after the chat the KV counters are re-read for up to `kv_wait_seconds`.
     `api_key` is the key endpoint-external sends to outputs endpoint.url (default: the outputs'
-    apiKey, as the web app's verify job has them); it never appears in the report. After the
+    apiKey, as the web app's verify job has them), and the checks' requests to `endpoint` carry
+    (external.py `key_for_endpoint`); it never appears in the report. After the
     chat, metrics-flowing waits up to `metrics_wait_seconds` for its series to reach Prometheus.
+    api-parity's requests (each bounded by `chat_timeout`) take at most `parity_budget_seconds`.
     """
     check_outputs(outputs, have_kubeconfig=kubeconfig is not None or client is not None)
     plan = VerifyPlan.from_outputs(outputs)
@@ -80,7 +84,8 @@ def run_verify(
         except KubeConfigError as exc:
             raise VerifyInputError(str(exc)) from None
     ev = Evidence(client, plan, log_lines=log_lines)
-    target = direct_endpoint(endpoint) if endpoint else proxied_endpoint(ev)
+    target = direct_endpoint(endpoint, key_for_endpoint(outputs, api_key, endpoint)) if endpoint \
+        else proxied_endpoint(ev)
     api = ApiGate(ev)  # the checks that need the Kubernetes API; an --endpoint is reached without it
     via_target = functools.partial(guarded, ev) if endpoint else api.check
     checks = [api.check("gpu-nodes", check_gpu_nodes, ev),
@@ -107,6 +112,10 @@ def run_verify(
     waited = time.monotonic() - started
     checks += [via_target("endpoint-chat", check_endpoint_chat, chat, target),
                api.check("kv-transfer", check_kv_transfer, plan.kv_backend, before, after, chat, waited)]
+    scrub = ev.client.scrub if ev.client is not None else str
+    checks.append(via_target(api_parity.CHECK_ID, functools.partial(
+        api_parity.check_api_parity, budget_seconds=parity_budget_seconds, scrub=scrub),
+        target, chat or ChatOutcome(None), plan.model_id, chat_timeout))
     checks += endpoint_checks(outputs, api_key, timeout)  # the public endpoint, never through the API
     checks.append(api.check(exposure.CHECK_ID, exposure.check_exposure, ev))
     checks.append(api.check(metrics_flowing.CHECK_ID, functools.partial(

@@ -13,7 +13,10 @@ real components produce them:
   dashboard/modules/log/log_manager.py `resolve_actor_filename` raises the "not found"; ray PR
   #51787 dropped the old leading "1"/"0" byte of every chunk), in the shapes of the real Ray 2.60
   answers in tests/fixtures/real/ray/;
-- the OpenAI endpoint on the Serve Service (tests.fakes.openai_server's documents);
+- the OpenAI endpoint on the Serve Service: a vLLM-shaped stand-in (tests/fakes/vllm_openai.py,
+  started at the first request), so every feature of verify's api-parity is answered, streamed
+  answers included; a chat completion first plays on the engines' counters (`record_chat`), and
+  its 500 (failed-transfers) is the answer;
 - vLLM's metrics as Ray exports them on each worker pod's port 8080 (see `metrics_text`);
 - Secrets: GET and JSON merge PATCH with resourceVersion preconditions (the API keys' Secret;
   `put_secret`, `secret_data`, and the knobs in FakeKubeApi's Secrets block);
@@ -90,7 +93,8 @@ matter, so a test may change them between calls):
   (503). `scrape_config()` is the Prometheus scrape job that reads every worker pod's page through
   this API's pod proxy, as the worker PodMonitor reads them in a cluster.
 - `serve_upstream` (attribute, default None): an OpenAI server's URL; the Serve Service's proxy
-  (`.../services/<serve>:8000/proxy/...`) then passes requests to it and streams the answer back.
+  (`.../services/<serve>:8000/proxy/...`) then passes requests to it and streams the answer back,
+  instead of to the built-in stand-in (and without `record_chat`).
 Looking in: `objects()` -> {"configmaps": [names], "jobs": [names], "pods": [Job pod names]} of
 what exists now; `runs` -> every Job pod ever started (JobRun: `.process`, `.killed`, `.log()`,
 `.rootfs`). `stop()` (and leaving the `with`) kills every process still running and removes the
@@ -127,12 +131,8 @@ from components.render import observability_names
 from components.render.outputs import render_stack_outputs
 from serve.kube import ALLOW_HTTP_CREDENTIALS_EXTENSION
 from tests.fakes import LoopbackServer, kube_faults
-from tests.fakes.openai_server import (
-    chat_completion_document,
-    error_document,
-    models_document,
-    validate_chat_request,
-)
+from tests.fakes.openai_server import error_document, validate_chat_request
+from tests.fakes.vllm_openai import VllmStandIn
 
 CONTROLLER_LOG = "/serve/controller_1200.log"  # controller_info.log_file_path
 SCENARIOS = (
@@ -371,6 +371,7 @@ class FakeKubeApi(LoopbackServer):
         # An OpenAI server (http://127.0.0.1:port) the Serve Service's proxy passes requests to,
         # streaming its answer through as the API server does; None: the canned documents below.
         self.serve_upstream: Optional[str] = None
+        self._engines_standin: Optional[VllmStandIn] = None  # the built-in one, started when first asked
         self.dashboard_upstream: Optional[str] = None
         self.metrics_upstream: Optional[str] = None
         self.prometheus_upstream: Optional[str] = None
@@ -444,9 +445,20 @@ class FakeKubeApi(LoopbackServer):
                     "jobs": sorted(name for _, name in self._jobs),
                     "pods": sorted(name for _, name in self._job_pods)}
 
+    def engines_url(self) -> str:
+        """The built-in OpenAI server behind the Serve Service (started at the first request)."""
+        with self._lock:
+            if self._engines_standin is None:
+                self._engines_standin = VllmStandIn(self.spec.model.id, max_model_len=4096).start()
+            return self._engines_standin.url
+
     def stop(self) -> None:
         """Stop serving, kill every Job process still running, remove the pods' temp roots."""
         super().stop()
+        with self._lock:
+            standin, self._engines_standin = self._engines_standin, None
+        if standin is not None:
+            standin.stop()
         with self._jobs_lock:
             runs = list(self.runs)
             self._job_pods.clear()
@@ -1713,16 +1725,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(503, _status(503, "ServiceUnavailable",
                                         f'no endpoints available for service "{service}"'))
                 return
-            model = fake.spec.model.id
-            if method == "GET" and rest == "v1/models":
-                self._json(200, models_document(model))
-                return
             if method == "POST" and rest == "v1/chat/completions":
                 try:
                     request = json.loads(body.decode("utf-8"))
                 except (ValueError, UnicodeDecodeError):
                     request = None
-                error = validate_chat_request(model, request)
+                error = validate_chat_request(fake.spec.model.id, request)
                 if error is not None:
                     self._json(*error)
                     return
@@ -1731,9 +1739,7 @@ class _Handler(BaseHTTPRequestHandler):
                                                    "chatcmpl-fake (kv_load_failure_policy=fail)",
                                                    "InternalServerError", 500))
                     return
-                self._json(200, chat_completion_document(model, request))
-                return
-            self._json(404, error_document(f"no route /{rest}", "NotFoundError", 404))
+            self._pass_through(fake.engines_url(), method, rest, query, body)
             return
         self._json(404, _status(404, "NotFound", f'services "{service}" not found'))
 
@@ -1754,7 +1760,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _pass_through(self, upstream: str, method: str, rest: str, query: dict[str, str], body: bytes) -> None:
         """The API server's proxy: the request to the upstream, its answer streamed back chunk by chunk."""
         target = urlsplit(upstream)
-        connection = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=60)
+        # as long as the slowest real answer here (a CPU engine stalled for minutes under load): a
+        # shorter cut would turn a slow answer into a reset connection the real proxy never makes
+        connection = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=600)
         raw_query = urlsplit(self.path).query  # as sent: repeated keys (State API filters) kept
         try:
             path = "/" + rest + ("?" + (raw_query or urlencode(query)) if query or raw_query else "")

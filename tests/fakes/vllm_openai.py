@@ -19,7 +19,9 @@ its client has gone (a write fails), as vLLM aborts a request whose client disco
 Switches (keyword-only, all off: a healthy server): `drop_usage_chunk`, `ignore_stop`,
 `other_text` (another deterministic text at temperature 0, as a PD path with a wrong KV cache
 would give), `too_long_500` (a too-long prompt answered 500 instead of 400), `echo_key` (an error
-message that quotes the request's Authorization header, as a careless gateway might).
+message that quotes the request's Authorization header, as a careless gateway might); `api_key`
+(a key every request must carry as `Authorization: Bearer`, else 401 with OpenAI's error object, as
+vLLM's --api-key answers; `requests` then records whether each carried it).
 """
 
 from __future__ import annotations
@@ -108,10 +110,11 @@ class VllmStandIn(LoopbackServer):
 
     def __init__(self, model_id: str = "tiny", *, max_model_len: int = 512, drop_usage_chunk: bool = False,
                  ignore_stop: bool = False, other_text: bool = False, too_long_500: bool = False,
-                 echo_key: bool = False):
+                 echo_key: bool = False, api_key: Optional[str] = None):
         self.model_id, self.max_model_len = model_id, max_model_len
         self.drop_usage_chunk, self.ignore_stop, self.other_text = drop_usage_chunk, ignore_stop, other_text
-        self.too_long_500, self.echo_key = too_long_500, echo_key
+        self.too_long_500, self.echo_key, self.api_key = too_long_500, echo_key, api_key
+        self.keyed: list[bool] = []  # with api_key: whether each request carried it
         self.running = 0
         self.generated = 0
         self.lock = threading.Lock()
@@ -245,9 +248,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _key_refused(self) -> bool:
+        """With `api_key`: a request without it gets vLLM's 401 (and the key is never recorded)."""
+        if self.owner.api_key is None:
+            return False
+        carried = self.headers.get("Authorization") == f"Bearer {self.owner.api_key}"
+        self.owner.keyed.append(carried)
+        if not carried:
+            self._json(*error(401, "Unauthorized", "AuthenticationError"))
+        return not carried
+
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         self.owner.requests.append(("GET " + path, None))
+        if self._key_refused():
+            return
         if path == "/v1/models":
             self._json(200, self.owner.models())
         elif path == f"/v1/models/{self.owner.model_id}":
@@ -270,6 +285,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         self.owner.requests.append(("POST " + path, body))
+        if self._key_refused():
+            return
         route = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}.get(path)
         if route is None:
             self._json(*error(404, "Not Found", "NotFoundError"))

@@ -22,7 +22,7 @@ def test_ids_are_the_ones_contract_5_lists() -> None:
                              "endpoint-certificate")
     assert VERIFY_IDS == ("gpu-nodes", "efa-devices", "one-zone", "rayservice-ready",
                           "serve-app-running", "replica-placement", "nixl-backend",
-                          "endpoint-models", "endpoint-chat", "kv-transfer",
+                          "endpoint-models", "endpoint-chat", "kv-transfer", "api-parity",
                           "endpoint-external", "endpoint-auth", "dashboard-exposure", "metrics-flowing")
 
 

@@ -20,6 +20,7 @@ from serve.conformance.features import (
     Feature,
     Judge,
     Outcome,
+    Probe,
     by_label,
     differs,
     failed,
@@ -63,17 +64,22 @@ def _calibrate(session: Session) -> tuple[list[Exchange], list[tuple[int, int]]]
     return exchanges, samples
 
 
-def probe_context(session: Session, ctx: Context) -> list[Exchange]:
-    if ctx.max_model_len is None:
-        return []
-    exchanges, samples = _calibrate(session)
-    if len(samples) != len(SAMPLES):
-        return exchanges
-    for label, tokens in (("near", ctx.max_model_len - ANSWER - NEAR_MARGIN), ("over", ctx.max_model_len + OVER_BY)):
+def _probe_sized(label: str) -> Probe:
+    """Two short prompts to size the words, then the `near` or `over` prompt. Each feature sizes
+    its own (two 1-token answers): verify's api-parity asks only for `over`, and must not pay for
+    a prompt of max_model_len tokens (a long prefill on a real model) it does not judge."""
+    def probe(session: Session, ctx: Context) -> list[Exchange]:
+        if ctx.max_model_len is None:
+            return []
+        exchanges, samples = _calibrate(session)
+        if len(samples) != len(SAMPLES):
+            return exchanges
+        tokens = ctx.max_model_len - ANSWER - NEAR_MARGIN if label == "near" else ctx.max_model_len + OVER_BY
         repeats = repeats_for(tokens, samples)
         if repeats is not None:
             exchanges.append(session.chat(label, **request("chat", WORD * repeats, max_tokens=ANSWER)))
-    return exchanges
+        return exchanges
+    return probe
 
 
 def _sizing_problem(exchanges: Sequence[Exchange], ctx: Context, label: str) -> Optional[Outcome]:
@@ -146,10 +152,10 @@ def _judge_refusal(label: str, expected: int, what: str) -> Judge:
 
 
 FEATURES = [
-    Feature("limits.near_max_model_len", GROUP, "a prompt near max_model_len is answered", probe_context,
+    Feature("limits.near_max_model_len", GROUP, "a prompt near max_model_len is answered", _probe_sized("near"),
             judge_near),
     Feature("limits.over_max_model_len", GROUP, "a prompt over max_model_len: an OpenAI 400, not a 500",
-            probe_context, judge_over),
+            _probe_sized("over"), judge_over),
     Feature("errors.unknown_model", GROUP, "an unknown model: 404 with OpenAI's error object",
             probe_unknown_model, _judge_refusal("unknown model", 404, f"model {UNKNOWN_MODEL!r}")),
     Feature("errors.invalid_parameter", GROUP, "an invalid parameter: 400 with OpenAI's error object",
