@@ -106,6 +106,13 @@ TYPICAL: dict[str, Typical] = {
     "aws:iam/rolePolicy:RolePolicy": Typical(1.0, "estimate: one PutRolePolicy call"),
     "raypd:serving:ModelReadRole": Typical(0.0, "component: its time is its children's"),
     "kubernetes:core/v1:Secret": Typical(1.0, "estimate: one API call"),
+    "kubernetes:policy/v1:PodDisruptionBudget": Typical(1.0, "estimate: one API call"),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": Typical(1.0, "estimate: one call"),
+    "aws:elasticache/subnetGroup:SubnetGroup": Typical(1.0, "estimate: one call"),
+    "aws:elasticache/replicationGroup:ReplicationGroup": Typical(
+        600.0, "estimate: create and wait available, a primary and one replica in two zones; AWS gives no "
+        "figure beyond 'several minutes'; built beside the EKS cluster, so rarely on the critical path"),
+    "raypd:resilience:GcsStore": Typical(0.0, "component: its time is its children's"),
     # ---- the endpoint (components.stack.endpoint_stack) and the lock-down (components.render.network_policy) ----
     "kubernetes:gateway.networking.k8s.io/v1:Gateway": Typical(
         30.0,

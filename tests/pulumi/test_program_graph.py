@@ -9,6 +9,7 @@ import pytest
 from components.config import catalogue, defaults
 from components.config.spec import DeploymentSpec
 from components.plan.topology import plan_deployment
+from components.render.gcs_fault_tolerance import with_redis_host
 from components.render.outputs import OUTPUT_KEYS, validate_outputs
 from components.render.rayservice import render_rayservice
 from tests.pulumi.conftest import HETEROGENEOUS
@@ -44,8 +45,9 @@ def test_reference_stack_creates_one_of_each_part_of_the_reference_deployment(re
     assert counts[RELEASE] == 7
     assert counts[RAYSERVICE] == 1
     assert counts["kubernetes:core/v1:Namespace"] == 2  # the deployment's, monitoring
-    # No HF token configured: the one Secret holds the endpoint's API keys.
-    assert [r["name"] for r in reference_plan.of_type("kubernetes:core/v1:Secret")] == ["endpoint-api-keys"]
+    # No HF token configured: the Secrets hold the endpoint's API keys and the GCS store's auth token.
+    assert sorted(r["name"] for r in reference_plan.of_type("kubernetes:core/v1:Secret")) == [
+        "endpoint-api-keys", "pd-service-gcs-redis"]
 
 
 def test_every_resource_name_is_unique_so_dependencies_by_name_are_unambiguous(
@@ -189,7 +191,12 @@ def test_rayservice_is_the_rendered_manifest_and_waits_for_operator_plugins_and_
     # The zone the program resolved (offline: the first zone of the region offers everything).
     expected = render_rayservice(plan_deployment(spec), f"{spec.region}a")
     assert service["inputs"]["metadata"] == expected["metadata"]
-    assert service["inputs"]["spec"] == expected["spec"]
+    # The program puts the ElastiCache group's primary endpoint (the mock's) into the rendered
+    # stand-in host of gcsFaultToleranceOptions.redisAddress; everything else is the rendering.
+    redis = service["inputs"]["spec"]["rayClusterConfig"]["gcsFaultToleranceOptions"]["redisAddress"]
+    host = redis.removeprefix("rediss://").removesuffix(":6379")
+    assert redis.startswith("rediss://master.") and redis.endswith(":6379")
+    assert service["inputs"]["spec"] == with_redis_host(expected["spec"], host)
     assert "condition=Ready" in service["inputs"]["metadata"]["annotations"]["pulumi.com/waitFor"]
     # Created after, and so destroyed before, the operator that owns its finalizer.
     assert {

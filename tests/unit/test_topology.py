@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.config import catalogue
+from components.config import catalogue, defaults
 from components.config.spec import DeploymentSpec
 from components.plan.topology import DeploymentPlan, group_for_phase, plan_deployment
 
@@ -93,13 +93,18 @@ def test_plan_is_frozen():
         plan.groups = ()  # type: ignore[misc]
 
 
-def test_cost_adds_nodes_control_plane_and_nat():
+def test_cost_adds_nodes_control_plane_nat_and_the_gcs_store():
     cost = plan_of({}).cost
     expected = (2 * catalogue.CATALOGUE["g6.8xlarge"].usd_per_hour
                 + catalogue.CATALOGUE["m7i.xlarge"].usd_per_hour
-                + catalogue.EKS_CONTROL_PLANE_USD_PER_HOUR + catalogue.NAT_GATEWAY_USD_PER_HOUR)
+                + catalogue.EKS_CONTROL_PLANE_USD_PER_HOUR + catalogue.NAT_GATEWAY_USD_PER_HOUR
+                # GCS fault tolerance's ElastiCache, on by default for a disaggregated stack (issue 31)
+                + defaults.GCS_CACHE_NODES * catalogue.CACHE_NODE_USD_PER_HOUR["cache.t4g.small"])
     assert cost.usd_per_hour == pytest.approx(expected)
     assert cost.unpriced == ()
+    without_store = plan_of({"raypd:faultTolerance": {"gcs": "off"}}).cost
+    assert without_store.usd_per_hour == pytest.approx(
+        expected - defaults.GCS_CACHE_NODES * catalogue.CACHE_NODE_USD_PER_HOUR["cache.t4g.small"])
 
 
 def test_cost_lists_instance_types_without_a_price():
