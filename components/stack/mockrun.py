@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Optional
 import pulumi
 from pulumi.runtime import mocks, rpc
 from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.settings import SETTINGS
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -311,6 +312,13 @@ def _run_in_fresh_context(
     program: Callable[[], Mapping[str, Any]], *, project: str, stack: str, mock: PlanMocks,
     config: Optional[Mapping[str, str]], secret_keys: Optional[list[str]],
 ) -> MockRun:
+    # Pulumi tracks every Output's task in SETTINGS.outputs, a context property whose value a fresh
+    # thread shares with every other fresh thread (pulumi/_utils.py ContextProperty.fset makes the first
+    # value set the default), and `set_mocks` does not replace it. A run still going on another thread (a
+    # timed-out one, a web job's plan) would otherwise put its tasks in our set, and wait_for_rpcs would
+    # wait on them from this loop: "Event loop is closed" or a hang. Each run gets its own set and lock.
+    SETTINGS.outputs = set()
+    SETTINGS.lock = threading.Lock()
     monitor = RecordingMonitor(mock)
     if config is not None:
         pulumi.runtime.set_all_config(dict(config), list(secret_keys or []))

