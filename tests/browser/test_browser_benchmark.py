@@ -18,6 +18,7 @@ import pytest
 
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, patient_context
+from tests.patience import PATIENCE_S
 from tests.web.support import TOKEN, FakeEngine
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -72,12 +73,12 @@ def test_benchmark_tab_runs_a_sweep_in_the_cluster_shows_progress_plots_and_comp
         page.fill("#f-sloTpotMs", "50")
         page.click("#run-benchmark")
         expect(page).to_have_url(re.compile(r"/deployments/live/benchmark\?job="))
-        expect(page.locator("#bench-live")).to_contain_text("req/s now", timeout=60_000)
+        expect(page.locator("#bench-live")).to_contain_text("req/s now")
         expect(page.locator("#bench-live")).to_contain_text("p50 TTFT")
         expect(page.locator("#benchmark-unavailable")).to_have_count(0)  # running, still deployed
         page.screenshot(path=str(ARTIFACTS / "14-benchmark-running.png"), full_page=True)
         # The job ends, the page reloads itself and shows the run.
-        expect(page.locator("#results-table")).to_be_visible(timeout=90_000)
+        expect(page.locator("#results-table")).to_be_visible(timeout=2 * PATIENCE_S * 1000)
         expect(page.locator("#job-count")).to_contain_text("80 / 80 requests")
         expect(page.locator("#results-table")).to_contain_text("requests completed")
         for plot in ("ttft_cdf", "tpot_cdf", "percentiles_vs_rate"):
@@ -95,7 +96,7 @@ def test_benchmark_tab_runs_a_sweep_in_the_cluster_shows_progress_plots_and_comp
         page.fill("#f-rates", "30")
         page.fill("#f-requests", "20")
         page.click("#run-benchmark")
-        expect(page.locator("#own-runs tbody tr")).to_have_count(2, timeout=90_000)
+        expect(page.locator("#own-runs tbody tr")).to_have_count(2, timeout=2 * PATIENCE_S * 1000)
         for box in page.locator("#own-runs input[name=runs]").all():
             box.check()
         page.click("#compare-runs")

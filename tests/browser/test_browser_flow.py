@@ -149,8 +149,8 @@ def test_launch_watch_and_tear_down_in_a_browser(server, page):
     page.click("#launch-button")
     expect(page).to_have_url(re.compile(r"/deployments/browser-demo\?job="))
     # (The CSP forbids eval, so the wait is a locator expectation, not wait_for_function.)
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
-    expect(page.locator("h1 .badge").first).to_have_text("planned (offline)", timeout=20_000)
+    expect(page.locator("#job-percent")).to_have_text("100%")
+    expect(page.locator("h1 .badge").first).to_have_text("planned (offline)")
     expect(page.locator("#job-percent")).to_have_text("100%")
     expect(page.locator("#outputs")).to_contain_text("portForwardCommand")
     expect(page.locator("#outputs")).to_contain_text("[secret]")
@@ -177,7 +177,7 @@ def test_launch_watch_and_tear_down_in_a_browser(server, page):
     expect(button).to_be_enabled()
     shot(page, "08-teardown-confirm")
     button.click()
-    expect(page).to_have_url(re.compile(r"/\?removed=browser-demo"), timeout=60_000)
+    expect(page).to_have_url(re.compile(r"/\?removed=browser-demo"))
     expect(page.locator("#removed-notice")).to_contain_text("browser-demo")
     expect(page.locator('tr[data-name="browser-demo"]')).to_have_count(0)
     shot(page, "09-list-after-teardown")
@@ -210,7 +210,7 @@ def test_a_page_that_watched_a_job_end_says_so_before_it_reloads(server, page):
         tab.clock.pause_at(datetime.now(timezone.utc) + timedelta(hours=1))  # no timer fires now: no reload
         tab.click("#launch-button")
         expect(tab).to_have_url(re.compile(r"/deployments/watched\?job="))
-        expect(tab.locator("#job .job-head .badge")).to_have_text("succeeded", timeout=60_000)
+        expect(tab.locator("#job .job-head .badge")).to_have_text("succeeded")
         expect(tab.locator("#cancel-job")).to_have_count(0)
         lines = tab.locator("#event-log li").count()
         assert lines > 15
@@ -220,7 +220,7 @@ def test_a_page_that_watched_a_job_end_says_so_before_it_reloads(server, page):
         expect(tab.locator("h1 .badge[data-status]").first).to_have_text("planned (offline)")
         shot(tab, "06b-job-ended")
         tab.clock.resume()
-        expect(tab.locator("#job[data-ended]")).to_have_count(0, timeout=20_000)  # and then it reloads
+        expect(tab.locator("#job[data-ended]")).to_have_count(0)  # and then it reloads
     finally:
         context.close()
 
@@ -254,7 +254,7 @@ def test_failed_preflight_blocks_launch_until_forced_then_verify_from_status(ser
     expect(launch).to_be_enabled()
     launch.click()
     expect(page).to_have_url(re.compile(r"/deployments/too-big\?job="))
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
+    expect(page.locator("#job-percent")).to_have_text("100%")
     expect(page.locator("#event-log")).to_contain_text("launching despite a failed preflight (force)")
 
     # The Status panel: offline has nothing live; Verify reports every check as skipped.
@@ -265,8 +265,8 @@ def test_failed_preflight_blocks_launch_until_forced_then_verify_from_status(ser
     expect(status.locator("#preflight-report-above")).to_contain_text("failed")
     page.click("#verify-now")
     expect(page).to_have_url(re.compile(r"/deployments/too-big\?job="))
-    expect(page.locator("#job-count")).to_contain_text("checks", timeout=30_000)
-    expect(page.locator("#job-verify-report")).to_have_count(1, timeout=30_000)
+    expect(page.locator("#job-count")).to_contain_text("checks")
+    expect(page.locator("#job-verify-report")).to_have_count(1)
     expect(page.locator('#job-verify-report tr[data-check="kv-transfer"]')).to_contain_text("skip")
     expect(status.locator("#verify-report-above")).to_have_count(1)
     expect(status.locator("#preflight-report")).to_have_attribute("data-ok", "0")
@@ -283,8 +283,8 @@ def test_change_settings_preview_the_difference_then_deploy(server, page):
     page.fill("#f-name", "grow")
     page.click("#preview-button")
     page.click("#launch-button")
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
-    expect(page.locator("h1 .badge").first).to_have_text("planned (offline)", timeout=20_000)
+    expect(page.locator("#job-percent")).to_have_text("100%")
+    expect(page.locator("h1 .badge").first).to_have_text("planned (offline)")
 
     page.click("#change-settings")
     expect(page.locator("h1")).to_contain_text("Change settings: grow")
@@ -292,7 +292,7 @@ def test_change_settings_preview_the_difference_then_deploy(server, page):
     page.fill("#f-raypd-decode-replicas", "3")
     page.click("#save-change")
     expect(page).to_have_url(re.compile(r"/deployments/grow\?job="))
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
+    expect(page.locator("#job-percent")).to_have_text("100%")
     from components.config.spec import DeploymentSpec
     from components.plan.topology import estimate_cost
 
@@ -300,7 +300,7 @@ def test_change_settings_preview_the_difference_then_deploy(server, page):
         return f"${estimate_cost(DeploymentSpec.from_config(config, 'grow')).usd_per_hour:,.2f}/h"
 
     changes = page.locator("#pending-changes")
-    expect(changes).to_contain_text("raypd:decode.replicas", timeout=20_000)
+    expect(changes).to_contain_text("raypd:decode.replicas")
     expect(changes).to_contain_text(usd({}))  # the reference now ...
     expect(changes.locator("#new-cost")).to_contain_text(usd({"raypd:decode": {"replicas": 3}}))
     expect(page.locator("#job-changes")).to_contain_text("What this update would do")
@@ -308,8 +308,8 @@ def test_change_settings_preview_the_difference_then_deploy(server, page):
     shot(page, "14-change-preview")
 
     page.click("#op-up")
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=60_000)
-    expect(page.locator("#pending-changes")).to_have_count(0, timeout=20_000)
+    expect(page.locator("#job-percent")).to_have_text("100%")
+    expect(page.locator("#pending-changes")).to_have_count(0)
     shot(page, "15-change-deployed")
     assert page.console_errors == []
 

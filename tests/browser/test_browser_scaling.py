@@ -69,7 +69,7 @@ def test_scaling_panel_shows_each_phase_its_signal_and_the_last_decision(live):
         expect(page).to_have_url(re.compile(r"/deployments/scaled"))
 
         panel = page.locator("#scaling")
-        expect(panel).to_contain_text("Scaling", timeout=20_000)
+        expect(panel).to_contain_text("Scaling")
         rows = panel.locator("#scaling-phases tbody tr")
         expect(rows).to_have_count(2)
         decode = panel.locator('#scaling-phases tr[data-phase="decode"] td')

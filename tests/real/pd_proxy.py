@@ -22,11 +22,17 @@ Two connection rules an HTTP proxy in front of vLLM must keep (both were seen fa
 - a client that hangs up mid-relay (or right after `data: [DONE]`, before the last chunk of
   the chunked body) ends that relay quietly: nothing is left to tell it.
 Every other failure of a request is logged with its path, how long it ran and its traceback.
+
+`--hold-control` adds `POST /_hold {"seconds": S, "requests": N}` and `GET /_hold`: the next N
+requests wait S seconds between their prefill's answer and their decode leg, as a decode queue
+that slow would hold them (the lease test: tests/real/pair/test_resilience_on_real_pair.py);
+`GET /_hold` says how many were held, with their prefill's kv_transfer_params.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import copy
 import json
 import logging
@@ -110,6 +116,12 @@ async def completions(request: web.Request) -> web.StreamResponse:
         return web.json_response(
             {"error": {"message": f"prefill answered without kv_transfer_params: {json.dumps(answer)[:300]}"}},
             status=502)
+    hold = request.app.get("hold")
+    if hold is not None and hold["requests"] > 0:
+        hold["requests"] -= 1
+        hold["held"].append(params)
+        log.info("holding a decode leg %.1f s (prefill's request %s)", hold["seconds"], params.get("remote_request_id"))
+        await asyncio.sleep(hold["seconds"])
     async with session.post(request.app["decode"] + path, json=decode_request(body, params)) as decode:
         return await _relay(request, decode)
 
@@ -128,9 +140,24 @@ async def _session(app: web.Application) -> Any:
     await app["session"].close()
 
 
-def make_app(prefill: str, decode: str) -> web.Application:
+async def set_hold(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    hold = request.app["hold"]
+    hold["seconds"], hold["requests"] = float(body["seconds"]), int(body["requests"])
+    return web.json_response({"held": hold["held"]})
+
+
+async def get_hold(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"held": request.app["hold"]["held"], "waiting": request.app["hold"]["requests"]})
+
+
+def make_app(prefill: str, decode: str, hold_control: bool = False) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[log_failures])
     app["prefill"], app["decode"] = prefill.rstrip("/"), decode.rstrip("/")
+    if hold_control:
+        app["hold"] = {"seconds": 0.0, "requests": 0, "held": []}
+        app.router.add_post("/_hold", set_hold)
+        app.router.add_get("/_hold", get_hold)
     app.cleanup_ctx.append(_session)
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_post("/v1/completions", completions)
@@ -145,9 +172,10 @@ def main() -> None:
     parser.add_argument("--decode", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--hold-control", action="store_true", help="add POST/GET /_hold (the module's docstring)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s pd_proxy %(levelname)s %(message)s")
-    web.run_app(make_app(args.prefill, args.decode), host=args.host, port=args.port, print=None)
+    web.run_app(make_app(args.prefill, args.decode, args.hold_control), host=args.host, port=args.port, print=None)
 
 
 if __name__ == "__main__":

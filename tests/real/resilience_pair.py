@@ -167,3 +167,55 @@ class CorruptingProxy:
 
     def __exit__(self, *exc: Any) -> None:
         self.process.stop()
+
+
+class HoldingProxy:
+    """pd_proxy.py with `--hold-control` in its own process, in front of the pair's two engines:
+    `hold(seconds, requests)` makes the next `requests` decode legs wait `seconds` after their
+    prefill answered, as a decode queue that slow would (no heartbeat renews a lease for a request
+    decode has not seen); `held()` lists the kv_transfer_params of the legs it held."""
+
+    def __init__(self, pair: PdPair, log_path: Path):
+        self.port = free_port()
+        self.process = ManagedProcess.start(
+            "holding-proxy", [sys.executable, str(Path(__file__).with_name("pd_proxy.py")), "--prefill",
+                              pair.prefill.url, "--decode", pair.decode.url, "--port", str(self.port),
+                              "--hold-control"], log_path)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def hold(self, seconds: float, requests_: int) -> None:
+        answer = requests.post(self.url + "/_hold", json={"seconds": seconds, "requests": requests_}, timeout=30)
+        answer.raise_for_status()
+
+    def held(self) -> list[dict[str, Any]]:
+        return list(requests.get(self.url + "/_hold", timeout=30).json()["held"])
+
+    def __enter__(self) -> "HoldingProxy":
+        wait_until("the holding proxy", lambda: http_ok(self.url + "/_hold"), deadline_s=120,
+                   watch=[self.process], interval_s=0.5)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.process.stop()
+
+
+class HeldDecode:
+    """The fault: the next `requests` decode legs held `seconds` (longer than prefill's NIXL lease)."""
+
+    name = "decode-held-past-the-lease"
+
+    def __init__(self, proxy: HoldingProxy, seconds: float, requests_: int):
+        self.proxy, self.seconds, self.requests = proxy, seconds, requests_
+
+    def choose(self) -> str:
+        return f"the next {self.requests} decode legs behind {self.proxy.url}"
+
+    def inject(self) -> str:
+        self.proxy.hold(self.seconds, self.requests)
+        return f"the next {self.requests} decode legs held {self.seconds:g} s after their prefill answered"
+
+    def restore(self) -> None:
+        self.proxy.hold(0.0, 0)

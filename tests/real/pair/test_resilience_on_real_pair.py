@@ -1,6 +1,7 @@
 """serve.resilience's measurement on the real vLLM pair (issue 31 §3): the numbers its report gives
 are the load generator's own, counted again here straight from the records; a planted proxy that
-corrupts one answer in twenty is reported as exactly that many wrong answers.
+corrupts one answer in twenty is reported as exactly that many wrong answers; a decode held longer
+than prefill's NIXL lease shows in the report's KV counters and in vLLM's, exactly once per held request.
 
 Runs last in this package (conftest.py): the kill test restarts prefill, and leaves it ready.
 """
@@ -15,9 +16,14 @@ from serve.resilience.report import Settings, build_report, table
 from serve.resilience.run import measure
 from tests.real.pd_pair import PdPair
 from tests.real.processes import wait_until
-from tests.real.resilience_pair import CorruptingProxy, NoFault, PairTarget, PrefillKill
+from tests.real.resilience_pair import CorruptingProxy, HeldDecode, HoldingProxy, NoFault, PairTarget, PrefillKill
 
 WORKLOAD = Workload(prompts=6, input_tokens=32, max_tokens=8)
+# The pair's engines keep NIXL's default lease (kv_lease_duration 30 s, vllm/.../nixl/base_scheduler.py):
+# raypd renders 300 s (raypd:kvTransfer.leaseSeconds) exactly so that a slow decode queue never outlives it.
+NIXL_DEFAULT_LEASE_S = 30.0
+HELD_S = NIXL_DEFAULT_LEASE_S + 15.0
+HELD_REQUESTS = 3
 # A connect may wait as long as a request: on a 2-core machine at load 17 the client's event loop
 # was starved for seconds, and the default 10 s connect timeout failed requests the server never saw.
 PATIENT = {"connect_timeout_s": 120.0}
@@ -92,3 +98,44 @@ def test_prefill_killed_under_load_failures_and_recovery_match_the_records(real_
           f"({requests['failed-before-first-token']} before the first token), recovered "
           f"{report['recovery']['timeToRecoverS']:.1f} s after the SIGKILL, {requests['wrong']} wrong; "
           f"KV change {report['kv']['change']}")
+
+
+def test_a_decode_held_past_the_lease_shows_in_the_report_and_in_vllms_counters(real_pd_pair: PdPair) -> None:
+    """What a lease expiry does on vLLM 0.32 (found here, not assumed): prefill reaps the blocks of a
+    request whose decode has not come within the lease and counts `vllm:nixl_num_kv_expired_reqs`;
+    the decode that comes later still reads those blocks (a one-sided NIXL read nothing refuses) and
+    answers 200, and prefill logs "Potentially invalid KV blocks ... retrieved". Whether the answer
+    is right depends on whether the freed blocks were reused meanwhile: the report judges every
+    held answer against its golden one, and its KV counters show each expiry."""
+    pair = real_pd_pair
+    # the load outlasts the held legs (settle_s after the fault), so prefill steps and reaps meanwhile
+    settings = Settings(rate=1.0, duration_s=240.0, fault_at_s=5.0, timeout_s=HELD_S + 120.0,
+                        settle_s=HELD_S + 15.0)
+    with HoldingProxy(pair, pair.log_dir / "holding-proxy.log") as proxy:
+        fault = HeldDecode(proxy, HELD_S, HELD_REQUESTS)
+        try:
+            measured = measure(proxy.url, pair.model_id, fault, PairTarget(pair), settings, WORKLOAD,
+                               connection=PATIENT)
+        finally:
+            fault.restore()
+        held = proxy.held()
+    _keep(pair, "lease-expiry", measured.records)
+    report = build_report(measured, settings)
+    print(table(report))
+    print("measured report:", json.dumps({k: report[k] for k in ("requests", "recovery", "kv")}))
+    assert len(held) == HELD_REQUESTS, held
+    change = report["kv"]["change"]
+    assert change is not None, f"the KV counters could not be read: {report['kv']}\n{pair.describe()}"
+    # exactly one expired lease per held request, and none for the requests that were not held
+    assert change["expiredLeases"] == HELD_REQUESTS, f"{table(report)}\n{pair.prefill.output()[-3000:]}"
+    assert next(c for c in report["checks"] if c["id"] == "kv-transfer")["status"] == "fail", table(report)
+    prefill_log = pair.prefill.output()
+    assert prefill_log.count("Releasing expired KV blocks") >= HELD_REQUESTS, prefill_log[-3000:]
+    # every request the load generator sent is accounted for: answered right, wrong, or failed
+    requests_ = report["requests"]
+    assert requests_["sent"] == len(measured.records)
+    failed = requests_["failed-before-first-token"] + requests_["failed-after-first-token"]
+    print(f"measured: {HELD_REQUESTS} decode legs held {HELD_S:g} s past NIXL's {NIXL_DEFAULT_LEASE_S:g} s lease: "
+          f"{change['expiredLeases']:g} expired lease(s) counted, {change['failedTransfers']:g} failed transfer(s), "
+          f"{requests_['wrong']} wrong and {failed} failed of {requests_['sent']}; prefill logged "
+          f"{prefill_log.count('Potentially invalid KV blocks')} 'Potentially invalid KV blocks' line(s)")

@@ -16,16 +16,19 @@ log = logging.getLogger(__name__)
 
 
 SCALING_MODULE = "test_phases_scale_on_their_own_load.py"
+KILL_MODULE = "test_decode_replica_killed_under_load.py"
+LAST = {SCALING_MODULE: 1, KILL_MODULE: 2}  # the kill after the scaling tests: it leaves a new decode replica
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The scaling tests last in this package: they grow a phase to two engines and wait for it to
-    come back to one; every other test here sees the app at its starting size. Only this package's
+    """The scaling tests next to last in this package: they grow a phase to two engines and wait for it
+    to come back to one; every other test here sees the app at its starting size. The decode-replica
+    kill is last: Serve replaces the replica, and nothing after it needs the first one. Only this package's
     places in the list are reordered (pytest calls this hook with the whole session's items, and a
     package's tests must stay together, or its Ray head would be stopped and started again)."""
     here = Path(__file__).parent
     places = [i for i, item in enumerate(items) if item.path.parent == here]
-    ours = sorted((items[i] for i in places), key=lambda item: item.path.name == SCALING_MODULE)
+    ours = sorted((items[i] for i in places), key=lambda item: LAST.get(item.path.name, 0))
     for place, item in zip(places, ours, strict=True):
         items[place] = item
 
