@@ -116,8 +116,10 @@ def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str,
                    lambda: samples.take()[grows]["running"] >= 2, deadline_s=SCALE_UP_DEADLINE_S,
                    watch=[ray.process], interval_s=SAMPLE_EVERY_S)
     finally:
-        records = load.finish()
+        # the moment the load is told to stop: its signal falls from here, while the requests in
+        # flight finish (a CI run measured the stop after them and saw Serve scale down "early")
         stopped = facts["load_stopped_s"] = round(time.monotonic() - samples.start, 1)
+        records = load.finish()
         facts.update(requests=len(records), target_2_after_s=samples.first(grows, "target", 2) - started,
                      serving_on_2_after_s=samples.first(grows, "running", 2) - started)
         samples.save(artifacts / f"{name}.json", **facts)
