@@ -185,3 +185,27 @@ def test_an_upgrade_is_said_in_one_line(tmp_path: Path, caplog: pytest.LogCaptur
         Store(path).close()  # already current: nothing to say
     said = [r.getMessage() for r in caplog.records if r.name == "webui.db"]
     assert said == ["job store schema upgraded from version 0002 to 0006"]
+
+
+def test_a_store_at_0005_gains_resilience_runs_and_keeps_its_benchmarks(tmp_path: Path):
+    """Version 6 (issue 31 §2) upgrades the previous head in place: benchmark runs stay, and the
+    Resilience tab's reports can be stored and read back, newest first."""
+    path = tmp_path / "raypd.db"
+    engine = db.make_engine(db.parse_url(path))
+    db.upgrade(engine, "0005")
+    with engine.begin() as conn:
+        conn.execute(db.benchmark_runs.insert().values(
+            id="b1", deployment="live", label="live #b1", created_at=1.0, actor="me", settings="{}",
+            summary="{}", records=b""))
+    engine.dispose()
+    store = Store(path)
+    try:
+        assert store.schema_version == "0006"
+        assert [run["id"] for run in store.benchmark_runs("live")] == ["b1"]
+        assert store.resilience_runs("live") == []
+        store.save_resilience("r1", "live", "me", {"fault": "node"}, {"kind": "resilience", "ok": True})
+        store.save_resilience("r2", "live", "me", {"fault": "head-pod"}, {"kind": "resilience", "ok": False})
+        assert [run["id"] for run in store.resilience_runs("live")] == ["r2", "r1"]
+        assert store.resilience_run("r1")["settings"] == {"fault": "node"}
+    finally:
+        store.close()
