@@ -300,6 +300,18 @@ benchmark_runs = Table(
 )
 Index("benchmark_runs_by_deployment", benchmark_runs.c.deployment, benchmark_runs.c.created_at)
 
+# Finished resilience checks (version 6): what was asked and the Contract 8 report, as JSON.
+resilience_runs = Table(
+    "resilience_runs", metadata,
+    Column("id", Text, primary_key=True),
+    Column("deployment", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("actor", Text),
+    Column("settings", Text, nullable=False),
+    Column("report", Text, nullable=False),
+)
+Index("resilience_runs_by_deployment", resilience_runs.c.deployment, resilience_runs.c.created_at)
+
 # Servers using this store and when each was last seen (team mode: whose jobs are orphaned).
 instances = Table(
     "instances", metadata,

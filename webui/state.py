@@ -16,6 +16,7 @@ from webui.deployments.commands import Deployments
 from webui.deployments.reads import Reads
 from webui.engines.select import EngineSet
 from webui.jobs import JobRunner
+from webui.resilience_runs import ResilienceService
 from webui.security import LoginThrottle
 from webui.settings import Settings
 from webui.store import Store
@@ -104,9 +105,11 @@ class Raypd:
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     fragments: FragmentCache = field(default_factory=FragmentCache)
     reads: Reads = field(init=False)
+    resilience: ResilienceService = field(init=False)  # the Resilience tab (issue 31 §2)
 
     def __post_init__(self) -> None:
         self.reads = Reads(self.store)
+        self.resilience = ResilienceService(self.service)
 
     def start_session(self) -> str:
         """A login: the session id the cookie carries (the store lists live ones)."""

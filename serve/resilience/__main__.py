@@ -23,21 +23,29 @@ import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, Optional, Sequence
-from urllib.parse import quote, urlparse
+from urllib.parse import urlparse
 
-from components.config import defaults
 from components.config.safe_documents import FileRefused, read_file, shown_name
 from serve.evidence import MAX_OUTPUTS_BYTES, VerifyInputError, VerifyPlan, check_outputs, parse_outputs_text
 from serve.evidence import resolve_kubeconfig as outputs_kubeconfig
 from serve.kube import KubeClient, KubeConfigError, KubeError, client_from_kubeconfig, read_kubeconfig_file
-from serve.resilience.faults import FAULTS, KubeDeployment, KubeFault
+from serve.resilience.faults import KubeDeployment, KubeFault, serve_proxy
+from serve.resilience.limits import (
+    DEFAULT_DURATION_S,
+    DEFAULT_FAULT_AT_S,
+    DEFAULT_RATE,
+    DEFAULT_TIMEOUT_S,
+    FAULTS,
+    MAX_DURATION_S,
+    MAX_RATE,
+    MAX_TIMEOUT_S,
+    fault_timing_problem,
+)
 from serve.resilience.plot import PLOT_NAME, timeline_png
 from serve.resilience.report import Settings, build_report, table
 from serve.resilience.run import FaultRefused, measure
 
 EXIT_OK, EXIT_FINDINGS, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
-MAX_RATE = 1000.0
-MAX_DURATION_S = 6 * 3600.0
 
 
 class UsageError(Exception):
@@ -73,12 +81,14 @@ def _parser() -> argparse.ArgumentParser:
                                                          "--show-secrets`), or - for stdin")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: the outputs' kubeconfig)")
     parser.add_argument("--fault", required=True, type=_fault, help=" | ".join(FAULTS))
-    parser.add_argument("--rate", type=_number("--rate", 0, MAX_RATE), default=2.0, help="requests/s (default 2)")
-    parser.add_argument("--duration", type=_number("--duration", 0, MAX_DURATION_S), default=600.0,
-                        help="the most seconds of load: it stops once recovered (default 600)")
-    parser.add_argument("--fault-at", type=_number("--fault-at", 0, MAX_DURATION_S), default=30.0,
-                        help="seconds into the load the fault is injected (default 30)")
-    parser.add_argument("--timeout", type=_number("--timeout", 0, 3600), default=60.0, help="per request, s")
+    parser.add_argument("--rate", type=_number("--rate", 0, MAX_RATE), default=DEFAULT_RATE,
+                        help=f"requests/s (default {DEFAULT_RATE:g})")
+    parser.add_argument("--duration", type=_number("--duration", 0, MAX_DURATION_S), default=DEFAULT_DURATION_S,
+                        help=f"the most seconds of load: it stops once recovered (default {DEFAULT_DURATION_S:g})")
+    parser.add_argument("--fault-at", type=_number("--fault-at", 0, MAX_DURATION_S), default=DEFAULT_FAULT_AT_S,
+                        help=f"seconds into the load the fault is injected (default {DEFAULT_FAULT_AT_S:g})")
+    parser.add_argument("--timeout", type=_number("--timeout", 0, MAX_TIMEOUT_S), default=DEFAULT_TIMEOUT_S,
+                        help="per request, s")
     parser.add_argument("--endpoint", help="an OpenAI base URL to load instead of the Serve Service proxy")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (Contract 8)")
     parser.add_argument("--out", required=True, type=Path, help="directory for the report and plot")
@@ -119,12 +129,9 @@ def _endpoint(args: argparse.Namespace, client: KubeClient, plan: VerifyPlan) ->
             raise UsageError(f"--endpoint must be an http(s) URL, got {ascii(args.endpoint)[:80]}")
         return args.endpoint, {}
     try:
-        client.auth_headers()  # mint the token now: a credential problem is a usage error
+        return serve_proxy(client, plan)
     except KubeError as exc:
         raise UsageError(f"--kubeconfig: {exc}") from None
-    proxy = (f"{client.server}/api/v1/namespaces/{quote(plan.namespace, safe='')}/services/"
-             f"{quote(plan.serve_service, safe='')}:{defaults.SERVE_PORT}/proxy")
-    return proxy, {"headers": client.auth_headers, "ssl_context": client.ssl_context}
 
 
 def _write(out: Path, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
@@ -139,7 +146,7 @@ def _write(out: Path, report: dict[str, Any], records: list[dict[str, Any]]) -> 
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.fault_at >= args.duration:
+    if fault_timing_problem(args.fault_at, args.duration):
         raise UsageError(f"--fault-at ({args.fault_at:g} s) must come before the end of --duration "
                          f"({args.duration:g} s)")
     if args.out.exists() and not args.out.is_dir():

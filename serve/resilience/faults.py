@@ -51,12 +51,12 @@ from serve.evidence import (
 )
 from serve.kube import MERGE_PATCH, KubeClient, KubeError
 from serve.kv_evidence import KvReading, expired_only, kv_series, parse_vllm_samples, replica_filter
+from serve.resilience.limits import FAULTS
 from serve.resilience.run import FaultRefused
 from serve.verify.kv_transfer import read_kv
 
 log = logging.getLogger(__name__)
 
-FAULTS = ("prefill-pod", "decode-pod", "head-pod", "node")
 RBAC_NEEDED = ("pods: get, list, delete; pods/eviction: create (for --fault node); nodes: get, patch "
                "(for --fault node), in the stack's namespace and on its GPU nodes")
 EVICTION_RETRY_S = 5.0
@@ -67,6 +67,19 @@ def _refused(what: str, exc: KubeError) -> FaultRefused:
     if exc.status == 403:
         return FaultRefused(f"not allowed to {what} (HTTP 403, RBAC): serve.resilience needs {RBAC_NEEDED}")
     return FaultRefused(f"could not {what}: {exc}")
+
+
+__all__ = ["FAULTS", "RBAC_NEEDED", "KubeDeployment", "KubeFault", "serve_proxy"]
+
+
+def serve_proxy(client: KubeClient, plan: VerifyPlan) -> tuple[str, dict[str, Any]]:
+    """The Serve Service behind the API server's service proxy, with the kubeconfig's TLS and
+    credentials (as `serve.benchmark run --outputs` sends its load); raises KubeError when the
+    credentials cannot be minted."""
+    client.auth_headers()  # mint the token now: a credential problem is said before any load
+    proxy = (f"{client.server}/api/v1/namespaces/{quote(plan.namespace, safe='')}/services/"
+             f"{quote(plan.serve_service, safe='')}:{defaults.SERVE_PORT}/proxy")
+    return proxy, {"headers": client.auth_headers, "ssl_context": client.ssl_context}
 
 
 def pod_path(namespace: str, name: str, sub: str = "") -> str:

@@ -10,6 +10,12 @@ before the load and after it. What a fault is and what a deployment is are two s
 test implements them for a local engine pair. `Fault.restore` is always called, however the run
 ends (the CLI also turns SIGTERM into that path): it uncordons a node.
 
+A caller that must be able to stop the run (the web app's cancel) passes `cancelled`: it is
+polled every CANCEL_POLL_S; once it says so, no fault is injected any more, the load's requests in
+flight are abandoned (the load stops at once, not at the end of its timeouts) and `measure` raises
+RunCancelled; `Fault.restore` is still the caller's to call. `on_phase` hears the run's phases
+(golden, load, fault injected, recovering) as they begin, in words.
+
 Clocks: the load generator's records are on its own clock (seconds from its start); the fault time
 is taken on the same perf_counter, from the moment just before the load started, so it is early by
 at most the time the load generator takes to open its client session (well under a millisecond).
@@ -21,16 +27,18 @@ import asyncio
 import logging
 import time
 from dataclasses import replace
-from typing import Any, Mapping, Optional, Protocol
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 from serve.benchmark.loadgen import run_load
 from serve.kv_evidence import KvReading
 from serve.resilience import judge
-from serve.resilience.golden import Workload, record_golden
+from serve.resilience.golden import ASKED, Workload, record_golden
 from serve.resilience.report import Measured, Settings
 
 log = logging.getLogger(__name__)
 READY_EVERY_S = 2.0
+CANCEL_POLL_S = 0.2
+OnPhase = Callable[[str, str], None]
 
 
 class Target(Protocol):
@@ -62,6 +70,18 @@ class FaultRefused(Exception):
     """The fault cannot or may not be injected (RBAC, nothing matching the deployment): exit 2."""
 
 
+class RunCancelled(Exception):
+    """The caller's `cancelled` said stop: the load was abandoned, nothing is reported."""
+
+
+def _never() -> bool:
+    return False
+
+
+def _quiet(phase: str, words: str) -> None:
+    pass
+
+
 Samples = list[tuple[float, Optional[bool]]]
 
 
@@ -74,7 +94,8 @@ def _recovered(finished: list[Mapping[str, Any]], golden: list[Optional[str]], h
 
 
 async def _under_load(config: Any, specs: list[Any], fault: Fault, fault_at_s: float, target: Target,
-                      ready_every_s: float, golden: list[Optional[str]], settle_s: float
+                      ready_every_s: float, golden: list[Optional[str]], settle_s: float,
+                      cancelled: Callable[[], bool] = _never, on_phase: OnPhase = _quiet
                       ) -> tuple[list[dict[str, Any]], float, str, Samples]:
     samples: Samples = []
     done = asyncio.Event()
@@ -85,8 +106,16 @@ async def _under_load(config: Any, specs: list[Any], fault: Fault, fault_at_s: f
 
     async def inject() -> None:
         await asyncio.sleep(max(0.0, start + fault_at_s - time.perf_counter()))
+        if cancelled():
+            return  # the watcher ends the run: no fault after a cancel
         hit["at"] = time.perf_counter() - start
         hit["what"] = await asyncio.to_thread(fault.inject)
+        on_phase("fault injected", f"{hit['what']} at {hit['at']:.1f} s into the load")
+        on_phase("recovering", f"the load goes on until the answers have been good again for {settle_s:g} s")
+
+    async def watch() -> None:
+        while not cancelled():
+            await asyncio.sleep(CANCEL_POLL_S)
 
     async def sample_ready() -> None:
         while not done.is_set():
@@ -100,40 +129,57 @@ async def _under_load(config: Any, specs: list[Any], fault: Fault, fault_at_s: f
     load = asyncio.create_task(run_load(config, specs, on_record=finished.append))
     injector = asyncio.create_task(inject())
     sampler = asyncio.create_task(sample_ready())
+    watcher = asyncio.create_task(watch())
     try:
-        await asyncio.wait({load, injector}, return_when=asyncio.FIRST_EXCEPTION)
-        if injector.done() and injector.exception() is not None:
-            load.cancel()  # the fault was refused: the run measures nothing, stop sending
-            raise injector.exception()  # type: ignore[misc]
+        while not (load.done() and injector.done()):
+            await asyncio.wait({t for t in (load, injector, watcher) if not t.done()},
+                               return_when=asyncio.FIRST_COMPLETED)
+            if watcher.done():  # cancelled (watch returns only then): abandon the requests in flight
+                raise RunCancelled()
+            if injector.done() and injector.exception() is not None:
+                load.cancel()  # the fault was refused: the run measures nothing, stop sending
+                raise injector.exception()  # type: ignore[misc]
+            if load.done() and load.exception() is not None:
+                break  # awaited below: its error is the run's
         records = await load
         await injector  # a load shorter than fault_at_s ends before the fault: that is refused up front
+        if cancelled():  # a cancel in the last poll interval
+            raise RunCancelled()
     finally:
         done.set()
-        for task in (load, injector):
+        for task in (load, injector, watcher):
             if not task.done():
                 task.cancel()
-        await asyncio.gather(load, injector, return_exceptions=True)
+        await asyncio.gather(load, injector, watcher, return_exceptions=True)
         await sampler
     return records, float(hit["at"]), str(hit["what"]), samples
 
 
 def measure(endpoint: str, model: str, fault: Fault, target: Target, settings: Settings,
             workload: Optional[Workload] = None, *, ready_every_s: float = READY_EVERY_S,
-            connection: Optional[dict[str, Any]] = None) -> Measured:
+            connection: Optional[dict[str, Any]] = None, cancelled: Callable[[], bool] = _never,
+            on_phase: OnPhase = _quiet) -> Measured:
     """Golden answers, then the load with the fault; `fault.restore()` is the caller's to call
-    (in a finally) so that an interrupt anywhere still reaches it."""
+    (in a finally) so that an interrupt anywhere still reaches it. Raises RunCancelled once
+    `cancelled()` says so (checked between the steps and every CANCEL_POLL_S under the load)."""
     if not 0 < settings.fault_at_s < settings.duration_s:
         raise ValueError("the fault must come during the load (0 < fault_at_s < duration_s)")
     connection = dict(connection or {})
     workload = workload or Workload()
     chosen = fault.choose()
+    on_phase("golden", f"target: {chosen}; recording the golden answers ({workload.prompts} prompts, "
+                       f"each asked {ASKED} times)")
     golden = record_golden(workload, endpoint, model, settings.timeout_s, **connection)
     kv_before = target.kv_reading()
     config = workload.config(endpoint, model, rate=settings.rate, duration_s=settings.duration_s,
                              timeout_s=settings.timeout_s, **connection)
     specs = workload.load_specs(settings.rate, settings.duration_s)
+    if cancelled():
+        raise RunCancelled()
+    on_phase("load", f"steady load at {settings.rate:g} req/s; the {fault.name} fault comes "
+                     f"{settings.fault_at_s:g} s in")
     records, fault_s, injected, ready = asyncio.run(
         _under_load(config, specs, fault, settings.fault_at_s, target, ready_every_s, golden.answers,
-                    settings.settle_s))
+                    settings.settle_s, cancelled, on_phase))
     kv_after = target.kv_reading()
     return Measured(fault.name, chosen, injected, fault_s, golden, records, ready, kv_before, kv_after)

@@ -22,6 +22,7 @@ from jsonschema import Draft202012Validator
 from components.config.checks import Check, Report
 from serve.benchmark.events import RunResult
 from serve.benchmark.summary import summarize
+from serve.evidence import VerifyInputError
 from tests.patience import PATIENCE_S
 from tests.web.support import AUTH, FakeEngine, wait_for_job
 
@@ -147,7 +148,8 @@ def test_the_documented_job_statuses_and_operations_are_the_ones_the_app_has(doc
 
     job = document["components"]["schemas"]["JobView"]["properties"]
     assert set(job["status"]["enum"]) == {str(status) for status in (*ACTIVE_STATUSES, *FINAL_STATUSES)}
-    assert set(job["operation"]["enum"]) == {*ENGINE_OPERATIONS, *CHECK_OPERATIONS, Operation.BENCHMARK.value}
+    assert set(job["operation"]["enum"]) == {*ENGINE_OPERATIONS, *CHECK_OPERATIONS, Operation.BENCHMARK.value,
+                                                Operation.RESILIENCE.value}
     assert set(job["operation"]["enum"]) == {op.value for op in Operation}
 
 
@@ -235,6 +237,16 @@ def _offline_flow(api: Contract, app: Flask) -> None:
     assert api.call("get", "/benchmarks", 200).get_json() == {"runs": []}
     api.call("get", "/benchmarks/{run}", 404, run="0000")
     api.call("get", "/benchmarks/{run}/requests.jsonl", 404, run="0000")
+    # A resilience check disrupts a live deployment: an offline plan has nothing to disrupt.
+    res = "/deployments/{name}/resilience"
+    refused = api.call("post", res, 409, name="demo", json={"fault": "node", "confirm": "demo"})
+    assert "offline" in refused.get_json()["errors"][0]["message"]
+    api.call("post", res, 400, name="demo", json={"fault": "node"})
+    api.call("post", res, 400, name="demo", json={"fault": "node", "confirm": "demo", "bogus": 1})
+    api.call("post", res, 404, name="nope", json={"fault": "node", "confirm": "nope"})
+    api.call("post", res, 413, name="demo", **huge)
+    assert api.call("get", res, 200, name="demo").get_json() == {"runs": []}
+    api.call("get", res, 404, name="nope")
     api.call("delete", "/deployments/{name}", 404, name="nope")
     api.call("delete", "/deployments/{name}", 400, name="demo", json={"bogus": 1})
     api.call("delete", "/deployments/{name}", 413, name="demo", **huge)
@@ -250,6 +262,10 @@ def _offline_flow(api: Contract, app: Flask) -> None:
     for path, item in api.document["paths"].items():  # no token: 401 everywhere
         for method in item:
             api.call(method, path, 401, headers={}, name="demo", id="0000", run="0000", keyName="ci")
+
+
+def _no_cluster(outputs: Any, kubeconfig: Any, fault: str) -> Any:
+    raise VerifyInputError("no cluster in this test")
 
 
 def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_only: FlaskClient) -> None:
@@ -292,6 +308,11 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
                 "error_kind": None, "error": None} for i in range(4)]
     fake_app.extensions["raypd"].benchmarks.benchmarker.run_fn = (
         lambda outputs, kubeconfig, name, args, seconds, progress, cancelled: RunResult(summarize(records), records))
+    # A resilience job (its run fails here at once: no cluster; tests/web/test_resilience_tab.py runs one).
+    fake_app.extensions["raypd"].resilience.resilience.connect_fn = _no_cluster
+    res = api.job(api.call("post", "/deployments/{name}/resilience", 202, client=client, name="live",
+                           json={"fault": "decode-pod", "confirm": "live"}), client)
+    assert res["status"] == "failed" and res["operation"] == "resilience"
     bench = api.job(api.call("post", "/deployments/{name}/benchmarks", 202, client=client, name="live",
                              json={"rates": [2], "requests": 4}), client)
     assert bench["status"] == "succeeded" and bench["summary"]["benchmark"]["run"] == bench["id"]
@@ -334,6 +355,8 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
                  json={"confirm": "live"} if operation == "clear-pending" else None)
     api.call("delete", "/deployments/{name}", 503, client=offline_only, name="live")
     api.call("post", "/deployments/{name}/benchmarks", 503, client=offline_only, name="live", json={"rates": [1]})
+    api.call("post", "/deployments/{name}/resilience", 503, client=offline_only, name="live",
+             json={"fault": "node", "confirm": "live"})
     api.call("patch", "/deployments/{name}", 503, client=offline_only, name="live", json={"config": {}})
     api.call("delete", "/deployments/{name}/pending-config", 503, client=offline_only, name="live")
     api.call("get", "/deployments/{name}/status", 200, client=offline_only, name="live")

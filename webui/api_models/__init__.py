@@ -82,14 +82,17 @@ from webui.api_models.requests import (
     UpOptions,
     parse,
 )
+from webui.api_models.resilience import ResilienceRequest, ResilienceRun, ResilienceRuns
 
 # The answers' and requests' models, for the document (webui/openapi.py).
 ANSWERS: tuple[type[BaseModel], ...] = (
     Errors, BusyErrors, JobAccepted, JobView, DeploymentList, DeploymentView, PendingView,
     ChecksView, LiveStatus, CheckReport, BenchmarkRun, BenchmarkRuns, ApiKeyList, CreatedApiKey,
+    ResilienceRun, ResilienceRuns,
 )
 REQUESTS: tuple[type[ApiRequest], ...] = (
-    CreateDeployment, ChangeDeployment, UpOptions, ClearPending, NoOptions, BenchmarkRequest, CreateApiKey)
+    CreateDeployment, ChangeDeployment, UpOptions, ClearPending, NoOptions, BenchmarkRequest, CreateApiKey,
+    ResilienceRequest)
 
 __all__ = [
     "ANSWERS", "ApiAnswer", "ApiKeyItem", "ApiKeyList", "ApiRequest", "BENCHMARK_PRESETS", "BenchmarkRequest",
@@ -102,4 +105,5 @@ __all__ = [
     "NoOptions", "Operation", "Passthrough", "PendingChanges", "PendingOperation", "PendingSettings",
     "PendingView", "Progress", "REQUESTS", "RequestT", "SCHEMA_REF", "STACK_NAME_PATTERN", "SectionError",
     "SettingsKind", "UpOptions", "absent", "contract1_schema", "dump", "parse",
+    "ResilienceRequest", "ResilienceRun", "ResilienceRuns",
 ]

@@ -1,5 +1,5 @@
-"""The job store: deployments, jobs, progress events, check reports, benchmark runs, sessions and
-the audit log.
+"""The job store: deployments, jobs, progress events, check reports, benchmark runs, resilience
+runs, sessions and the audit log.
 
 The list page and the API read only this database, never the Pulumi CLI, so listing hundreds of
 deployments costs one query. Every progress event is a row, so the SSE stream can replay a job from
@@ -27,6 +27,7 @@ from webui.store.deployments import DeploymentRows
 from webui.store.events import EventRows
 from webui.store.instances import InstanceRows
 from webui.store.jobs import INSTANCE_STALE_SECONDS, INTERRUPTED_HINT, JobRows, interrupted_hint
+from webui.store.resilience import ResilienceRows
 from webui.store.results import ResultRows
 
 ACTIVE_STATUSES: tuple[JobStatus, ...] = ACTIVE
@@ -38,5 +39,6 @@ __all__ = [
 ]
 
 
-class Store(DeploymentRows, DeployedRows, JobRows, InstanceRows, EventRows, ResultRows, AccessRows):
+class Store(DeploymentRows, DeployedRows, JobRows, InstanceRows, EventRows, ResultRows, AccessRows,
+            ResilienceRows):
     """The job store, every table's rows on one connection (see StoreBase for `location`)."""

@@ -32,10 +32,19 @@ BENCHMARK_INTERRUPTED_HINT = (
 )
 
 
+RESILIENCE_INTERRUPTED_HINT = (
+    "the server stopped while this resilience check ran, so its report is lost. A node fault may have "
+    "left a GPU node cordoned: kubectl get nodes (SchedulingDisabled), then kubectl uncordon NODE. "
+    "Close this job to run another"
+)
+
+
 def interrupted_hint(operation: str, job_id: str) -> str:
     """What to do about a job a stopped server left behind: a benchmark is not a Pulumi update."""
     if operation == "benchmark":
         return BENCHMARK_INTERRUPTED_HINT.format(label=BENCHMARK_LABEL, name=job_name_for(job_id))
+    if operation == "resilience":
+        return RESILIENCE_INTERRUPTED_HINT
     return INTERRUPTED_HINT
 
 
