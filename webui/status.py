@@ -43,6 +43,7 @@ class Operation(str, Enum):
     PREFLIGHT = "preflight"
     VERIFY = "verify"
     BENCHMARK = "benchmark"
+    CONFORMANCE = "conformance"  # serve.conformance against the endpoint (webui/conformance_runs.py)
 
     def __str__(self) -> str:
         return self.value
@@ -51,9 +52,10 @@ class Operation(str, Enum):
 # The operations an engine runs, and the checks the web app runs itself (one list each, from above).
 CHECK_OPERATIONS: tuple[str, ...] = (Operation.PREFLIGHT.value, Operation.VERIFY.value)
 ENGINE_OPERATIONS: tuple[str, ...] = tuple(op.value for op in Operation
-                                          if op.value not in CHECK_OPERATIONS and op is not Operation.BENCHMARK)
+                                          if op.value not in CHECK_OPERATIONS
+                                          and op not in (Operation.BENCHMARK, Operation.CONFORMANCE))
 # Jobs that only look at what exists: whatever their outcome, the deployment stays as it was.
-OBSERVING_OPERATIONS: tuple[str, ...] = (*CHECK_OPERATIONS, Operation.BENCHMARK.value)
+OBSERVING_OPERATIONS: tuple[str, ...] = (*CHECK_OPERATIONS, Operation.BENCHMARK.value, Operation.CONFORMANCE.value)
 
 # Which status may follow which. "interrupted" is a job a stopped server left behind: it is not
 # over for the user until closed (cancelled), because the stack's lock may still be held.
@@ -126,6 +128,7 @@ RUNNING_STATUS: dict[str, str] = {
     Operation.REFRESH.value: "refreshing", Operation.DESTROY.value: "destroying",
     Operation.PREFLIGHT.value: "checking", Operation.VERIFY.value: "verifying",
     Operation.CLEAR_PENDING.value: "clearing pending operations", Operation.BENCHMARK.value: "benchmarking",
+    Operation.CONFORMANCE.value: "checking conformance",
 }
 # Operations that change nothing in the cloud: whatever their outcome, a failed or cancelled one
 # leaves the deployment's status as it was (a deployed stack stays "deployed"; the job shows why).

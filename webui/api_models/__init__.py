@@ -47,6 +47,7 @@ from webui.api_models.common import (
     absent,
     contract1_schema,
 )
+from webui.api_models.conformance import ConformanceRequest, ConformanceRun
 from webui.api_models.deployment_answers import (
     ChecksView,
     ConfigChange,
@@ -87,9 +88,11 @@ from webui.api_models.requests import (
 ANSWERS: tuple[type[BaseModel], ...] = (
     Errors, BusyErrors, JobAccepted, JobView, DeploymentList, DeploymentView, PendingView,
     ChecksView, LiveStatus, CheckReport, BenchmarkRun, BenchmarkRuns, ApiKeyList, CreatedApiKey,
+    ConformanceRun,
 )
 REQUESTS: tuple[type[ApiRequest], ...] = (
-    CreateDeployment, ChangeDeployment, UpOptions, ClearPending, NoOptions, BenchmarkRequest, CreateApiKey)
+    CreateDeployment, ChangeDeployment, UpOptions, ClearPending, NoOptions, BenchmarkRequest, CreateApiKey,
+    ConformanceRequest)
 
 __all__ = [
     "ANSWERS", "ApiAnswer", "ApiKeyItem", "ApiKeyList", "ApiRequest", "BENCHMARK_PRESETS", "BenchmarkRequest",
@@ -102,4 +105,5 @@ __all__ = [
     "NoOptions", "Operation", "Passthrough", "PendingChanges", "PendingOperation", "PendingSettings",
     "PendingView", "Progress", "REQUESTS", "RequestT", "SCHEMA_REF", "STACK_NAME_PATTERN", "SectionError",
     "SettingsKind", "UpOptions", "absent", "contract1_schema", "dump", "parse",
+    "ConformanceRequest", "ConformanceRun",
 ]

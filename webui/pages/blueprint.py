@@ -9,5 +9,5 @@ bp = Blueprint("pages", __name__)
 
 OPERATION_LABELS = {"preview": "Preview", "up": "Deploy", "refresh": "Refresh", "destroy": "Tear down",
                     "preflight": "Preflight", "verify": "Verify", "benchmark": "Benchmark",
-                    "clear-pending": "Clear pending operations"}
+                    "clear-pending": "Clear pending operations", "conformance": "Conformance"}
 FORCE_FIELD = "force"  # the "launch anyway" box: launch despite a failed preflight
