@@ -142,7 +142,7 @@ class Conformer:
         try:
             return self.run_fn(target, reference, on_result)
         except (VerifyInputError, KubeError) as exc:
-            raise OperationFailed(hide(f"cannot run conformance on {target.name}: {exc}")) from None
+            raise OperationFailed(hide(f"cannot run conformance on {target.name}: {shorten(str(exc), 400)}")) from None
 
 
 class ConformanceService:

@@ -240,3 +240,42 @@ def test_a_failing_run_fails_the_job_with_the_reason_and_stores_nothing(live):
     assert API_KEY not in job["error"]
     assert client.get("/api/v1/deployments/live/conformance", headers=AUTH).status_code == 404
     assert client.get("/api/v1/deployments/live", headers=AUTH).get_json()["status"] == "deployed"
+
+
+def test_the_real_run_features_through_the_service_proxy_to_stand_in_servers(fake_app, fake_engine):
+    """The seam between the job and serve.conformance, real: the default Conformer builds each Session
+    from the outputs' kubeconfig (the Kubernetes stand-in) and runs every feature through the Serve
+    Service's proxy to a vLLM-shaped stand-in; the reference's stand-in answers another text at
+    temperature 0, so the reference comparison differs and the page names the first divergence."""
+    from tests.fakes.kube_api import FakeKubeApi
+    from tests.fakes.vllm_openai import VllmStandIn
+
+    state = fake_app.extensions["raypd"]
+    state.service.checker.verify_fn = lambda outputs, kubeconfig: CheckReport.of("verify", [])
+    client = fake_app.test_client()
+    with FakeKubeApi("healthy") as kube, FakeKubeApi("healthy") as ref_kube, \
+            VllmStandIn(kube.spec.model.id) as engines, VllmStandIn(ref_kube.spec.model.id, other_text=True) as ref:
+        kube.serve_upstream, ref_kube.serve_upstream = engines.url, ref.url
+        keyed = {"scope": "internet", "auth": "apiKey"}  # the gateway's keys: outputs carry apiKey with endpoint
+        outputs = {"live": {**kube.outputs(), "endpoint": {"url": "https://llm.example.com/v1", **keyed},
+                            "apiKey": API_KEY},
+                   "colo": {**ref_kube.outputs(), "endpoint": {"url": "https://colo.example.com/v1", **keyed},
+                            "apiKey": REF_KEY}}
+        fake_engine.live_outputs = lambda stack: outputs.get(stack)
+        for name in ("live", "colo"):
+            create(client, name, {"raypd:model": {"id": kube.spec.model.id}})
+            up = client.post(f"/api/v1/deployments/{name}/up", headers=AUTH)
+            assert wait_for_job(client, up.get_json()["job"])["status"] == "succeeded"
+        job = wait_for_job(client, _start(client, "live", {"reference": "colo"})["job"], timeout=4 * PATIENCE_S)
+        proxied = [r["path"] for r in kube.requests]
+    assert job["status"] == "succeeded", job.get("error")
+    report = client.get("/api/v1/deployments/live/conformance", headers=AUTH).get_json()["report"]
+    verdicts = {f["id"]: f["verdict"] for f in report["features"]}
+    assert set(verdicts) == set(FEATURE_IDS)
+    assert verdicts["chat.stream_usage"] == "pass" and verdicts["chat.stop"] == "pass"
+    assert verdicts["reference.tokens_t0"] == "differs"
+    assert any(p.endswith("-serve-svc:8000/proxy/v1/chat/completions") for p in proxied)
+    assert API_KEY not in json.dumps(report) and REF_KEY not in json.dumps(report)
+    login(client)
+    page = text_of(client.get("/deployments/live/conformance"))
+    assert 'id="conformance-divergence"' in page and "reference.tokens_t0" in page
