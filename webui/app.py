@@ -16,6 +16,7 @@ from components.render.outputs import placeholders_under
 from webui import api, pages
 from webui.api_key_service import ApiKeyService
 from webui.benchmarking import BenchmarkService
+from webui.conformance_runs import ConformanceService
 from webui.deployments.commands import Deployments
 from webui.deployments.errors import FORCE_LABEL, NotFound
 from webui.deployments.upgrades import complete_deployed_records, complete_stack_files
@@ -116,6 +117,7 @@ def _state(settings: Settings, engines: EngineSet) -> Raypd:
     return Raypd(
         settings=settings, store=store, runner=runner, engines=engines,
         service=service, benchmarks=BenchmarkService(service), api_keys=ApiKeyService(service),
+        conformance=ConformanceService(service),
     )
 
 

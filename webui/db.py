@@ -323,6 +323,21 @@ instances = Table(
 )
 
 
+# The conformance matrix of a deployment (version 6): each run's Contract 7 report, the deployment
+# it was compared with (`reference`, a deployment of this app, or NULL), and who asked. The page and
+# the API read the newest; no foreign key to deployments, as with benchmark runs.
+conformance_runs = Table(
+    "conformance_runs", metadata,
+    Column("id", Text, primary_key=True),  # the job that made it
+    Column("deployment", Text, nullable=False),
+    Column("reference", Text),
+    Column("created_at", Float, nullable=False),
+    Column("actor", Text),
+    Column("report", Text, nullable=False),
+)
+Index("conformance_runs_by_deployment", conformance_runs.c.deployment, conformance_runs.c.created_at)
+
+
 # ---- migrations ----
 
 def alembic_config(connection: Connection) -> Any:

@@ -12,6 +12,7 @@ from flask import current_app
 
 from webui.api_key_service import ApiKeyService
 from webui.benchmarking import BenchmarkService
+from webui.conformance_runs import ConformanceService
 from webui.deployments.commands import Deployments
 from webui.deployments.reads import Reads
 from webui.engines.select import EngineSet
@@ -101,6 +102,7 @@ class Raypd:
     service: Deployments  # webui/deployments: every deployment operation the views ask for
     benchmarks: BenchmarkService
     api_keys: ApiKeyService  # the endpoint's API keys, in the cluster (never in the store)
+    conformance: ConformanceService  # the Conformance tab: serve.conformance runs as jobs
     drafts: TokenDrafts = field(default_factory=TokenDrafts)
     throttle: LoginThrottle = field(default_factory=LoginThrottle)
     fragments: FragmentCache = field(default_factory=FragmentCache)

@@ -44,6 +44,7 @@ class Operation(str, Enum):
     VERIFY = "verify"
     BENCHMARK = "benchmark"
     RESILIENCE = "resilience"
+    CONFORMANCE = "conformance"  # serve.conformance against the endpoint (webui/conformance_runs.py)
 
     def __str__(self) -> str:
         return self.value
@@ -53,10 +54,12 @@ class Operation(str, Enum):
 CHECK_OPERATIONS: tuple[str, ...] = (Operation.PREFLIGHT.value, Operation.VERIFY.value)
 ENGINE_OPERATIONS: tuple[str, ...] = tuple(op.value for op in Operation
                                           if op.value not in CHECK_OPERATIONS
-                                          and op not in (Operation.BENCHMARK, Operation.RESILIENCE))
+                                          and op not in (Operation.BENCHMARK, Operation.RESILIENCE,
+                                                         Operation.CONFORMANCE))
 # Jobs that only look at what exists: whatever their outcome, the deployment stays as it was.
 # (A resilience run deletes a pod or drains a node, but KubeRay replaces it: what the stack is stays.)
-OBSERVING_OPERATIONS: tuple[str, ...] = (*CHECK_OPERATIONS, Operation.BENCHMARK.value, Operation.RESILIENCE.value)
+OBSERVING_OPERATIONS: tuple[str, ...] = (*CHECK_OPERATIONS, Operation.BENCHMARK.value, Operation.RESILIENCE.value,
+                                         Operation.CONFORMANCE.value)
 
 # Which status may follow which. "interrupted" is a job a stopped server left behind: it is not
 # over for the user until closed (cancelled), because the stack's lock may still be held.
@@ -130,6 +133,7 @@ RUNNING_STATUS: dict[str, str] = {
     Operation.PREFLIGHT.value: "checking", Operation.VERIFY.value: "verifying",
     Operation.CLEAR_PENDING.value: "clearing pending operations", Operation.BENCHMARK.value: "benchmarking",
     Operation.RESILIENCE.value: "testing resilience",
+    Operation.CONFORMANCE.value: "checking conformance",
 }
 # Operations that change nothing in the cloud: whatever their outcome, a failed or cancelled one
 # leaves the deployment's status as it was (a deployed stack stays "deployed"; the job shows why).

@@ -149,7 +149,7 @@ def test_the_documented_job_statuses_and_operations_are_the_ones_the_app_has(doc
     job = document["components"]["schemas"]["JobView"]["properties"]
     assert set(job["status"]["enum"]) == {str(status) for status in (*ACTIVE_STATUSES, *FINAL_STATUSES)}
     assert set(job["operation"]["enum"]) == {*ENGINE_OPERATIONS, *CHECK_OPERATIONS, Operation.BENCHMARK.value,
-                                                Operation.RESILIENCE.value}
+                                                Operation.RESILIENCE.value, Operation.CONFORMANCE.value}
     assert set(job["operation"]["enum"]) == {op.value for op in Operation}
 
 
@@ -247,6 +247,14 @@ def _offline_flow(api: Contract, app: Flask) -> None:
     api.call("post", res, 413, name="demo", **huge)
     assert api.call("get", res, 200, name="demo").get_json() == {"runs": []}
     api.call("get", res, 404, name="nope")
+    # Conformance needs something serving too; a reference must be a deployment's name.
+    refused = api.call("post", "/deployments/{name}/conformance", 409, name="demo", json={})
+    assert refused.get_json()["errors"][0]["field"] == "deployment"
+    api.call("post", "/deployments/{name}/conformance", 400, name="demo", json={"reference": "Not A Name"})
+    api.call("post", "/deployments/{name}/conformance", 400, name="demo", json={"bogus": 1})
+    api.call("post", "/deployments/{name}/conformance", 404, name="nope", json={})
+    api.call("post", "/deployments/{name}/conformance", 413, name="demo", **huge)
+    api.call("get", "/deployments/{name}/conformance", 404, name="demo")
     api.call("delete", "/deployments/{name}", 404, name="nope")
     api.call("delete", "/deployments/{name}", 400, name="demo", json={"bogus": 1})
     api.call("delete", "/deployments/{name}", 413, name="demo", **huge)
@@ -323,6 +331,18 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
     assert api.call("get", "/deployments/{name}/benchmarks", 200, client=client, name="live").get_json()["runs"][0][
         "id"] == bench["id"]
 
+    from serve.conformance.features import Outcome, Verdict
+    from serve.conformance.report import FeatureResult
+    from serve.conformance.report import Report as ConformanceReport
+
+    fake_app.extensions["raypd"].conformance.conformer.run_fn = lambda target, reference, on_result: ConformanceReport(
+        endpoint="http://e", model="qwen3.5-9b", results=(FeatureResult(
+            "chat.basic", "chat", "a chat", Outcome(Verdict.PASS, "200", {"tokens": 3})),))
+    conformance = api.job(api.call("post", "/deployments/{name}/conformance", 202, client=client, name="live"), client)
+    assert conformance["status"] == "succeeded" and conformance["operation"] == "conformance"
+    last = api.call("get", "/deployments/{name}/conformance", 200, client=client, name="live").get_json()
+    assert last["id"] == conformance["id"] and last["report"]["features"][0]["id"] == "chat.basic"
+
     fake_engine.pending = list(PENDING)
     failed = api.job(api.call("post", "/deployments/{name}/up", 202, client=client, name="live"), client)
     assert failed["status"] == "failed" and failed["summary"]["pendingOperations"] == PENDING
@@ -357,6 +377,7 @@ def _real_flow(api: Contract, fake_app: Flask, fake_engine: FakeEngine, offline_
     api.call("post", "/deployments/{name}/benchmarks", 503, client=offline_only, name="live", json={"rates": [1]})
     api.call("post", "/deployments/{name}/resilience", 503, client=offline_only, name="live",
              json={"fault": "node", "confirm": "live"})
+    api.call("post", "/deployments/{name}/conformance", 503, client=offline_only, name="live", json={})
     api.call("patch", "/deployments/{name}", 503, client=offline_only, name="live", json={"config": {}})
     api.call("delete", "/deployments/{name}/pending-config", 503, client=offline_only, name="live")
     api.call("get", "/deployments/{name}/status", 200, client=offline_only, name="live")

@@ -516,7 +516,7 @@ def test_an_older_raypd_home_is_completed_at_start(make_app, tmp_path, caplog):
     assert store_of(again).stack_file("filed") == settings_file and not (legacy / "Pulumi.filed.yaml").exists()
     assert yaml.safe_load(store_of(again).stack_file("ancient"))["config"]["raypd:model"]
     upgraded = store_of(again)
-    assert upgraded.schema_version == "0006"
+    assert upgraded.schema_version == "0007"
     assert upgraded.deployed("filed")["plan"] == plan and upgraded.deployed("filed")["summary"]["gpus"] == 2
     assert not (home / "workspaces" / "filed" / "last-plan.json").exists()
     assert upgraded.deployed("ancient")["config"] == _detail(again, "ancient")["spec"]

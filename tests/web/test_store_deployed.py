@@ -138,7 +138,7 @@ def test_a_version_3_store_is_upgraded_in_place_and_keeps_what_was_deployed(stor
     _version_3_store(store_url)
     store = Store(store_url)
     try:
-        assert store.schema_version == "0006"
+        assert store.schema_version == "0007"
         deployed = store.deployed("legacy")
         assert deployed == {"config": {"aws:region": "us-west-2"}, "summary": None, "plan": None, "job": None,
                             "time": 3.0, "tokenReplaced": False}

@@ -128,7 +128,7 @@ def test_a_store_written_before_migrations_keeps_its_data(tmp_path: Path):
     write_version_1(path)
     store = Store(path)
     try:
-        assert store.schema_version == "0006"
+        assert store.schema_version == "0007"
         record = store.get_deployment("legacy")
         assert record["config"] == {"raypd:region": "us-west-2"} and record["outputs"] == {"modelId": "m"}
         assert record["summary"] == {"gpus": 16} and record["lastJob"] == "job-running"
@@ -149,14 +149,14 @@ def test_a_store_written_before_migrations_keeps_its_data(tmp_path: Path):
         store.close()
     again = Store(path)  # opening an up-to-date store changes nothing
     try:
-        assert again.schema_version == "0006" and again.get_job("job-done")["status"] == "succeeded"
+        assert again.schema_version == "0007" and again.get_job("job-done")["status"] == "succeeded"
     finally:
         again.close()
 
 
 def test_an_empty_store_is_built_by_the_migrations_and_matches_the_code(make_store):
     store = make_store()
-    assert store.schema_version == "0006"
+    assert store.schema_version == "0007"
     with store._engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": False})
         differences = compare_metadata(context, db.metadata)
@@ -184,7 +184,7 @@ def test_an_upgrade_is_said_in_one_line(tmp_path: Path, caplog: pytest.LogCaptur
         Store(path).close()
         Store(path).close()  # already current: nothing to say
     said = [r.getMessage() for r in caplog.records if r.name == "webui.db"]
-    assert said == ["job store schema upgraded from version 0002 to 0006"]
+    assert said == ["job store schema upgraded from version 0002 to 0007"]
 
 
 def test_a_store_at_0005_gains_resilience_runs_and_keeps_its_benchmarks(tmp_path: Path):
@@ -200,7 +200,7 @@ def test_a_store_at_0005_gains_resilience_runs_and_keeps_its_benchmarks(tmp_path
     engine.dispose()
     store = Store(path)
     try:
-        assert store.schema_version == "0006"
+        assert store.schema_version == "0007"
         assert [run["id"] for run in store.benchmark_runs("live")] == ["b1"]
         assert store.resilience_runs("live") == []
         store.save_resilience("r1", "live", "me", {"fault": "node"}, {"kind": "resilience", "ok": True})

@@ -47,6 +47,7 @@ from webui.api_models.common import (
     absent,
     contract1_schema,
 )
+from webui.api_models.conformance import ConformanceRequest, ConformanceRun
 from webui.api_models.deployment_answers import (
     ChecksView,
     ConfigChange,
@@ -88,11 +89,11 @@ from webui.api_models.resilience import ResilienceRequest, ResilienceRun, Resili
 ANSWERS: tuple[type[BaseModel], ...] = (
     Errors, BusyErrors, JobAccepted, JobView, DeploymentList, DeploymentView, PendingView,
     ChecksView, LiveStatus, CheckReport, BenchmarkRun, BenchmarkRuns, ApiKeyList, CreatedApiKey,
-    ResilienceRun, ResilienceRuns,
+    ResilienceRun, ResilienceRuns, ConformanceRun,
 )
 REQUESTS: tuple[type[ApiRequest], ...] = (
     CreateDeployment, ChangeDeployment, UpOptions, ClearPending, NoOptions, BenchmarkRequest, CreateApiKey,
-    ResilienceRequest)
+    ResilienceRequest, ConformanceRequest)
 
 __all__ = [
     "ANSWERS", "ApiAnswer", "ApiKeyItem", "ApiKeyList", "ApiRequest", "BENCHMARK_PRESETS", "BenchmarkRequest",
@@ -105,5 +106,5 @@ __all__ = [
     "NoOptions", "Operation", "Passthrough", "PendingChanges", "PendingOperation", "PendingSettings",
     "PendingView", "Progress", "REQUESTS", "RequestT", "SCHEMA_REF", "STACK_NAME_PATTERN", "SectionError",
     "SettingsKind", "UpOptions", "absent", "contract1_schema", "dump", "parse",
-    "ResilienceRequest", "ResilienceRun", "ResilienceRuns",
+    "ResilienceRequest", "ResilienceRun", "ResilienceRuns", "ConformanceRequest", "ConformanceRun",
 ]

@@ -17,7 +17,7 @@ STACK_NAME_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
 Operation = Literal["preview", "up", "refresh", "destroy", "clear-pending", "preflight", "verify", "benchmark",
-                    "resilience"]
+                    "resilience", "conformance"]
 
 
 def _no_default(schema: dict[str, Any]) -> None:

@@ -9,5 +9,6 @@ bp = Blueprint("pages", __name__)
 
 OPERATION_LABELS = {"preview": "Preview", "up": "Deploy", "refresh": "Refresh", "destroy": "Tear down",
                     "preflight": "Preflight", "verify": "Verify", "benchmark": "Benchmark",
-                    "clear-pending": "Clear pending operations", "resilience": "Resilience check"}
+                    "clear-pending": "Clear pending operations", "resilience": "Resilience check",
+                    "conformance": "Conformance"}
 FORCE_FIELD = "force"  # the "launch anyway" box: launch despite a failed preflight

@@ -1,5 +1,5 @@
 """The job store: deployments, jobs, progress events, check reports, benchmark runs, resilience
-runs, sessions and the audit log.
+runs, conformance runs, sessions and the audit log.
 
 The list page and the API read only this database, never the Pulumi CLI, so listing hundreds of
 deployments costs one query. Every progress event is a row, so the SSE stream can replay a job from
@@ -22,6 +22,7 @@ from webui.db import STORE_ERRORS, error_text
 from webui.status import ACTIVE, FINAL, JobStatus
 from webui.store.access import AccessRows
 from webui.store.base import AuditLine, JobActive, NameTaken, StoreError
+from webui.store.conformance import ConformanceRows
 from webui.store.deployed import DeployedRows
 from webui.store.deployments import DeploymentRows
 from webui.store.events import EventRows
@@ -40,5 +41,5 @@ __all__ = [
 
 
 class Store(DeploymentRows, DeployedRows, JobRows, InstanceRows, EventRows, ResultRows, AccessRows,
-            ResilienceRows):
+            ResilienceRows, ConformanceRows):
     """The job store, every table's rows on one connection (see StoreBase for `location`)."""

@@ -39,12 +39,20 @@ RESILIENCE_INTERRUPTED_HINT = (
 )
 
 
+CONFORMANCE_INTERRUPTED_HINT = (
+    "the server stopped while conformance ran, so its report is lost; its requests ended with the server and "
+    "nothing in the cloud changed. Close this job, then run conformance again"
+)
+
+
 def interrupted_hint(operation: str, job_id: str) -> str:
     """What to do about a job a stopped server left behind: a benchmark is not a Pulumi update."""
     if operation == "benchmark":
         return BENCHMARK_INTERRUPTED_HINT.format(label=BENCHMARK_LABEL, name=job_name_for(job_id))
     if operation == "resilience":
         return RESILIENCE_INTERRUPTED_HINT
+    if operation == "conformance":
+        return CONFORMANCE_INTERRUPTED_HINT
     return INTERRUPTED_HINT
 
 
