@@ -34,7 +34,8 @@ def test_status_words_are_the_api_words():
         "queued", "running", "succeeded", "failed", "cancelled", "interrupted"]
     assert JobStatus.RUNNING == "running" and f"{JobStatus.FAILED}" == "failed"
     assert {op.value for op in Operation} == {
-        "preview", "up", "refresh", "destroy", "clear-pending", "preflight", "verify", "benchmark", "conformance"}
+        "preview", "up", "refresh", "destroy", "clear-pending", "preflight", "verify", "benchmark", "resilience",
+        "conformance"}
     assert set(TRANSITIONS) == set(JobStatus)
     assert db.ACTIVE_WORDS == tuple(status.value for status in ACTIVE)  # the lock index's WHERE
     assert all(not TRANSITIONS[status] for status in FINAL if status is not JobStatus.INTERRUPTED)
