@@ -38,6 +38,10 @@ from serve.resilience.report import Measured, Settings
 log = logging.getLogger(__name__)
 READY_EVERY_S = 2.0
 CANCEL_POLL_S = 0.2
+# Requests that must have ended before the fault: without them there is no pre-fault rate to recover
+# to (judge.recovery), and the run would measure nothing. On a slow deployment (a CI machine at load
+# 20 took over 30 s per request) the fault waits for them past `fault_at_s`.
+BASELINE_REQUESTS = 3
 OnPhase = Callable[[str, str], None]
 
 
@@ -106,6 +110,15 @@ async def _under_load(config: Any, specs: list[Any], fault: Fault, fault_at_s: f
 
     async def inject() -> None:
         await asyncio.sleep(max(0.0, start + fault_at_s - time.perf_counter()))
+        if len(finished) < BASELINE_REQUESTS:
+            on_phase("load", f"{len(finished)} request(s) ended so far: the fault waits for {BASELINE_REQUESTS} "
+                             "(a pre-fault rate to recover to)")
+        while len(finished) < BASELINE_REQUESTS and not cancelled():
+            if load.done():
+                raise FaultRefused(f"only {len(finished)} request(s) ended in the whole load, fewer than the "
+                                   f"{BASELINE_REQUESTS} a pre-fault rate needs: nothing was injected (is the "
+                                   "deployment answering? a longer --duration gives it more time)")
+            await asyncio.sleep(CANCEL_POLL_S)
         if cancelled():
             return  # the watcher ends the run: no fault after a cancel
         hit["at"] = time.perf_counter() - start

@@ -8,10 +8,11 @@ from typing import Optional
 
 import pytest
 
+from serve.benchmark.loadgen import poisson_arrivals
 from serve.kv_evidence import KvReading
 from serve.resilience.golden import Workload
 from serve.resilience.report import Settings, build_report
-from serve.resilience.run import measure
+from serve.resilience.run import BASELINE_REQUESTS, FaultRefused, measure
 from tests.fakes.openai_server import OpenAIServer
 
 OUTAGE_S = 1.0
@@ -69,3 +70,37 @@ def test_the_load_stops_once_recovered_and_the_report_counts_the_records() -> No
     assert records[-1]["sent_s"] < 60.0
     assert records[-1]["sent_s"] - first_good >= settings.settle_s
     assert report["ready"] and all(sample["ready"] for sample in report["ready"])
+
+
+@pytest.mark.slow  # a few seconds of real load
+def test_on_a_slow_deployment_the_fault_waits_for_a_pre_fault_rate() -> None:
+    """Every answer takes longer than `fault_at_s` (a CI machine at load 20 took over 30 s per request,
+    and the run had nothing to recover to): the fault waits until BASELINE_REQUESTS have ended."""
+    with OpenAIServer("m", output_tokens=4, ttft_s=1.5) as server:
+        settings = Settings(rate=4.0, duration_s=120.0, fault_at_s=0.5, timeout_s=30.0, settle_s=2.0, bucket_s=1.0)
+        measured = measure(server.url, "m", Outage(server), Target(), settings,
+                           Workload(prompts=3, input_tokens=5, max_tokens=4), ready_every_s=0.2)
+    report = build_report(measured, settings)
+    assert measured.fault_s >= 1.5  # not at 0.5 s: no request had ended then
+    assert report["requests"]["beforeFault"]["ok"] >= BASELINE_REQUESTS
+    assert report["recovery"]["baselineGoodShare"] == 1.0 and report["recovery"]["recovered"]
+
+
+def test_a_load_with_too_few_answers_refuses_the_fault_and_injects_nothing() -> None:
+    """A load that ends with fewer than BASELINE_REQUESTS requests ended never gets its fault (it
+    would come after the load, measuring nothing): a clear refusal instead of a report of nothing."""
+    injected: list[str] = []
+
+    class Counting(Outage):
+        def inject(self) -> str:
+            injected.append("fault")
+            return super().inject()
+
+    settings = Settings(rate=2.0, duration_s=1.0, fault_at_s=0.5, timeout_s=30.0, settle_s=1.0, bucket_s=1.0)
+    arrivals = poisson_arrivals(settings.rate, 10, 0)  # the load generator's seeded schedule
+    assert sum(t < settings.duration_s for t in arrivals) < BASELINE_REQUESTS
+    with OpenAIServer("m", output_tokens=4) as server:
+        with pytest.raises(FaultRefused, match="nothing was injected"):
+            measure(server.url, "m", Counting(server), Target(), settings,
+                    Workload(prompts=3, input_tokens=5, max_tokens=4), ready_every_s=0.2)
+    assert injected == []
