@@ -24,6 +24,14 @@ send time of the first good request after the last bad one. It counts as recover
 requests from r_i on span at least `settle_s` seconds of sending (else the load ended too soon
 to tell); no request sent after the fault, or none good, is not recovered.
 
+A request that succeeded but waited far longer than the pre-fault requests did (its TTFT over
+`stall_ttft_ms`: STALL_FACTOR x the p95 TTFT of the requests that ended before the fault, at least
+STALL_FLOOR_MS) is *stalled*, and counts as bad for the recovery (not in the outcome counts: it was
+answered, and right). Ray Serve holds the requests for a deployment with no live replica until one
+is back: killing the only decode replica of the real Ray Serve LLM stack failed no request, and
+every request sent in the next 38 s waited for the replacement (tests/real/ray); by success alone
+that read "recovered 1.3 s after the kill".
+
 A wedge (smg#2382: a fleet answering errors with every pod Ready) is a stretch of at least
 `wedge_s` seconds (60) of consecutive timeline buckets in which every bucket had requests, at
 least `wedge_error_share` (half) of them bad, and every readiness sample taken in the bucket said
@@ -45,6 +53,8 @@ BUCKET_S = 5.0
 SETTLE_S = 10.0
 WEDGE_S = 60.0
 WEDGE_ERROR_SHARE = 0.5
+STALL_FACTOR = 5.0
+STALL_FLOOR_MS = 2000.0
 
 
 def prompt_of(record: Mapping[str, Any], prompts: int) -> int:
@@ -111,11 +121,25 @@ class Recovery:
     time_to_recover_s: Optional[float]
     recovered_at_s: Optional[float]       # on the run's clock
     why: str                              # in words, for the table and the JSON
+    stall_ttft_ms: Optional[float] = None  # a good request slower than this to its first token is stalled
+    stalled: int = 0                       # requests sent after the fault that were stalled
 
     def as_json(self) -> dict[str, Any]:
         return {"baselineGoodShare": self.baseline_good_share, "recovered": self.recovered,
                 "timeToRecoverS": self.time_to_recover_s, "recoveredAtS": self.recovered_at_s,
-                "why": self.why}
+                "why": self.why, "stallTtftMs": self.stall_ttft_ms, "stalledAfterFault": self.stalled}
+
+
+def stall_threshold_ms(before: Sequence[Mapping[str, Any]]) -> float:
+    """STALL_FACTOR x the p95 TTFT of the good requests that ended before the fault, at least STALL_FLOOR_MS."""
+    ttfts = [float(r["ttft_ms"]) for r in before if r["outcome"] == "ok" and r.get("ttft_ms") is not None]
+    p95 = percentile(ttfts, 95)
+    return STALL_FLOOR_MS if p95 is None else max(STALL_FLOOR_MS, STALL_FACTOR * p95)
+
+
+def _bad_for_recovery(row: Mapping[str, Any], stall_ms: float) -> bool:
+    ttft = row.get("ttft_ms")
+    return row["outcome"] != "ok" or (ttft is not None and float(ttft) > stall_ms)
 
 
 def recovery(rows: Sequence[dict[str, Any]], fault_s: float, settle_s: float = SETTLE_S) -> Recovery:
@@ -124,25 +148,32 @@ def recovery(rows: Sequence[dict[str, Any]], fault_s: float, settle_s: float = S
     if not split.before:
         return Recovery(None, False, None, None, "no request ended before the fault: no pre-fault rate to return to")
     baseline = sum(r["outcome"] == "ok" for r in split.before) / len(split.before)
+    stall_ms = stall_threshold_ms(split.before)
     after = split.after
     if not after:
-        return Recovery(baseline, False, None, None, "no request was sent after the fault")
+        return Recovery(baseline, False, None, None, "no request was sent after the fault", stall_ms)
+    bad = [_bad_for_recovery(row, stall_ms) for row in after]
+    stalled = sum(row["outcome"] == "ok" and is_bad for row, is_bad in zip(after, bad, strict=True))
     bad_from = [0] * (len(after) + 1)  # bad_from[i]: bad requests among after[i:]
     for i in range(len(after) - 1, -1, -1):
-        bad_from[i] = bad_from[i + 1] + (after[i]["outcome"] != "ok")
+        bad_from[i] = bad_from[i + 1] + bad[i]
     for i, row in enumerate(after):
         allowed = math.floor((1 - baseline) * (len(after) - i) + 1e-9)
-        if row["outcome"] == "ok" and bad_from[i] <= allowed:
+        if not bad[i] and bad_from[i] <= allowed:
             at = float(row["sent_s"])
             span = float(after[-1]["sent_s"]) - at
             if span < settle_s:
                 return Recovery(baseline, False, None, None,
                                 f"the last bad request was followed by only {span:.1f} s of load "
-                                f"(at least {settle_s:g} s are needed to call it recovered)")
+                                f"(at least {settle_s:g} s are needed to call it recovered)", stall_ms, stalled)
+            waited = (f"; {stalled} answered request(s) before it waited over {stall_ms / 1000:.1f} s for "
+                      "their first token" if stalled else "")
             return Recovery(baseline, True, at - fault_s, at,
                             f"from {at - fault_s:.1f} s after the fault on, requests succeeded at the "
-                            f"pre-fault rate ({baseline:.0%} good) until the load ended")
-    return Recovery(baseline, False, None, None, "no request after the fault succeeded at the pre-fault rate")
+                            f"pre-fault rate ({baseline:.0%} good) and first tokens came within "
+                            f"{stall_ms / 1000:.1f} s until the load ended{waited}", stall_ms, stalled)
+    return Recovery(baseline, False, None, None, "no request after the fault succeeded at the pre-fault rate "
+                    f"with its first token within {stall_ms / 1000:.1f} s", stall_ms, stalled)
 
 
 def timeline(rows: Sequence[Mapping[str, Any]], bucket_s: float = BUCKET_S) -> list[dict[str, Any]]:

@@ -156,3 +156,25 @@ def _report(records: list[dict[str, Any]], fault_s: float, before: Optional[KvRe
                         [], before, after)
     return build_report(measured, Settings(rate=1.0, duration_s=60.0, fault_at_s=fault_s, timeout_s=60.0,
                                            settle_s=5.0))
+
+
+def test_answers_held_until_a_replacement_came_are_not_a_recovery() -> None:
+    """Ray Serve holds requests while a deployment has no live replica (the real Ray Serve LLM stack:
+    the only decode replica killed, nothing failed, each request sent in the next 38 s waited for
+    the replacement). Pre-fault TTFT 50 ms: a first token later than max(5 x p95, 2 s) is a stall."""
+    records = steady(0, 60)
+    for i in range(20, 35):  # sent 20..34, all answered when the replacement came at 38 s
+        records[i] = rec(i, float(i), ttft=(38.0 - i) * 1000, end=38.5)
+    rows = judge.judged(records, GOLDEN)
+    assert all(row["outcome"] == "ok" for row in rows)  # nothing failed, nothing wrong
+    recovery = judge.recovery(rows, 20.0, settle_s=10.0)
+    assert recovery.stall_ttft_ms == judge.STALL_FLOOR_MS
+    # the first request sent after the stall (35 s) is the recovery
+    assert recovery.stalled == 15 and recovery.recovered and recovery.time_to_recover_s == 15.0
+    assert "15 answered request(s) before it waited over 2.0 s" in recovery.why
+
+
+def test_the_stall_threshold_follows_a_slow_baseline() -> None:
+    records = [rec(i, float(i), ttft=1000.0) for i in range(20)]  # a slow deployment: 1 s to each first token
+    rows = judge.judged(records, GOLDEN)
+    assert judge.stall_threshold_ms(rows) == 5 * 1000.0

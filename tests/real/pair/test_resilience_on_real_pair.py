@@ -91,7 +91,9 @@ def test_prefill_killed_under_load_failures_and_recovery_match_the_records(real_
         expected = golden[r["index"] % len(golden)]  # None: not repeatable, not judged
         return bool(r["ok"]) and (expected is None or r["text"] == expected)
 
-    bad = [r for r in records if r["sent_s"] >= fault_s and not good(r)]
+    stall_ms = report["recovery"]["stallTtftMs"]  # an answer this late to its first token is a stall (judge.py)
+    bad = [r for r in records if r["sent_s"] >= fault_s
+           and (not good(r) or (r["ttft_ms"] is not None and r["ttft_ms"] > stall_ms))]
     first_good = next(r for r in records if r["sent_s"] > bad[-1]["sent_s"])
     assert report["recovery"]["timeToRecoverS"] == first_good["sent_s"] - fault_s
     print(f"measured: {len(failed)} failed request(s) of {len(records)} "
@@ -106,7 +108,9 @@ def test_a_decode_held_past_the_lease_shows_in_the_report_and_in_vllms_counters(
     the decode that comes later still reads those blocks (a one-sided NIXL read nothing refuses) and
     answers 200, and prefill logs "Potentially invalid KV blocks ... retrieved". Whether the answer
     is right depends on whether the freed blocks were reused meanwhile: the report judges every
-    held answer against its golden one, and its KV counters show each expiry."""
+    held answer against its golden one, and its KV counters show the expiries. Measured here: the
+    late reads left more leases to expire than were held (requests decoded around them were not
+    released as read), so the counter is at least, not exactly, the held count."""
     pair = real_pd_pair
     # the load outlasts the held legs (settle_s after the fault), so prefill steps and reaps meanwhile
     settings = Settings(rate=1.0, duration_s=240.0, fault_at_s=5.0, timeout_s=HELD_S + 120.0,
@@ -124,18 +128,24 @@ def test_a_decode_held_past_the_lease_shows_in_the_report_and_in_vllms_counters(
     print(table(report))
     print("measured report:", json.dumps({k: report[k] for k in ("requests", "recovery", "kv")}))
     assert len(held) == HELD_REQUESTS, held
+    held_ids = [params["remote_request_id"] for params in held]
     change = report["kv"]["change"]
     assert change is not None, f"the KV counters could not be read: {report['kv']}\n{pair.describe()}"
-    # exactly one expired lease per held request, and none for the requests that were not held
-    assert change["expiredLeases"] == HELD_REQUESTS, f"{table(report)}\n{pair.prefill.output()[-3000:]}"
-    assert next(c for c in report["checks"] if c["id"] == "kv-transfer")["status"] == "fail", table(report)
     prefill_log = pair.prefill.output()
-    assert prefill_log.count("Releasing expired KV blocks") >= HELD_REQUESTS, prefill_log[-3000:]
+    expired = [line for line in prefill_log.splitlines() if "Releasing expired KV blocks for request" in line]
+    late_reads = [line for line in prefill_log.splitlines() if "Potentially invalid KV blocks" in line]
+    for request_id in held_ids:  # prefill reaped each held request's blocks, and decode read them after
+        assert any(request_id in line for line in expired), f"{request_id} did not expire:\n{prefill_log[-3000:]}"
+        assert any(request_id in line for line in late_reads), f"{request_id} not read late:\n{prefill_log[-3000:]}"
+    # the report's KV counters (vLLM's vllm:nixl_num_kv_expired_reqs) count every expiry the log shows
+    assert change["expiredLeases"] >= HELD_REQUESTS, table(report)
+    assert next(c for c in report["checks"] if c["id"] == "kv-transfer")["status"] == "fail", table(report)
     # every request the load generator sent is accounted for: answered right, wrong, or failed
     requests_ = report["requests"]
     assert requests_["sent"] == len(measured.records)
     failed = requests_["failed-before-first-token"] + requests_["failed-after-first-token"]
     print(f"measured: {HELD_REQUESTS} decode legs held {HELD_S:g} s past NIXL's {NIXL_DEFAULT_LEASE_S:g} s lease: "
-          f"{change['expiredLeases']:g} expired lease(s) counted, {change['failedTransfers']:g} failed transfer(s), "
+          f"{change['expiredLeases']:g} expired lease(s) counted ({len(expired)} in prefill's log), "
+          f"{change['failedTransfers']:g} failed transfer(s), "
           f"{requests_['wrong']} wrong and {failed} failed of {requests_['sent']}; prefill logged "
-          f"{prefill_log.count('Potentially invalid KV blocks')} 'Potentially invalid KV blocks' line(s)")
+          f"{len(late_reads)} 'Potentially invalid KV blocks' line(s)")
