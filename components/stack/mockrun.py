@@ -43,7 +43,8 @@ REPLICATION_GROUP_TYPE = "aws:elasticache/replicationGroup:ReplicationGroup"
 # What the offline plan says an ECR tag resolves to: a well-formed digest no image has.
 OFFLINE_IMAGE_DIGEST = "sha256:" + "0ff1" * 16
 # How long one mock run may take before it is reported as stuck (real runs take about a second).
-RUN_TIMEOUT_SECONDS = 120
+RUN_TIMEOUT_SECONDS = 900  # a net for a hang, not a speed target: a process's first run imports pulumi_aws
+# and pulumi_kubernetes in the run's thread, which took over 120 s on a 2-core machine at load 40 (CI)
 
 # Prefixes of the ids AWS gives these resources, so mock ids read like real ones.
 _ID_PREFIXES = {

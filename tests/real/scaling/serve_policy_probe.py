@@ -30,10 +30,13 @@ APP = "llm"
 PREFILL = "Prefill:tiny"
 DECODE = "Decode:tiny"
 INGRESS = "OpenAiIngress"
-# (running, queued at handles) per deployment while each load runs; see tests/unit/test_scaling_policy.py
+# (running, queued at handles) per deployment while each load runs, 16 requests at a time as the real
+# scaling tests send them against the targets of tests/real/stacks.py (prefill 3, decode 8): prefill-bound,
+# 15 ongoing at prefill and decode's own work 1 (Serve's default would count all 16 on decode: 2 replicas);
+# decode-bound, 15.8 in decode's engines. See tests/unit/test_scaling_policy.py
 LOADS: dict[str, dict[str, tuple[float, float]]] = {
-    "prefill_bound": {PREFILL: (2, 5), DECODE: (8, 0), INGRESS: (8, 0)},
-    "decode_bound": {PREFILL: (0.2, 0), DECODE: (8, 0), INGRESS: (8, 0)},
+    "prefill_bound": {PREFILL: (2, 13), DECODE: (16, 0), INGRESS: (16, 0)},
+    "decode_bound": {PREFILL: (0.2, 0), DECODE: (16, 0), INGRESS: (16, 0)},
 }
 IDLE = {PREFILL: (0, 0), DECODE: (0, 0), INGRESS: (0, 0)}
 LOAD_S = 15  # fake seconds of load, then IDLE_S of nothing
