@@ -47,7 +47,7 @@ def test_create_a_key_see_it_once_then_revoke_it(live):
         return kube.secret_data(live["ns"], live["secret"])
 
     api(base, "POST", "/deployments", {"name": "keys", "config": {}})
-    wait_for(base, api(base, "POST", "/deployments/keys/up")["job"], timeout=3 * PATIENCE_S)
+    wait_for(base, api(base, "POST", "/deployments/keys/up")["job"], timeout=6 * PATIENCE_S)
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:

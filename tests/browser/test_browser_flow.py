@@ -23,6 +23,9 @@ from tests.patience import PATIENCE_S
 from tests.required_tools import need_chromium
 
 CHROMIUM = Path("/usr/bin/chromium")
+# A job (an offline plan of the whole stack, an up ending with verify) took minutes on CI's 2-core machine at
+# load 40: waits for a job to end are a few PATIENCE_S; checks of a page already shown keep the default.
+JOB_WAIT_MS = 3 * PATIENCE_S * 1000
 PROJECT = Path(__file__).resolve().parents[2]
 ARTIFACTS = PROJECT / "test-artifacts" / "browser"
 TOKEN = "browser-test-token-0123456789"
@@ -149,9 +152,9 @@ def test_launch_watch_and_tear_down_in_a_browser(server, page):
     page.click("#launch-button")
     expect(page).to_have_url(re.compile(r"/deployments/browser-demo\?job="))
     # (The CSP forbids eval, so the wait is a locator expectation, not wait_for_function.)
-    expect(page.locator("#job-percent")).to_have_text("100%")
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     expect(page.locator("h1 .badge").first).to_have_text("planned (offline)")
-    expect(page.locator("#job-percent")).to_have_text("100%")
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     expect(page.locator("#outputs")).to_contain_text("portForwardCommand")
     expect(page.locator("#outputs")).to_contain_text("[secret]")
     expect(page.locator("#port-forward")).to_contain_text("port-forward svc/ray-llm-serve-svc 8000:8000")
@@ -254,7 +257,7 @@ def test_failed_preflight_blocks_launch_until_forced_then_verify_from_status(ser
     expect(launch).to_be_enabled()
     launch.click()
     expect(page).to_have_url(re.compile(r"/deployments/too-big\?job="))
-    expect(page.locator("#job-percent")).to_have_text("100%")
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     expect(page.locator("#event-log")).to_contain_text("launching despite a failed preflight (force)")
 
     # The Status panel: offline has nothing live; Verify reports every check as skipped.
@@ -265,7 +268,7 @@ def test_failed_preflight_blocks_launch_until_forced_then_verify_from_status(ser
     expect(status.locator("#preflight-report-above")).to_contain_text("failed")
     page.click("#verify-now")
     expect(page).to_have_url(re.compile(r"/deployments/too-big\?job="))
-    expect(page.locator("#job-count")).to_contain_text("checks")
+    expect(page.locator("#job-count")).to_contain_text("checks", timeout=JOB_WAIT_MS)
     expect(page.locator("#job-verify-report")).to_have_count(1)
     expect(page.locator('#job-verify-report tr[data-check="kv-transfer"]')).to_contain_text("skip")
     expect(status.locator("#verify-report-above")).to_have_count(1)
@@ -283,7 +286,7 @@ def test_change_settings_preview_the_difference_then_deploy(server, page):
     page.fill("#f-name", "grow")
     page.click("#preview-button")
     page.click("#launch-button")
-    expect(page.locator("#job-percent")).to_have_text("100%")
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     expect(page.locator("h1 .badge").first).to_have_text("planned (offline)")
 
     page.click("#change-settings")
@@ -292,7 +295,7 @@ def test_change_settings_preview_the_difference_then_deploy(server, page):
     page.fill("#f-raypd-decode-replicas", "3")
     page.click("#save-change")
     expect(page).to_have_url(re.compile(r"/deployments/grow\?job="))
-    expect(page.locator("#job-percent")).to_have_text("100%")
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     from components.config.spec import DeploymentSpec
     from components.plan.topology import estimate_cost
 
@@ -308,7 +311,7 @@ def test_change_settings_preview_the_difference_then_deploy(server, page):
     shot(page, "14-change-preview")
 
     page.click("#op-up")
-    expect(page.locator("#job-percent")).to_have_text("100%")
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     expect(page.locator("#pending-changes")).to_have_count(0)
     shot(page, "15-change-deployed")
     assert page.console_errors == []

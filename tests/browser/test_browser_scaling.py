@@ -55,7 +55,7 @@ def test_scaling_panel_shows_each_phase_its_signal_and_the_last_decision(live):
 
     base = live["base"]
     api(base, "POST", "/deployments", {"name": "scaled", "config": AUTOSCALED})
-    wait_for(base, api(base, "POST", "/deployments/scaled/up")["job"], timeout=3 * PATIENCE_S)
+    wait_for(base, api(base, "POST", "/deployments/scaled/up")["job"], timeout=6 * PATIENCE_S)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
