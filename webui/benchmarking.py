@@ -42,7 +42,7 @@ from webui.deployments.errors import Conflict, NotFound
 from webui.deployments.views import iso_time
 from webui.engines.base import OFFLINE_NOTICE, JobContext, OperationCancelled, OperationFailed, OperationResult
 from webui.forms import Field, parse_form_float, parse_form_int
-from webui.status import Operation, Standing
+from webui.status import Operation
 from webui.store import STORE_ERRORS, error_text
 
 logger = logging.getLogger(__name__)
@@ -249,16 +249,10 @@ class BenchmarkService:
             return f"the {record['engine']} engine is not available on this server"
         if not engine.real:
             return NEEDS_A_RUNNING_DEPLOYMENT
-        if Standing.DEPLOYED not in (record["status"], self._previous_status(record["name"])):
+        if not self.deployments.serving(record):
             return (f"{record['name']} is {record['status']}, not deployed: a benchmark needs its endpoint "
                     "serving; Deploy it first")
         return None  # (a check or a benchmark running now is not a reason: the deployment stays up)
-
-    def _previous_status(self, name: str) -> Optional[str]:
-        """What the deployment was before the job running on it now, if one runs."""
-        active = self.store.active_job(name)
-        job = self.store.get_job(active) if active else None
-        return None if job is None else job.get("previousStatus")
 
     def start(self, name: str, request: BenchmarkRequest, actor: str) -> str:
         record = self.deployments.record(name)

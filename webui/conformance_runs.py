@@ -33,7 +33,7 @@ from webui.deployments.errors import Conflict, NotFound
 from webui.deployments.views import iso_time
 from webui.engines.base import OFFLINE_NOTICE, JobContext, OperationCancelled, OperationFailed, OperationResult
 from webui.redact import MASK, redact
-from webui.status import Operation, Standing
+from webui.status import Operation
 from webui.store import STORE_ERRORS, error_text
 
 logger = logging.getLogger(__name__)
@@ -155,14 +155,6 @@ class ConformanceService:
 
     # ---- what can run ----
 
-    def _deployed(self, record: Mapping[str, Any]) -> bool:
-        """Deployed, or deployed before the job running on it now (a verify, a benchmark)."""
-        if record["status"] == Standing.DEPLOYED.value:
-            return True
-        active = self.store.active_job(record["name"])
-        job = self.store.get_job(active) if active else None
-        return job is not None and job.get("previousStatus") == Standing.DEPLOYED.value
-
     def available(self, record: Mapping[str, Any]) -> Optional[str]:
         """Why this deployment's conformance cannot run now, or None when it can."""
         engine = self.deployments.engines.get(record["engine"])
@@ -170,7 +162,7 @@ class ConformanceService:
             return f"the {record['engine']} engine is not available on this server"
         if not engine.real:
             return NEEDS_A_REAL_DEPLOYMENT
-        if not self._deployed(record):
+        if not self.deployments.serving(record):
             return (f"{record['name']} is {record['status']}, not deployed: conformance needs its endpoint "
                     "serving; Deploy it first")
         return None

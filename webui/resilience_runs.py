@@ -36,7 +36,7 @@ from webui.deployments.commands import Deployments
 from webui.deployments.errors import Conflict, NotFound
 from webui.deployments.views import iso_time
 from webui.engines.base import OFFLINE_NOTICE, JobContext, OperationCancelled, OperationFailed, OperationResult
-from webui.status import Operation, Standing
+from webui.status import Operation
 from webui.store import STORE_ERRORS, error_text
 
 logger = logging.getLogger(__name__)
@@ -169,10 +169,7 @@ class ResilienceService:
             return f"the {record['engine']} engine is not available on this server"
         if not engine.real:
             return NEEDS_A_REAL_DEPLOYMENT
-        active = self.store.active_job(record["name"])
-        job = self.store.get_job(active) if active else None
-        previous = None if job is None else job.get("previousStatus")
-        if Standing.DEPLOYED not in (record["status"], previous):
+        if not self.deployments.serving(record):
             return (f"{record['name']} is {record['status']}, not deployed: a resilience check needs its "
                     "endpoint serving; Deploy it first")
         return None

@@ -175,6 +175,15 @@ class DeploymentReads:
         except SpecError:
             return None
 
+    def serving(self, record: Mapping[str, Any]) -> bool:
+        """Deployed, or deployed before the job running on it now (a verify, a benchmark): what the
+        Benchmark, Resilience and Conformance tabs need before they send requests to the endpoint."""
+        if record["status"] == Standing.DEPLOYED.value:
+            return True
+        active = self.store.active_job(record["name"])
+        job = self.store.get_job(active) if active else None
+        return job is not None and job.get("previousStatus") == Standing.DEPLOYED.value
+
     def engine_of(self, name: str, record: Mapping[str, Any]) -> Engine:
         """The engine a deployment belongs to; EngineUnavailable when this server lacks it."""
         engine: Optional[Engine] = self.engines.get(record["engine"])
