@@ -17,6 +17,10 @@ import time
 from typing import Callable, TypeVar
 
 PATIENCE_S = 60.0
+# A web job (an offline plan of the whole stack in a subprocess, an `up` ending with verify) or a
+# page whose request runs a plan: CI's 2-core machine, sharing its cores with real engines, took
+# minutes for one. Waits for such work use this; waits for anything else keep PATIENCE_S.
+JOB_PATIENCE_S = 6 * PATIENCE_S
 
 T = TypeVar("T")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tests.browser.test_browser_flow import CHROMIUM
+from tests.patience import JOB_PATIENCE_S
 from tests.required_tools import need_chromium
 from tests.web.support import TOKEN, FakeEngine, settings_for
 
@@ -29,7 +30,7 @@ def api(base: str, method: str, path: str, body: Any = None) -> Any:
         return json.loads(response.read())
 
 
-def wait_for(base: str, job: str, timeout: float = 90.0) -> dict[str, Any]:
+def wait_for(base: str, job: str, timeout: float = JOB_PATIENCE_S) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         found = api(base, "GET", f"/jobs/{job}")

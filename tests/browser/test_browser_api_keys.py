@@ -19,7 +19,6 @@ import pytest
 from components.render.endpoint_names import FIRST_KEY_NAME
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, patient_context
-from tests.patience import PATIENCE_S
 from tests.web.keys_support import ENDPOINT_URL, EndpointEngine, quiet_checks, seed_keys
 from tests.web.support import TOKEN
 
@@ -47,7 +46,7 @@ def test_create_a_key_see_it_once_then_revoke_it(live):
         return kube.secret_data(live["ns"], live["secret"])
 
     api(base, "POST", "/deployments", {"name": "keys", "config": {}})
-    wait_for(base, api(base, "POST", "/deployments/keys/up")["job"], timeout=6 * PATIENCE_S)
+    wait_for(base, api(base, "POST", "/deployments/keys/up")["job"])
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:

@@ -11,8 +11,7 @@ import re
 
 import pytest
 
-from tests.browser.test_browser_flow import _logged_in, page, server, shot  # noqa: F401 - page, server: fixtures
-from tests.patience import PATIENCE_S
+from tests.browser.test_browser_flow import JOB_WAIT_MS, _logged_in, page, server, shot  # noqa: F401 - page, server: fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 DECODE = "#f-raypd-decode-autoscaling-"
@@ -49,7 +48,7 @@ def test_the_autoscaling_fieldset_round_trips_through_launch_change_and_clear(se
     page.click("#preview-button")
     expect(page.locator("h1")).to_contain_text("Preview: autoscaled")
     page.click("#launch-button")
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=2 * PATIENCE_S * 1000)
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     expect(page.locator("h1 .badge").first).to_have_text("planned (offline)")
 
     # The change form holds the deployed block; a new bound previews in place.
@@ -60,7 +59,7 @@ def test_the_autoscaling_fieldset_round_trips_through_launch_change_and_clear(se
     page.fill(DECODE + "maxReplicas", "6")
     page.click("#save-change")
     expect(page).to_have_url(re.compile(r"/deployments/autoscaled\?job="))
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=2 * PATIENCE_S * 1000)
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     page.reload()
     expect(page.locator("#effects")).to_contain_text("decode: maxReplicas 4 -> 6: in place, no engine restarts")
     expect(page.locator("#chosen-strategy")).to_contain_text("no downtime, no extra nodes")
@@ -73,7 +72,7 @@ def test_the_autoscaling_fieldset_round_trips_through_launch_change_and_clear(se
     for key in KEYS:
         page.fill(DECODE + key, "")
     page.click("#save-change")
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=2 * PATIENCE_S * 1000)
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     page.reload()
     expect(page.locator("#effects")).to_contain_text("autoscaling is turned off for decode")
     page.goto(base + "/deployments/autoscaled/change")

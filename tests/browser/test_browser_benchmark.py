@@ -18,7 +18,7 @@ import pytest
 
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, patient_context
-from tests.patience import PATIENCE_S
+from tests.patience import JOB_PATIENCE_S
 from tests.web.support import TOKEN, FakeEngine
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -78,7 +78,7 @@ def test_benchmark_tab_runs_a_sweep_in_the_cluster_shows_progress_plots_and_comp
         expect(page.locator("#benchmark-unavailable")).to_have_count(0)  # running, still deployed
         page.screenshot(path=str(ARTIFACTS / "14-benchmark-running.png"), full_page=True)
         # The job ends, the page reloads itself and shows the run.
-        expect(page.locator("#results-table")).to_be_visible(timeout=2 * PATIENCE_S * 1000)
+        expect(page.locator("#results-table")).to_be_visible(timeout=JOB_PATIENCE_S * 1000)
         expect(page.locator("#job-count")).to_contain_text("80 / 80 requests")
         expect(page.locator("#results-table")).to_contain_text("requests completed")
         for plot in ("ttft_cdf", "tpot_cdf", "percentiles_vs_rate"):
@@ -100,7 +100,7 @@ def test_benchmark_tab_runs_a_sweep_in_the_cluster_shows_progress_plots_and_comp
         # the page reloads itself when the job ends; a click racing that reload was lost (CI): wait for
         # the job through the API, then open the tab afresh
         second = page.url.split("job=")[1].split("&")[0]
-        assert wait_for(base, second, timeout=3 * PATIENCE_S)["status"] == "succeeded"
+        assert wait_for(base, second)["status"] == "succeeded"
         page.goto(base + "/deployments/live/benchmark")
         expect(page.locator("#own-runs tbody tr")).to_have_count(2)
         for box in page.locator("#own-runs input[name=runs]").all():

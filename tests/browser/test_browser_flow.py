@@ -19,13 +19,13 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.patience import PATIENCE_S
+from tests.patience import JOB_PATIENCE_S, PATIENCE_S
 from tests.required_tools import need_chromium
 
 CHROMIUM = Path("/usr/bin/chromium")
-# A job (an offline plan of the whole stack, an up ending with verify) took minutes on CI's 2-core machine at
-# load 40: waits for a job to end are a few PATIENCE_S; checks of a page already shown keep the default.
-JOB_WAIT_MS = 3 * PATIENCE_S * 1000
+# Waits for a job to end (tests/patience.py says why they are longer); checks of a page already shown keep
+# the default.
+JOB_WAIT_MS = JOB_PATIENCE_S * 1000
 PROJECT = Path(__file__).resolve().parents[2]
 ARTIFACTS = PROJECT / "test-artifacts" / "browser"
 TOKEN = "browser-test-token-0123456789"
@@ -39,11 +39,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def patient_context(browser: Any, height: int = 900) -> Any:
-    """A browser context whose clicks, fills and navigations wait PATIENCE_S, not Playwright's 30 s:
-    on a busy 2-core machine a form POST and the page after it can take longer (tests/patience.py)."""
+    """A browser context whose clicks and fills wait PATIENCE_S, not Playwright's 30 s, and whose
+    navigations wait JOB_PATIENCE_S: a preview's form POST runs an offline plan before its page comes
+    back, which took over a minute on CI's busy 2-core machine (tests/patience.py)."""
     context = browser.new_context(viewport={"width": 1280, "height": height})
     context.set_default_timeout(PATIENCE_S * 1000)
-    context.set_default_navigation_timeout(PATIENCE_S * 1000)
+    context.set_default_navigation_timeout(JOB_PATIENCE_S * 1000)
     return context
 
 

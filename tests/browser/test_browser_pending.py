@@ -16,8 +16,7 @@ import pytest
 from components.config.catalogue import price_basis
 from components.config.spec import DeploymentSpec
 from components.plan.topology import estimate_cost
-from tests.browser.test_browser_flow import _logged_in, page, server, shot  # noqa: F401 - page, server: fixtures
-from tests.patience import PATIENCE_S
+from tests.browser.test_browser_flow import JOB_WAIT_MS, _logged_in, page, server, shot  # noqa: F401 - page, server: fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -37,7 +36,7 @@ def test_a_pending_change_is_marked_and_discarded_in_a_browser(server, page):  #
     page.fill("#f-name", "pend")
     page.click("#preview-button")
     page.click("#launch-button")
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=2 * PATIENCE_S * 1000)
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     expect(page.locator("h1 .badge").first).to_have_text("planned (offline)")
     page.reload()
     expect(page.locator("#deployed-line")).to_contain_text("decode: 1 replica ")
@@ -49,7 +48,7 @@ def test_a_pending_change_is_marked_and_discarded_in_a_browser(server, page):  #
     page.fill("#f-raypd-decode-replicas", "2")
     page.click("#save-change")
     expect(page).to_have_url(re.compile(r"/deployments/pend\?job="))
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=2 * PATIENCE_S * 1000)
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     page.reload()
     line = page.locator("#deployed-line")
     expect(line).to_contain_text("Planned (offline): ")
@@ -85,7 +84,7 @@ def test_a_pending_change_is_marked_and_discarded_in_a_browser(server, page):  #
     page.goto(base + "/deployments/pend/change")
     page.fill("#f-raypd-model-maxModelLen", "8192")
     page.click("#save-change")
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=2 * PATIENCE_S * 1000)
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     page.reload()
     expect(page.locator("#effects")).to_contain_text("engines restart")
     choices = page.locator("#strategy-choices")
@@ -99,7 +98,7 @@ def test_a_pending_change_is_marked_and_discarded_in_a_browser(server, page):  #
     expect(zero).to_contain_text("L-DB2E81BA")  # the vCPU quota the preflight checks
     shot(page, "17b-strategies")
     page.click("#use-newCluster")
-    expect(page.locator("#job-percent")).to_have_text("100%", timeout=2 * PATIENCE_S * 1000)
+    expect(page.locator("#job-percent")).to_have_text("100%", timeout=JOB_WAIT_MS)
     page.reload()
     # A total over the switch, not a rate; the basis is the page's one line (#price-basis).
     expect(page.locator("#chosen-strategy")).to_contain_text(

@@ -17,7 +17,7 @@ import pytest
 
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, patient_context
-from tests.patience import PATIENCE_S, until
+from tests.patience import until
 from tests.prometheus_server import answers, need_prometheus, prometheus_scraping
 from tests.web.support import TOKEN, FakeEngine
 
@@ -55,7 +55,7 @@ def test_scaling_panel_shows_each_phase_its_signal_and_the_last_decision(live):
 
     base = live["base"]
     api(base, "POST", "/deployments", {"name": "scaled", "config": AUTOSCALED})
-    wait_for(base, api(base, "POST", "/deployments/scaled/up")["job"], timeout=6 * PATIENCE_S)
+    wait_for(base, api(base, "POST", "/deployments/scaled/up")["job"])
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)

@@ -18,7 +18,7 @@ import pytest
 from components.config.checks import VERIFY_IDS
 from tests.browser.live_app import api, need_a_browser, serving, wait_for
 from tests.browser.test_browser_flow import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, patient_context
-from tests.patience import PATIENCE_S
+from tests.patience import JOB_PATIENCE_S
 from tests.prometheus_server import need_prometheus, prometheus_with_captures
 from tests.web.support import TOKEN, FakeEngine
 
@@ -47,7 +47,7 @@ def test_status_panel_shows_the_live_cluster_and_verify_now_reruns_the_checks(li
 
     base = live["base"]
     api(base, "POST", "/deployments", {"name": "live", "config": {}})
-    wait_for(base, api(base, "POST", "/deployments/live/up")["job"], timeout=6 * PATIENCE_S)
+    wait_for(base, api(base, "POST", "/deployments/live/up")["job"])
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
@@ -91,7 +91,7 @@ def test_status_panel_shows_the_live_cluster_and_verify_now_reruns_the_checks(li
         page.click("#verify-now")
         expect(page).to_have_url(re.compile(r"/deployments/live\?job="))
         total = len(VERIFY_IDS)
-        expect(page.locator("#job-count")).to_contain_text(f"{total} / {total} checks", timeout=4 * PATIENCE_S * 1000)
+        expect(page.locator("#job-count")).to_contain_text(f"{total} / {total} checks", timeout=JOB_PATIENCE_S * 1000)
         expect(page.locator("#job-verify-report")).to_have_attribute("data-ok", "1")
         assert len(live["kube"].requests) > before  # the checks really asked the cluster again
         page.screenshot(path=str(ARTIFACTS / "13-status-after-verify.png"), full_page=True)
