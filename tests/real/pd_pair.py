@@ -18,6 +18,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from tests.real.locate import ENGINE_DTYPE, MODEL_ID, RealVllm
 from tests.real.processes import ManagedProcess, free_ports, http_ok, wait_until
+from tests.real.quiet_nixl import with_quiet_nixl
 
 READY_DEADLINE_S = float(os.environ.get("RAYPD_REAL_VLLM_READY_S", "900"))  # cold starts on a busy box
 PROXY = Path(__file__).with_name("pd_proxy.py")
@@ -56,6 +57,7 @@ def engine_env(side_channel_port: int, cpu: int, log_level: str = "INFO",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": with_quiet_nixl(env.get("PYTHONPATH")),
     })
     env.update(extra or {})
     return env

@@ -31,6 +31,7 @@ import requests
 from components.render.scaling_policy.delivery import policy_config_map
 from tests.real.locate import MODEL_ID, RealVllm
 from tests.real.processes import ManagedProcess, StartError, free_port_blocks, free_ports, http_ok, wait_until
+from tests.real.quiet_nixl import with_quiet_nixl
 
 START_DEADLINE_S = 300.0
 APP_DEADLINE_S = float(os.environ.get("RAYPD_REAL_RAY_READY_S", "1200"))
@@ -64,6 +65,7 @@ def ray_env(temp_dir: Path, home: Optional[Path] = None) -> dict[str, str]:
         "TRANSFORMERS_OFFLINE": "1",
         "RAY_USAGE_STATS_ENABLED": "0",
         "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": with_quiet_nixl(env.get("PYTHONPATH")),  # tests/real/nixl_quiet says why
         "TMPDIR": str(temp_dir),
         # Serve's handles and replicas push autoscaling metrics every 2 s instead of 10 s, so that
         # the scaling tests' decisions follow a load step within their short look-back window.
