@@ -1,9 +1,11 @@
-"""The mock runtime is stable: 20 runs, in fresh processes and repeated in one, same result.
+"""The mock runtime is stable: 10 runs, in fresh processes and repeated in one, same result.
 
 pulumi-eks components under Pulumi's stock mocks fail about half the runs ("attached to a
 different loop"); components.stack.mockrun avoids that. A flaky plan would make the web app's offline
-engine flaky, so this runs the plan 20 times (4 fresh processes x 5 runs each, references,
-heterogeneous and colocated stacks interleaved) and asks for 20 successes and identical documents.
+engine flaky, so this runs the plan 10 times (2 fresh processes x 5 runs each, references,
+heterogeneous and colocated stacks interleaved) and asks for 10 successes and identical documents: a
+failure rate of one half passes all ten once in a thousand suites. (It ran 4 processes: two more
+fresh imports of pulumi_aws cost a minute of CI for a one-in-a-million margin.)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 from tests.pulumi.conftest import COLOCATED, HETEROGENEOUS
 
 ROOT = Path(__file__).resolve().parents[2]
-PROCESSES = 4
+PROCESSES = 2
 RUNS_PER_PROCESS = 5
 pytestmark = pytest.mark.slow
 
@@ -43,7 +45,7 @@ def run_child() -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_twenty_plan_runs_all_succeed_with_identical_documents():
+def test_ten_plan_runs_all_succeed_with_identical_documents():
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda _: run_child(), range(PROCESSES)))
     digests: dict[str, set[str]] = {}
