@@ -16,6 +16,10 @@ check asks the deployment's Prometheus (serve.prometheus_api, through the Kubern
   request (tests/fixtures/real/ray/metrics-export-idle.txt), so this runs after verify's chat, and
   waits: the chat's series reach Prometheus after Ray's export round (~10 s), a scrape (15 s) and
   a rule evaluation (30 s). Idle replicas beyond the first are counted, not failed.
+The wait also goes on while an engine of a replica the Serve API lists has its raw series but not
+yet the phased copy: the raw series arrive with a scrape, the copy only with the next rule
+evaluation, so with two replicas per phase the second often looks unphased for one evaluation
+(`_Reading.settled`). How engines the Serve API does not list are judged: `_Reading.never_phased`.
 A stack without the metrics stack (`raypd:observability.enabled: false`) is skipped.
 """
 
@@ -60,6 +64,34 @@ class _Reading:
     def reporting(self, replicas: list[str]) -> list[str]:
         return [r for r in replicas if r in self.phased]
 
+    def unphased(self) -> set[str]:
+        """Engines with raw series and no phased copy (yet, or ever)."""
+        return set(self.raw) - set(self.phased)
+
+    def settled(self, replicas: Mapping[str, list[str]]) -> bool:
+        """Every phase has an engine reporting under its phase, and no engine of a replica the Serve
+        API lists is still waiting for its phased copy. A second replica's raw series reach
+        Prometheus a rule evaluation before the copy the rule `engine:<metric>:phase` joins from
+        them; stopping at the first phased engine per phase judged the second "without a phase".
+        Engines of replicas the Serve API does not list do not hold the wait: the check cannot know
+        whether they are coming or going (see `never_phased`)."""
+        listed = {rid for ids in replicas.values() for rid in ids}
+        return all(self.reporting(ids) for ids in replicas.values()) and not (self.unphased() & listed)
+
+    def never_phased(self, replicas: Mapping[str, list[str]]) -> list[str]:
+        """The unphased engines the check fails on, once the wait is over:
+        - an engine of a listed replica: the wait gave the rule its evaluations, so the join is broken;
+        - an engine the Serve API does not list, whose ReplicaId has no `replica:raypd_phase:info`
+          series: no Serve replica series carries that id, so no evaluation will ever phase it (the
+          join of vLLM's ReplicaId to Ray Serve's `replica` label is broken for it).
+        Not failed: an engine the Serve API does not list whose ReplicaId has its phase info. Its
+        copy comes with the next rule evaluation (the info and the copies are recorded by the same
+        group, in order), so it is the race above for a replica that served its first request after
+        verify read the Serve API (an autoscaled replica started under load); failing it would fail
+        a healthy deployment, and waiting for it would hold verify for replicas it never listed."""
+        listed = {rid for ids in replicas.values() for rid in ids}
+        return sorted(rid for rid in self.unphased() if rid in listed or rid not in self.info)
+
 
 def check_metrics_flowing(ev: Evidence, outputs: Mapping[str, Any], *, wait_seconds: float = WAIT_SECONDS,
                           poll_seconds: float = POLL_SECONDS, timeout: Optional[float] = None) -> Check:
@@ -75,10 +107,9 @@ def check_metrics_flowing(ev: Evidence, outputs: Mapping[str, Any], *, wait_seco
                             "for in Prometheus (see serve-app-running)")
     deadline = time.monotonic() + max(0.0, wait_seconds)
     try:
-        while True:  # bounded by the deadline; ends at once when every phase reports
+        while True:  # bounded by the deadline; ends at once when the listed engines are phased
             reading = _Reading(api)
-            if all(reading.reporting(ids) for ids in replicas.values()) \
-                    or time.monotonic() + poll_seconds > deadline:
+            if reading.settled(replicas) or time.monotonic() + poll_seconds > deadline:
                 break
             time.sleep(poll_seconds)
     except PrometheusError as exc:
@@ -111,7 +142,7 @@ def _judge(replicas: dict[str, list[str]], reading: _Reading, waited: float) -> 
             "raypd recording rules are not loaded",
             "kubectl get podmonitors,prometheusrules -A; check the Prometheus targets page for the worker "
             "pods (port 8080)")
-    unphased = sorted(set(reading.raw) - set(reading.phased))
+    unphased = reading.never_phased(replicas)
     if unphased:
         return Check.failed(
             CHECK_ID, TITLE, f"engine series without a phase for ReplicaId {', '.join(unphased)}: the join "
@@ -132,4 +163,9 @@ def _judge(replicas: dict[str, list[str]], reading: _Reading, waited: float) -> 
         parts.append(f"{phase} {len(live)} of {len(ids)} ({', '.join(live)})")
     note = (f"; {idle} replica(s) have served nothing yet, so Ray exported no series for them "
             "(their phase is known)") if idle else ""
+    coming = sorted(reading.unphased() - set(reading.never_phased(replicas)))
+    if coming:
+        note += (f"; engine(s) {', '.join(coming[:6])}, of replicas the Serve API did not list when "
+                 "verify asked it, have their phase but not yet the phased copy of their series "
+                 "(the next rule evaluation makes it)")
     return Check.passed(CHECK_ID, TITLE, f"engines reporting under their phase: {'; '.join(parts)}{note}")
