@@ -350,10 +350,12 @@ class FakeKubeApi(LoopbackServer):
         self.forbidden: set[tuple[str, str]] = set()
         self.eviction_blocked: set[str] = set()
         self.fault_writes: list[dict[str, Any]] = []
-        # Scaling (issue 30 §3), set by a test: each phase's running requests per replica (Serve's
-        # `ray_serve_replica_processing_queries` on the replica's pod), fields of a deployment's
-        # Serve status to override ({deployment: {"status": ..., "target_num_replicas": ...,
-        # "replica_states": [...]}}) and the Serve controller log's lines (`scaling_log`).
+        # Scaling (issue 30 §3), set by a test: each phase's running requests per RUNNING replica
+        # (Serve's `ray_serve_replica_processing_queries` on the replica's pod), fields of a
+        # deployment's Serve status to override ({deployment: {"status": ..., "target_num_replicas":
+        # ..., "replica_states": [...]}}; the states are those of the replicas the Serve API lists
+        # and the metrics pages carry: `serve_replicas`) and the Serve controller log's lines
+        # (`scaling_log`).
         self.serve_load: dict[str, int] = {}
         self.serve_overrides: dict[str, dict[str, Any]] = {}
         self.scaling_log: list[str] = []
@@ -1013,7 +1015,7 @@ class FakeKubeApi(LoopbackServer):
                 "message": "", "deployment_config": {"name": name, **self._replica_config(phase)},
                 "target_num_replicas": count, "required_resources": {"CPU": 1, "GPU": 1},
                 "replicas": [{k: v for k, v in r.items() if not k.startswith("_")}
-                             for r in self.replicas.get(phase, [])],
+                             for r in self.serve_replicas(phase)],
             }
             self._override_serve(deployments[name])
         head = next(p for p in self.pods if p["metadata"]["labels"]["ray.io/node-type"] == "head")
@@ -1076,15 +1078,32 @@ class FakeKubeApi(LoopbackServer):
                        "policy_kwargs": {}}}}
 
     def _override_serve(self, deployment: dict[str, Any]) -> None:
-        """A test's `serve_overrides` for one deployment; `replica_states` sets its replicas' states
-        in turn, adding STARTING replicas beyond those that run."""
-        override = dict(self.serve_overrides.get(deployment["name"], {}))
-        states = override.pop("replica_states", None)
+        """A test's `serve_overrides` for one deployment's status fields (its replicas' states are
+        `serve_replicas`' part)."""
+        override = {k: v for k, v in self.serve_overrides.get(deployment["name"], {}).items()
+                    if k != "replica_states"}
         deployment.update(override)
-        if states is not None:
-            template = deployment["replicas"][0]
-            deployment["replicas"] = [{**template, "replica_id": f"{template['replica_id'][:4]}{i:04d}",
-                                       "state": state} for i, state in enumerate(states)]
+
+    def serve_replicas(self, phase: str) -> list[dict[str, Any]]:
+        """The replicas of a phase as the Serve API lists them, and as the metrics pages carry them:
+        the built ones, or, with a test's `serve_overrides[deployment]["replica_states"]`, the built
+        ones in turn with those states, then new replicas (on the first one's pod) beyond them. One
+        list for both, so every id the Serve API lists has its Serve series (see `metrics_text`)."""
+        built = self.replicas.get(phase, [])
+        states = self.serve_overrides.get(self.deployment_names[phase], {}).get("replica_states")
+        if states is None or not built:
+            return list(built)
+        listed = []
+        for index, state in enumerate(states):
+            replica = built[index] if index < len(built) else self._replica_beside(phase, index, built[0])
+            listed.append({**replica, "state": state})
+        return listed
+
+    def _replica_beside(self, phase: str, index: int, first: dict[str, Any]) -> dict[str, Any]:
+        """A replica Serve adds to a phase (a scale-up), on the pod of the phase's first replica."""
+        pod = next(p for p in self.pods if p["metadata"]["name"] == first["_pod"])
+        node = next(n for n in self.nodes if n["metadata"]["name"] == pod["spec"]["nodeName"])
+        return self._replica(phase, index, node, pod)
 
     def metrics_text(self, pod: str) -> str:
         """Ray's metrics export page of one worker pod (Prometheus text), as Ray 2.58-2.60 write it
@@ -1104,15 +1123,17 @@ class FakeKubeApi(LoopbackServer):
             f'ray_node_cpu_utilization{{InstanceId="",SessionName="{SESSION}",ip="10.0.2.100"}} 3.1',
         ]
         pod_ip = next(p["status"]["podIP"] for p in self.pods if p["metadata"]["name"] == pod)
-        for phase, replicas in self.replicas.items():
-            for replica in replicas:
+        for phase in self.replicas:
+            for replica in self.serve_replicas(phase):
                 if replica["node_ip"] != pod_ip:
                     continue
                 if not plain:  # Ray Serve's own per-replica counter, from the replica's start on
                     lines.append(self._serve_replica_series(pod_ip, phase, replica))
-                engine = self._engines[replica["replica_id"]]
-                if not plain and not any(engine.values()):
-                    continue  # Ray exports an engine's series on first use (tests/fixtures/real/ray)
+                engine = self._engines.get(replica["replica_id"])
+                if engine is None or (not plain and (replica["state"] != "RUNNING" or not any(engine.values()))):
+                    # Ray exports an engine's series on first use (tests/fixtures/real/ray); a
+                    # replica still STARTING has served nothing (Serve routes to RUNNING ones only)
+                    continue
                 labels = f'engine="0",model_name="{self.spec.model.id}"'
                 if not plain:
                     labels = (f'Component="core_worker",NodeAddress="{pod_ip}",SessionName="{SESSION}",'
@@ -1142,14 +1163,21 @@ class FakeKubeApi(LoopbackServer):
     def _serve_replica_series(self, pod_ip: str, phase: str, replica: dict[str, Any]) -> str:
         """`ray_serve_deployment_replica_starts_total` as Ray 2.60 exports it for a replica from its
         start on (tests/fixtures/real/ray/serve-metrics-probe.txt: `replica` is the replica id vLLM
-        tags its series with as ReplicaId)."""
+        tags its series with as ReplicaId), STARTING replicas included. Ray's
+        python/ray/serve/_private/replica.py: `ReplicaBase.__init__` makes the ReplicaMetricsManager
+        before `initialize_and_get_metadata` runs the deployment's constructor (the engine's model
+        load, the STARTING time); `ReplicaMetricsManager.__init__` increments
+        `serve_deployment_replica_starts` at once, and its cached-metrics loop sets
+        `serve_replica_processing_queries` to the replica's ongoing requests: 0 until Serve routes
+        to it, once RUNNING (`serve_load` is the load of each RUNNING replica)."""
+        load = self.serve_load.get(phase, 0) if replica["state"] == "RUNNING" else 0
         labels = (f'Component="core_worker",NodeAddress="{pod_ip}",SessionName="{SESSION}",'
                   f'Version="{RAY_VERSION}",WorkerId="{_hex(replica["actor_id"], 56)}",application="llm",'
                   f'deployment="{self.deployment_names[phase]}",'
                   'otel_scope_name="ray._private.telemetry.open_telemetry_metric_recorder",'
                   f'otel_scope_schema_url="",otel_scope_version="",replica="{replica["replica_id"]}"')
         return (f"ray_serve_deployment_replica_starts_total{{{labels}}} 1.0\n"
-                f"ray_serve_replica_processing_queries{{{labels}}} {float(self.serve_load.get(phase, 0))}")
+                f"ray_serve_replica_processing_queries{{{labels}}} {float(load)}")
 
     def scrape_configs(self) -> list[dict[str, Any]]:
         """Prometheus scrape jobs reading every worker pod's metrics page through this API's pod

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from serve.live_scaling import _serve_phase, parse_decisions
 from serve.live_status import cluster_status
@@ -139,6 +140,40 @@ def test_what_could_not_be_read_says_so_and_the_bounds_come_from_the_outputs() -
     d = _phases(status)["decode"]
     assert (d["min"], d["max"], d["boundsSource"], d["decisions"]) == (1, 3, "stack outputs (topology)", [])
     assert "running" not in d
+
+
+def _series(kube: FakeKubeApi, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every sample named `name` on the stand-in's worker pods' metrics pages (Ray's export)."""
+    pods = [p["metadata"]["name"] for p in kube.pods if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+    return [(sample.labels, sample.value) for pod in pods
+            for family in text_string_to_metric_families(kube.metrics_text(pod))
+            for sample in family.samples if sample.name == name]
+
+
+def test_the_stand_in_exports_series_for_the_replicas_its_serve_api_lists_while_one_starts() -> None:
+    """What verify's metrics-flowing and the signal read must be the story real Ray tells: every
+    replica the Serve API lists has its Serve series from its start on (Ray's
+    python/ray/serve/_private/replica.py, `ReplicaMetricsManager.__init__`), a STARTING one with
+    nothing running and no engine series, the RUNNING one its load and, once it served, its engine's."""
+    with FakeKubeApi("healthy", config=AUTOSCALED) as kube:
+        decode = kube.deployment_names["decode"]
+        kube.serve_load = {"prefill": 2, "decode": 7}
+        kube.serve_overrides = {decode: {"replica_states": ["RUNNING", "STARTING"]}}
+        kube.record_chat()  # verify's chat: prefill and the RUNNING decode replica serve it
+        listed = {r["replica_id"]: r["state"] for r in
+                  kube.serve_details()["applications"]["llm"]["deployments"][decode]["replicas"]}
+        starts, queries = ({labels["replica"]: value for labels, value in _series(kube, name)
+                            if labels["deployment"] == decode}
+                           for name in ("ray_serve_deployment_replica_starts_total",
+                                        "ray_serve_replica_processing_queries"))
+        engines = {labels["ReplicaId"] for labels, _ in _series(kube, "ray_vllm_generation_tokens_total")}
+    running = [rid for rid, state in listed.items() if state == "RUNNING"]
+    starting = [rid for rid, state in listed.items() if state == "STARTING"]
+    assert (len(running), len(starting)) == (1, 1)
+    assert running == [kube.replicas["decode"][0]["replica_id"]]  # the built replica keeps its id
+    assert starts == {running[0]: 1.0, starting[0]: 1.0}
+    assert queries == {running[0]: 7.0, starting[0]: 0.0}
+    assert running[0] in engines and starting[0] not in engines
 
 
 @pytest.fixture(scope="module")
