@@ -1,6 +1,6 @@
 """Issue 30 §4 on the real Ray Serve LLM 2.60 + vLLM CPU stack: each phase follows its own load.
 
-The small stack runs autoscaled (each phase min 1, max 2; targets prefill 3, decode 8; tests/real/
+The small stack runs autoscaled (each phase min 1, max 2; targets prefill 3, decode 4; tests/real/
 stacks.py, which says why) under raypd's PD policy (components/render/scaling_policy/), and raypd's own
 load generator drives it until what the test waits for has happened:
 - a decode-bound load (short prompts, 128 streamed tokens each, 16 at a time) grows decode to 2
