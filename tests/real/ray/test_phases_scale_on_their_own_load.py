@@ -1,9 +1,9 @@
 """Issue 30 §4 on the real Ray Serve LLM 2.60 + vLLM CPU stack: each phase follows its own load.
 
-The small stack runs autoscaled (each phase min 1, max 2; targets prefill 3, decode 4; tests/real/
+The small stack runs autoscaled (each phase min 1, max 2; targets prefill 3, decode 8; tests/real/
 stacks.py, which says why) under raypd's PD policy (components/render/scaling_policy/), and raypd's own
 load generator drives it until what the test waits for has happened:
-- a decode-bound load (short prompts, 128 streamed tokens each, 16 at a time) grows decode to 2
+- a decode-bound load (short prompts, 128 streamed tokens each, 32 at a time) grows decode to 2
   serving replicas, and prefill's target stays 1 until Serve has decided decode's second replica
   (while that CPU engine starts, it starves prefill on 2 cores and the bottleneck really moves, so
   prefill is not judged then); once the load stops, both return to 1;
@@ -148,7 +148,7 @@ def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str,
 def test_a_decode_bound_load_grows_decode_and_leaves_prefill_alone(real_ray_serve: RayServe,
                                                                     real_artifacts: Path) -> None:
     run_burst(real_ray_serve, real_artifacts / "scaling", "decode-bound", grows=DECODE, stays=PREFILL,
-              concurrency=16, input_words=16, output_tokens=128)
+              concurrency=32, input_words=16, output_tokens=128)
 
 
 def test_a_prefill_bound_load_grows_prefill_and_leaves_decode_alone(real_ray_serve: RayServe,

@@ -31,7 +31,7 @@ PREFILL = "Prefill:tiny"
 DECODE = "Decode:tiny"
 INGRESS = "OpenAiIngress"
 # (running, queued at handles) per deployment while each load runs, 16 requests at a time as the real
-# scaling tests send them against the targets of tests/real/stacks.py (prefill 3, decode 4): prefill-bound,
+# scaling tests send them against the targets of tests/real/stacks.py (prefill 3, decode 8): prefill-bound,
 # 15 ongoing at prefill and decode's own work 1 (Serve's default would count all 16 on decode: 2 replicas);
 # decode-bound, 15.8 in decode's engines. See tests/unit/test_scaling_policy.py
 LOADS: dict[str, dict[str, tuple[float, float]]] = {
