@@ -149,9 +149,11 @@ def test_an_empty_trace_is_refused():
 def test_a_schedule_sent_to_a_local_server_arrives_step_by_step():
     """Uniform sends at 2/s for 2 s, then 5/s for 2 s, then a pause: the server receives 4, then 10,
     then nothing, counted on its own clock (the same perf_counter, same process) against the
-    client's start. Each send is half a gap away from a step boundary (>= 100 ms); a late event loop
-    could only move a send later, so a send counted in the wrong step would be > 100 ms late, which
-    the client's own record shows (sent_s - scheduled_s) and the test reports."""
+    client's start. Each send is half a gap away from a step boundary (>= 100 ms). A late event loop
+    can only move a send later, and the client's own record says by how much (sent_s - scheduled_s):
+    on a busy machine one was 936 ms late and landed in the next step. So every request the client
+    sent on time (< 100 ms late) must land in its own step on the server's clock, none may arrive
+    before it was due, and the steps by schedule must hold 4, 10 and 0."""
     schedule = parse_inline("0s:2,2s:5,4s:0,4.5s:end")
     offsets = arrivals(schedule, "uniform")
     specs = [RequestSpec(i, f"request {i}", 2, 2) for i in range(len(offsets))]
@@ -163,9 +165,15 @@ def test_a_schedule_sent_to_a_local_server_arrives_step_by_step():
     # The client's start on perf_counter: each request reached the server after t0 + its sent_s, so
     # the smallest difference is t0 plus one loopback trip (well under a millisecond).
     t0 = min(received[f"request {r['index']}"] - r["sent_s"] for r in records)
-    lateness = max(r["sent_s"] - r["scheduled_s"] for r in records)
-    counted = [sum(schedule.step_at(at - t0) == i for at in received.values()) for i in range(3)]
-    assert counted == [4, 10, 0], f"per step {counted}; the client was at most {lateness * 1000:.0f} ms late"
+    due = [sum(schedule.step_at(r["scheduled_s"]) == i for r in records) for i in range(3)]
+    assert due == [4, 10, 0], f"the schedule's sends per step: {due}"
+    on_time = [r for r in records if r["sent_s"] - r["scheduled_s"] < 0.1]
+    assert on_time, "the client's event loop was late for every send: nothing left to judge"
+    for r in records:
+        at = received[f"request {r['index']}"] - t0
+        assert at >= r["scheduled_s"] - 0.001, f"request {r['index']} arrived {at:.3f} s, due {r['scheduled_s']} s"
+        if r in on_time:
+            assert schedule.step_at(at) == schedule.step_at(r["scheduled_s"]), (r, at)
     assert [s["requests"]["sent"] for s in step_stats(records, schedule)] == [4, 10, 0]
     assert [s["offered_rate"] for s in step_stats(records, schedule)] == [2, 5, 0]
 
@@ -207,20 +215,21 @@ def test_bad_load_arguments_exit_2_naming_them(args, message, tmp_path, capsys):
 
 
 def test_max_in_flight_holds_a_due_request_until_a_slot_frees_and_says_so():
-    """6 requests due within 0.5 s, each answered after >= 1.5 s, at most 2 in flight: the first two
+    """6 requests due within 0.5 s, each answered after >= 3 s, at most 2 in flight: the first two
     go at once, every later one was due while two were in flight (only an event loop stalled for
-    over a second could see a slot free), so it waited for one (held_by_cap) and went late."""
+    2.5 s could see a slot free; with answers after 1.5 s a busy machine's 1 s stall did), so it
+    waited for one (held_by_cap) and went late."""
     schedule = parse_inline("0s:12,0.5s:end")
     offsets = arrivals(schedule, "uniform")
     specs = [RequestSpec(i, f"request {i}", 2, 1) for i in range(len(offsets))]
-    with OpenAIServer("m", ttft_s=1.5, output_tokens=1) as server:
+    with OpenAIServer("m", ttft_s=3.0, output_tokens=1) as server:
         config = LoadConfig(server.url, "m", connect_timeout_s=PATIENCE_S, max_in_flight=2)
         records = asyncio.run(run_load(config, specs, offsets=offsets))
     assert len(records) == 6 and all(r["ok"] for r in records)
     assert [r["held_by_cap"] for r in records] == [False, False] + [True] * 4
     ends = sorted(r["end_s"] for r in records)
     for number, record in enumerate(records[2:]):  # the k-th held one went after the k-th answer ended
-        assert record["sent_s"] >= ends[number] and record["sent_s"] - record["scheduled_s"] > 1.0
+        assert record["sent_s"] >= ends[number] and record["sent_s"] - record["scheduled_s"] > 2.0
     events = sorted([(r["sent_s"], 1) for r in records] + [(r["end_s"], -1) for r in records],
                     key=lambda e: (e[0], e[1]))
     assert max(sum(step for _, step in events[:i + 1]) for i in range(len(events))) == 2
