@@ -56,6 +56,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional
 
 from tests.fakes import LoopbackServer
+from tests.fakes.http_answers import send_json
 
 DEFAULT_REPLY = "ready . The prefill and decode engines answered together"
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -225,12 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.answered_s = time.perf_counter()
 
     def _send_json(self, status: int, document: Any) -> None:
-        body = json.dumps(document).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, status, document)
 
     def do_GET(self) -> None:
         self.server.owner.requests.append(("GET", self.path, None))

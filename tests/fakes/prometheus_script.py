@@ -14,7 +14,6 @@ stand-in's Prometheus Service (`FakeKubeApi.prometheus_upstream = script.url`).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import urllib.parse
@@ -26,6 +25,7 @@ from typing import Any, Sequence
 from components.render import metric_names as m
 from components.render.observability_rules import ENGINE_PRESENCE, PHASE_INFO, phased
 from tests.fakes import LoopbackServer
+from tests.fakes.http_answers import send_json
 
 
 @dataclass(frozen=True)
@@ -110,12 +110,7 @@ def _handler(script: ScriptedPrometheus) -> type[BaseHTTPRequestHandler]:
             self._json(200, {"status": "success", "data": {"resultType": "vector", "result": result}})
 
         def _json(self, status: int, document: Any) -> None:
-            data = json.dumps(document).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, document)
 
         def log_message(self, *args: Any) -> None:
             pass

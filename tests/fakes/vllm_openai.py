@@ -36,6 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator, Optional
 
 from tests.fakes import LoopbackServer
+from tests.fakes.http_answers import send_json
 
 VOCAB = ("cache", "decode", "prefill", "block", "token", "engine", "answer", "prompt", "layer", "batch",
          "queue", "stream", "model", "reply", "kernel", "node")
@@ -241,12 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.owner  # type: ignore[attr-defined,no-any-return]
 
     def _json(self, status: int, document: Any) -> None:
-        data = json.dumps(document).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, document)
 
     def _key_refused(self) -> bool:
         """With `api_key`: a request without it gets vLLM's 401 (and the key is never recorded)."""
