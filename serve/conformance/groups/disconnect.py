@@ -63,7 +63,7 @@ def _reading(session: Session, ctx: Context, label: str) -> Exchange:
 
 def probe(session: Session, ctx: Context) -> list[Exchange]:
     before = _reading(session, ctx, "before")
-    if before.status != 200 or "running" not in (before.body or {}):
+    if before.status != 200 or running_of(before.body) is None:
         return [before]
     asked = min(ASKED, (ctx.max_model_len or 2 * ASKED) // 2)
     walked = session.walk_away("walk away", "chat", READ_CHUNKS, **request("chat", max_tokens=asked))
@@ -80,8 +80,9 @@ def probe(session: Session, ctx: Context) -> list[Exchange]:
 
 def running_of(reading: Optional[Mapping[str, float]]) -> Optional[float]:
     """The running requests a reading shows; 0 when the page has the engines' token counter but no
-    running gauge: Ray's export drops a gauge once the engine is idle (CI's run on Ray 2.60 read
-    `generated` alone after the client left), so its absence beside the counter is an idle engine.
+    running gauge: Ray's export drops a gauge once the engine is idle (CI's runs on Ray 2.60 read
+    `generated` alone after the client left, and before the request when the engine had been idle
+    since an earlier test), so its absence beside the counter is an idle engine, before or after.
     None when the page has neither (not a vLLM page, or an engine that never served)."""
     if not reading:
         return None
@@ -99,7 +100,7 @@ def _settled(before: Optional[Mapping[str, float]], after: Optional[Mapping[str,
 
 def judge(exchanges: Sequence[Exchange], ctx: Context) -> Outcome:
     before = by_label(exchanges, "before")
-    if before is None or before.status != 200 or "running" not in (before.body or {}):
+    if before is None or before.status != 200 or running_of(before.body) is None:
         where = ctx.metrics_url or "the endpoint's /metrics"
         why = before.error or f"HTTP {before.status}" if before is not None else "not read"
         return skipped(f"no vllm:num_requests_running at {where} ({why}): whether the engine stops for a "
