@@ -60,8 +60,15 @@ def test_an_engine_idle_before_the_request_without_its_running_gauge_is_judged()
     assert status == "pass", evidence
 
 
-def test_before_a_page_without_any_engine_series_is_a_skip_saying_where_to_look() -> None:
-    status, evidence = verdict({"generated": 642.0}, before_body={})
+def test_engines_that_never_served_before_the_request_are_judged_from_zero() -> None:
+    """Ray exports nothing for an engine before its first request (a Ray run with this test first)."""
+    assert verdict({"generated": 40.0}, before_body={})[0] == "pass"
+    status, evidence = verdict({"generated": float(ASKED)}, before_body={})
+    assert status == "fail" and "the whole answer" in evidence
+
+
+def test_a_page_without_engine_series_before_and_after_is_a_skip_saying_where_to_look() -> None:
+    status, evidence = verdict({}, before_body={})
     assert status == "skip" and "watch the engines' num_requests_running" in evidence
 
 
