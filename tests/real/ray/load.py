@@ -84,8 +84,10 @@ def start_load(endpoint: str, model: str, *, concurrency: int, input_words: int,
     """Chat requests of `input_words` words and exactly `output_tokens` tokens (ignore_eos), streamed,
     `concurrency` at a time, until `finish`; `replicas` records Serve's counts over the run, as
     `serve.benchmark run --dashboard` does."""
+    # A connect may wait as long as a request: while a second CPU engine loads, the 2-core machine
+    # starved Ray's proxy and the default 10 s connect timeout failed 4 of 716 requests (a CI run).
     config = LoadConfig(endpoint=endpoint, model=model, concurrency=concurrency, timeout_s=REQUEST_TIMEOUT_S,
-                        ignore_eos=True)
+                        connect_timeout_s=REQUEST_TIMEOUT_S, ignore_eos=True)
     stop = threading.Event()
     return BackgroundLoad(config, UntilStopped(synthetic_workload(POOL, input_words, output_tokens, seed=30), stop),
                           stop, replicas)

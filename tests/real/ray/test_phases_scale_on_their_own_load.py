@@ -87,20 +87,20 @@ def at_min(ray: RayServe, samples: Samples) -> bool:
     return all(now[name] == {"target": 1, "running": 1} for name in (PREFILL, DECODE))
 
 
-def benchmark_saw_the_same(recorder: ReplicaRecorder, samples: Samples, grows: str, stays: str, message: str) -> None:
+def benchmark_saw_the_same(recorder: ReplicaRecorder, samples: Samples, grows: str, message: str) -> None:
     """The benchmark's own replica records (serve.benchmark.replicas, as `run --dashboard` keeps them)
     agree with Serve's counts read here: a scale-up of `grows` from 1 to 2, and the same most
-    replicas for each phase while the load ran."""
+    replicas of `grows` while the load ran. Not of `stays`: once the new engine starves it, its target
+    can blip to 2 for one 2 s sample, which one sampler catches and the other misses (a CI run)."""
     rows = [row for row in recorder.samples if "phases" in row]
     assert rows, f"the benchmark recorded no replica counts: {recorder.samples[:3]}\n{message}"
     ups = scale_ups(rows)
     # the load's phase scaled up 1 -> 2 (the other phase may follow while the new engine starves it)
     assert (PHASE_OF[grows], 1, 2) in [(u["phase"], u["from"], u["to"]) for u in ups], f"{ups}\n{message}"
-    for deployment in (grows, stays):
-        phase = PHASE_OF[deployment]
-        for key in ("target", "running"):
-            seen = max(row["phases"][phase][key] for row in rows)
-            assert seen == samples.most(deployment, key), f"{phase} {key}: benchmark {seen}\n{message}"
+    phase = PHASE_OF[grows]
+    for key in ("target", "running"):
+        seen = max(row["phases"][phase][key] for row in rows)
+        assert seen == samples.most(grows, key), f"{phase} {key}: benchmark {seen}\n{message}"
 
 
 def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str, **load_shape: int) -> None:
@@ -137,7 +137,7 @@ def run_burst(ray: RayServe, artifacts: Path, name: str, grows: str, stays: str,
     before_decision = [row[stays]["target"] for row in samples.rows if started <= row["t"] < decided]
     assert before_decision and all(t == 1 for t in before_decision), f"{stays} was scaled by the {name} load\n{message}"
     assert facts["target_2_after_s"] >= UPSCALE_DELAY_S, f"scaled before upscale_delay_s\n{message}"
-    benchmark_saw_the_same(recorder, samples, grows, stays, message)
+    benchmark_saw_the_same(recorder, samples, grows, message)
     wait_until(f"{grows} back to 1 replica after the load", lambda: at_min(ray, samples),
                deadline_s=300 + DOWNSCALE_DELAY_S, watch=[ray.process], interval_s=SAMPLE_EVERY_S)
     facts["back_to_1_after_stop_s"] = round(samples.rows[-1]["t"] - stopped, 1)
