@@ -75,8 +75,7 @@ class _Reading:
         them; stopping at the first phased engine per phase judged the second "without a phase".
         Engines of replicas the Serve API does not list do not hold the wait: the check cannot know
         whether they are coming or going (see `never_phased`)."""
-        listed = {rid for ids in replicas.values() for rid in ids}
-        return all(self.reporting(ids) for ids in replicas.values()) and not (self.unphased() & listed)
+        return all(self.reporting(ids) for ids in replicas.values()) and not (self.unphased() & _listed(replicas))
 
     def never_phased(self, replicas: Mapping[str, list[str]]) -> list[str]:
         """The unphased engines the check fails on, once the wait is over:
@@ -89,8 +88,13 @@ class _Reading:
         group, in order), so it is the race above for a replica that served its first request after
         verify read the Serve API (an autoscaled replica started under load); failing it would fail
         a healthy deployment, and waiting for it would hold verify for replicas it never listed."""
-        listed = {rid for ids in replicas.values() for rid in ids}
+        listed = _listed(replicas)
         return sorted(rid for rid in self.unphased() if rid in listed or rid not in self.info)
+
+
+def _listed(replicas: Mapping[str, list[str]]) -> set[str]:
+    """Every replica id the Serve API listed, whatever its phase."""
+    return {rid for ids in replicas.values() for rid in ids}
 
 
 def check_metrics_flowing(ev: Evidence, outputs: Mapping[str, Any], *, wait_seconds: float = WAIT_SECONDS,
@@ -127,7 +131,7 @@ def _judge(replicas: dict[str, list[str]], reading: _Reading, waited: float) -> 
                             "the recording rule's deployment names do not match the Serve deployments: "
                             "run `pulumi up` so the PrometheusRule matches the deployed model")
     unknown = [f"{rid} ({phase})" for phase, ids in replicas.items() for rid in ids if rid not in reading.info]
-    known = {rid for ids in replicas.values() for rid in ids}
+    known = _listed(replicas)
     strangers = sorted(rid for rid in reading.info if rid not in known)
     if unknown and strangers:
         return Check.failed(
@@ -163,7 +167,7 @@ def _judge(replicas: dict[str, list[str]], reading: _Reading, waited: float) -> 
         parts.append(f"{phase} {len(live)} of {len(ids)} ({', '.join(live)})")
     note = (f"; {idle} replica(s) have served nothing yet, so Ray exported no series for them "
             "(their phase is known)") if idle else ""
-    coming = sorted(reading.unphased() - set(reading.never_phased(replicas)))
+    coming = sorted(reading.unphased())  # the never-phased ones failed the check above
     if coming:
         note += (f"; engine(s) {', '.join(coming[:6])}, of replicas the Serve API did not list when "
                  "verify asked it, have their phase but not yet the phased copy of their series "
